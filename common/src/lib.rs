@@ -1,0 +1,20 @@
+//! `common`: the cell's bus contract and the plumbing every service shares.
+//!
+//! - [`msg`]: every wire type (units in names, frames named, stamped);
+//! - [`codec`]: the only postcard calls (version byte, trailing bytes rejected);
+//! - [`topic`]: every key expression, typed; generates ARCHITECTURE.md's topic table;
+//! - [`bus`]: zenoh session from CLI args, typed publishers/subscribers, liveliness, status;
+//! - [`config`]: one TOML per cell, file → env → `--set`, every error listed at once;
+//! - [`service`]: tracing, shutdown signal, config loading for binaries;
+//! - [`clock`]: the monotonic clock used for stamps.
+//!
+//! It deliberately holds no control law, kinematics or device protocol: those live in the
+//! services' pure cores.
+
+pub mod bus;
+pub mod clock;
+pub mod codec;
+pub mod config;
+pub mod msg;
+pub mod service;
+pub mod topic;

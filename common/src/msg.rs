@@ -1,0 +1,528 @@
+//! Every wire type of the cell, and only here.
+//!
+//! Rules (see ARCHITECTURE.md):
+//! - units are in field names (`q_rad`, `force_n`, `position_m`); SI units throughout;
+//! - spatial data names its frame, either in the field name (`tcp_in_base`) or with a [`Frame`];
+//! - every message starts with a [`Stamp`] (per-publisher sequence number + the publisher's
+//!   monotonic clock), so drops and latency can be measured per hop;
+//! - postcard is positional: **field order is protocol**. Append new fields only with a
+//!   [`crate::codec::WIRE_VERSION`] bump; the golden-bytes tests in `codec` freeze every encoding.
+
+use serde::{Deserialize, Serialize};
+
+/// Number of robot axes the cell handles.
+pub const AXES: usize = 6;
+
+/// Per-message provenance: which sample of a publisher this is, and when it was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Stamp {
+    /// Per-publisher sequence number, +1 per message; gaps mean drops.
+    pub seq: u64,
+    /// The publisher's monotonic clock (CLOCK_MONOTONIC on Linux; comparable between processes
+    /// on one host, not across hosts) at the time the message content was produced, in ns.
+    pub source_mono_ns: u64,
+}
+
+/// Named coordinate frames. Poses are "child in parent"; wrenches are expressed at the frame's
+/// origin, in its axes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Frame {
+    /// Robot base frame (ABB: base frame, z up through axis 1).
+    #[default]
+    Base,
+    /// Robot flange frame `tool0`.
+    Tool0,
+    /// Tool centre point frame (`tool0` · tool transform).
+    Tool,
+    /// The F/T sensor's measurement frame.
+    Sensor,
+    /// The task's constraint frame (hybrid control).
+    Constraint,
+}
+
+/// A rigid transform: position in metres and unit quaternion (w, x, y, z).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Pose {
+    pub position_m: [f64; 3],
+    pub quat_wxyz: [f64; 4],
+}
+
+impl Default for Pose {
+    fn default() -> Self {
+        Self::IDENTITY
+    }
+}
+
+impl Pose {
+    pub const IDENTITY: Pose = Pose {
+        position_m: [0.0; 3],
+        quat_wxyz: [1.0, 0.0, 0.0, 0.0],
+    };
+
+    /// True when every number is finite and the quaternion has unit norm (±1e-6).
+    pub fn is_valid(&self) -> bool {
+        let finite = self
+            .position_m
+            .iter()
+            .chain(self.quat_wxyz.iter())
+            .all(|v| v.is_finite());
+        let n2: f64 = self.quat_wxyz.iter().map(|v| v * v).sum();
+        finite && (n2 - 1.0).abs() < 2e-6
+    }
+}
+
+/// Linear and angular velocity of a frame, both expressed in the named frame's axes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Twist {
+    pub linear_m_s: [f64; 3],
+    pub angular_rad_s: [f64; 3],
+}
+
+/// Force and torque, at a frame's origin, in its axes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Wrench {
+    pub force_n: [f64; 3],
+    pub torque_nm: [f64; 3],
+}
+
+impl Wrench {
+    pub fn is_finite(&self) -> bool {
+        self.force_n
+            .iter()
+            .chain(self.torque_nm.iter())
+            .all(|v| v.is_finite())
+    }
+}
+
+/// Controller states reported by the robot (EGM: motors, MCI, RAPID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RobotStatus {
+    pub motors_on: bool,
+    /// The robot accepts external references (EGM: MCI running / EGM state "running").
+    pub external_control_active: bool,
+    pub program_running: bool,
+}
+
+/// Measured joint state, published by robot-io once per robot cycle. The cell's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct JointState {
+    pub stamp: Stamp,
+    /// Robot cycle counter (robot-io's own, +1 per robot message).
+    pub cycle: u64,
+    pub q_rad: [f64; AXES],
+    pub qd_rad_s: [f64; AXES],
+    pub robot: RobotStatus,
+}
+
+/// Flags a kinematics answer carries instead of silently bad output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct KinFlags {
+    /// The requested pose has no valid IK solution; the command holds the last reachable joints.
+    pub unreachable: bool,
+    /// Near a singularity: motion was computed by damped least squares.
+    pub near_singular: bool,
+    /// A joint position limit clamped the command.
+    pub position_limited: bool,
+    /// Joint speed limits scaled the step (direction preserved).
+    pub speed_limited: bool,
+}
+
+impl KinFlags {
+    pub fn any(&self) -> bool {
+        self.unreachable || self.near_singular || self.position_limited || self.speed_limited
+    }
+}
+
+/// Joint-space reference for the robot, published by kinematics for robot-io.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct JointCommand {
+    pub stamp: Stamp,
+    /// The robot cycle (JointState::cycle) this command was computed from.
+    pub cycle: u64,
+    pub q_rad: [f64; AXES],
+    /// Feed-forward joint velocity (EGM speedRef), may be zero.
+    pub qd_rad_s: [f64; AXES],
+    pub flags: KinFlags,
+}
+
+/// Tool pose and velocity kinematics for one joint state, published by kinematics.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct ToolPose {
+    pub stamp: Stamp,
+    /// The robot cycle this pose was computed from.
+    pub cycle: u64,
+    pub q_rad: [f64; AXES],
+    pub tool0_in_base: Pose,
+    pub tcp_in_base: Pose,
+    /// TCP twist, base axes.
+    pub tcp_twist_base: Twist,
+    /// Geometric Jacobian of the TCP in base axes, row-major; rows (vx, vy, vz, wx, wy, wz).
+    pub jacobian_base: [[f64; AXES]; 6],
+    /// Yoshikawa manipulability sqrt(det(J Jᵀ)).
+    pub manipulability: f64,
+}
+
+/// What a Cartesian command asks the kinematics service to do.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub enum CartesianTarget {
+    /// Go to this TCP pose (base frame) this cycle.
+    #[default]
+    Hold,
+    Pose(Pose),
+    /// Move the TCP with this twist (base axes) for one cycle of `dt_s`.
+    Twist { twist: Twist, dt_s: f64 },
+}
+
+/// Cartesian reference from control, turned into a [`JointCommand`] by kinematics.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct CartesianCommand {
+    pub stamp: Stamp,
+    /// The robot cycle this command was computed from.
+    pub cycle: u64,
+    pub target: CartesianTarget,
+}
+
+/// Raw wrench sample from the F/T sensor, sensor frame, device units converted to SI.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct WrenchSample {
+    pub stamp: Stamp,
+    /// The device's own sample counter (RDT sequence / SRI packet number).
+    pub device_seq: u32,
+    /// Device status word (0 = healthy), device-specific.
+    pub device_status: u32,
+    pub wrench_sensor: Wrench,
+}
+
+/// Why a wrench estimate must not be used for force control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum WrenchFault {
+    #[default]
+    None,
+    NotTared,
+    Stale,
+    NonFinite,
+    Saturated,
+    Spike,
+    DeviceError,
+    NoPose,
+}
+
+/// Processed wrench from force processing, in every frame control needs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct WrenchEstimate {
+    pub stamp: Stamp,
+    /// Stamp.seq of the raw sample this estimate was computed from.
+    pub sample_seq: u64,
+    /// `None` = usable; anything else = force modes must not use it.
+    pub fault: WrenchFault,
+    /// Contact wrench (bias and tool weight removed, filtered) at the sensor origin.
+    pub sensor: Wrench,
+    /// The same at the TCP, tool axes.
+    pub tool: Wrench,
+    /// The same at the TCP, base axes.
+    pub base: Wrench,
+}
+
+/// Control modes. Restart always comes up in `Idle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Mode {
+    /// Publishes nothing: robot-io holds.
+    #[default]
+    Idle,
+    /// Holds the current TCP pose actively.
+    Hold,
+    /// Hand-guided lead-through (force-free tracking).
+    LeadThrough,
+    /// Hybrid position/force task (see [`HybridTask`]).
+    Hybrid,
+    /// Plays back a taught program.
+    Playback,
+    /// Joint-space jog to a target, for commissioning and tests.
+    JointMove,
+}
+
+/// Operator/programme request to change mode.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct ModeCommand {
+    pub stamp: Stamp,
+    pub mode: Mode,
+}
+
+/// Raibert–Craig task description in a constraint frame.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct HybridTask {
+    pub stamp: Stamp,
+    /// Constraint frame in base.
+    pub constraint_in_base: Pose,
+    /// Selection vector S over (x, y, z, rx, ry, rz) of the constraint frame:
+    /// true = force-controlled, false = position-controlled.
+    pub force_axes: [bool; 6],
+    /// Desired wrench on the force-controlled axes (constraint frame).
+    pub wrench_setpoint: Wrench,
+    /// Desired TCP pose (base) for the position-controlled axes.
+    pub pose_setpoint: Pose,
+}
+
+/// Joint-space move for commissioning and tests (mode `JointMove`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct JointTarget {
+    pub stamp: Stamp,
+    pub q_rad: [f64; AXES],
+    /// Upper bound on every joint's speed during the move.
+    pub max_speed_rad_s: f64,
+}
+
+/// Robot-io's safety supervisor state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum SafetyLevel {
+    /// Commands are being executed.
+    Active,
+    /// Holding the last measured position (no fresh command, or startup/shutdown).
+    #[default]
+    Hold,
+    /// Protective stop: holding, and commands are refused until a reset.
+    ProtectiveStop,
+    /// Emergency stop latched: holding until reset.
+    EmergencyStop,
+}
+
+/// Why robot-io is not (or is) executing commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum SafetyReason {
+    None,
+    #[default]
+    NoCommandYet,
+    CommandStale,
+    CommandInvalid,
+    JointLimit,
+    SpeedLimit,
+    EStop,
+    RobotNotReady,
+    ShuttingDown,
+}
+
+/// Published by robot-io on every change and periodically.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct SafetyState {
+    pub stamp: Stamp,
+    pub level: SafetyLevel,
+    pub reason: SafetyReason,
+    /// Robot cycle at which this state was entered.
+    pub since_cycle: u64,
+    /// Commands rejected since start (limits, NaN, stale).
+    pub rejected_commands: u64,
+}
+
+/// Emergency-stop request. `Engage` latches; only `Reset` clears it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum EStopAction {
+    #[default]
+    Engage,
+    Reset,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct EStop {
+    pub stamp: Stamp,
+    pub action: EStopAction,
+}
+
+/// The JSON status every service answers on its status queryable
+/// (JSON, not postcard, so that any zenoh tool can read it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceStatus {
+    pub service: String,
+    pub cell_id: String,
+    pub version: String,
+    pub pid: u32,
+    pub state: String,
+    pub uptime_s: f64,
+    /// Per subscribed topic: received, rejected, age of the newest sample.
+    pub inputs: Vec<InputStatus>,
+    /// Per published topic: messages sent.
+    pub outputs: Vec<OutputStatus>,
+    pub last_error: Option<String>,
+    /// Service-specific figures.
+    pub detail: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputStatus {
+    pub key: String,
+    pub received: u64,
+    pub rejected: u64,
+    pub last_reject: Option<String>,
+    pub age_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputStatus {
+    pub key: String,
+    pub published: u64,
+}
+
+/// Plausibility checks of a decoded message (NaN, non-unit quaternions, …). Messages failing
+/// them are counted as rejected by the bus and never reach a service.
+pub trait Check {
+    fn check(&self) -> Result<(), String>;
+}
+
+fn finite(name: &str, v: &[f64]) -> Result<(), String> {
+    if v.iter().all(|x| x.is_finite()) {
+        Ok(())
+    } else {
+        Err(format!("{name} contains NaN or infinity"))
+    }
+}
+
+fn pose(name: &str, p: &Pose) -> Result<(), String> {
+    if p.is_valid() {
+        Ok(())
+    } else {
+        Err(format!("{name} is not finite with a unit quaternion"))
+    }
+}
+
+fn wrench(name: &str, w: &Wrench) -> Result<(), String> {
+    if w.is_finite() {
+        Ok(())
+    } else {
+        Err(format!("{name} contains NaN or infinity"))
+    }
+}
+
+impl Check for JointState {
+    fn check(&self) -> Result<(), String> {
+        finite("q_rad", &self.q_rad)?;
+        finite("qd_rad_s", &self.qd_rad_s)
+    }
+}
+
+impl Check for JointCommand {
+    fn check(&self) -> Result<(), String> {
+        finite("q_rad", &self.q_rad)?;
+        finite("qd_rad_s", &self.qd_rad_s)
+    }
+}
+
+impl Check for ToolPose {
+    fn check(&self) -> Result<(), String> {
+        finite("q_rad", &self.q_rad)?;
+        pose("tool0_in_base", &self.tool0_in_base)?;
+        pose("tcp_in_base", &self.tcp_in_base)?;
+        finite("tcp_twist_base", &self.tcp_twist_base.linear_m_s)?;
+        finite("tcp_twist_base", &self.tcp_twist_base.angular_rad_s)?;
+        for row in &self.jacobian_base {
+            finite("jacobian_base", row)?;
+        }
+        Ok(())
+    }
+}
+
+impl Check for CartesianCommand {
+    fn check(&self) -> Result<(), String> {
+        match &self.target {
+            CartesianTarget::Hold => Ok(()),
+            CartesianTarget::Pose(p) => pose("target pose", p),
+            CartesianTarget::Twist { twist, dt_s } => {
+                finite("twist", &twist.linear_m_s)?;
+                finite("twist", &twist.angular_rad_s)?;
+                if dt_s.is_finite() && *dt_s > 0.0 && *dt_s <= 0.1 {
+                    Ok(())
+                } else {
+                    Err(format!("dt_s {dt_s} outside (0, 0.1] s"))
+                }
+            }
+        }
+    }
+}
+
+impl Check for WrenchSample {
+    fn check(&self) -> Result<(), String> {
+        wrench("wrench_sensor", &self.wrench_sensor)
+    }
+}
+
+impl Check for WrenchEstimate {
+    fn check(&self) -> Result<(), String> {
+        wrench("sensor", &self.sensor)?;
+        wrench("tool", &self.tool)?;
+        wrench("base", &self.base)
+    }
+}
+
+impl Check for ModeCommand {
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Check for HybridTask {
+    fn check(&self) -> Result<(), String> {
+        pose("constraint_in_base", &self.constraint_in_base)?;
+        pose("pose_setpoint", &self.pose_setpoint)?;
+        wrench("wrench_setpoint", &self.wrench_setpoint)
+    }
+}
+
+impl Check for JointTarget {
+    fn check(&self) -> Result<(), String> {
+        finite("q_rad", &self.q_rad)?;
+        if self.max_speed_rad_s.is_finite() && self.max_speed_rad_s > 0.0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "max_speed_rad_s {} must be > 0",
+                self.max_speed_rad_s
+            ))
+        }
+    }
+}
+
+impl Check for SafetyState {
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Check for EStop {
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_reject_nan_and_bad_quaternions() {
+        let mut js = JointState::default();
+        assert!(js.check().is_ok());
+        js.q_rad[3] = f64::NAN;
+        assert!(js.check().is_err());
+        let mut cmd = CartesianCommand {
+            target: CartesianTarget::Pose(Pose {
+                position_m: [0.3, 0.0, 0.5],
+                quat_wxyz: [0.5, 0.5, 0.5, 0.5],
+            }),
+            ..Default::default()
+        };
+        assert!(cmd.check().is_ok());
+        cmd.target = CartesianTarget::Pose(Pose {
+            position_m: [0.3, 0.0, 0.5],
+            quat_wxyz: [1.0, 1.0, 0.0, 0.0],
+        });
+        assert!(cmd.check().is_err());
+        cmd.target = CartesianTarget::Twist {
+            twist: Twist::default(),
+            dt_s: 0.0,
+        };
+        assert!(cmd.check().is_err());
+        let jt = JointTarget {
+            max_speed_rad_s: -1.0,
+            ..Default::default()
+        };
+        assert!(jt.check().is_err());
+    }
+}

@@ -1,0 +1,247 @@
+//! Every key expression of the cell, typed.
+//!
+//! Keys live under `cell/<cell-id>/…` so that `cell/**` shows a whole cell in any zenoh tool.
+//! Data topics carry postcard ([`crate::codec`]); status queryables answer JSON; liveliness
+//! tokens are `cell/<id>/alive/<service>`.
+//!
+//! ARCHITECTURE.md's topic table is generated from [`TOPICS`] by [`markdown_table`]; a test
+//! fails when the two differ.
+
+use std::marker::PhantomData;
+
+use crate::msg;
+
+/// Static description of one topic (used for docs, the CLI and validity tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// Key suffix after `cell/<cell-id>/`.
+    pub suffix: &'static str,
+    /// Rust type carried (postcard).
+    pub type_name: &'static str,
+    pub publisher: &'static str,
+    pub subscribers: &'static str,
+    pub rate: &'static str,
+    pub qos: &'static str,
+    pub frame: &'static str,
+    pub doc: &'static str,
+}
+
+/// A key with the message type it carries.
+pub struct Topic<T> {
+    pub info: TopicInfo,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Topic<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Topic<T> {}
+
+impl<T> Topic<T> {
+    const fn new(info: TopicInfo) -> Self {
+        Self {
+            info,
+            _t: PhantomData,
+        }
+    }
+
+    /// The full key expression for a cell.
+    pub fn key(&self, cell_id: &str) -> String {
+        format!("cell/{cell_id}/{}", self.info.suffix)
+    }
+}
+
+/// QoS classes (see `bus`).
+pub const QOS_HOT: &str = "RealTime, express, Drop";
+pub const QOS_CMD: &str = "InteractiveHigh, Block";
+
+macro_rules! topics {
+    ($( $(#[doc = $doc:literal])* $name:ident : $ty:ty = {
+        suffix: $suffix:literal, publisher: $pubr:literal, subscribers: $subs:literal,
+        rate: $rate:literal, qos: $qos:expr, frame: $frame:literal $(,)?
+    } ),* $(,)?) => {
+        $(
+            $(#[doc = $doc])*
+            pub const $name: Topic<$ty> = Topic::new(TopicInfo {
+                suffix: $suffix,
+                type_name: stringify!($ty),
+                publisher: $pubr,
+                subscribers: $subs,
+                rate: $rate,
+                qos: $qos,
+                frame: $frame,
+                doc: concat!($($doc),*),
+            });
+        )*
+        /// Every data topic of the cell.
+        pub const TOPICS: &[TopicInfo] = &[$($name.info),*];
+    };
+}
+
+topics! {
+    /// Measured joints, once per robot cycle: the cell's clock.
+    JOINT_STATE: msg::JointState = {
+        suffix: "robot/joint_state", publisher: "robot-io", subscribers: "kinematics, control, cell",
+        rate: "robot cycle (EGM 250 Hz)", qos: QOS_HOT, frame: "joint space",
+    },
+    /// robot-io's safety supervisor state (on change and at 10 Hz).
+    SAFETY_STATE: msg::SafetyState = {
+        suffix: "robot/safety", publisher: "robot-io", subscribers: "control, cell",
+        rate: "on change + 10 Hz", qos: QOS_CMD, frame: "-",
+    },
+    /// Emergency stop request (latches until Reset).
+    ESTOP: msg::EStop = {
+        suffix: "robot/estop", publisher: "cell CLI, any", subscribers: "robot-io",
+        rate: "event", qos: QOS_CMD, frame: "-",
+    },
+    /// Tool pose, TCP twist and Jacobian for each joint state.
+    TOOL_POSE: msg::ToolPose = {
+        suffix: "kin/tool_pose", publisher: "kinematics", subscribers: "control, force",
+        rate: "robot cycle", qos: QOS_HOT, frame: "base",
+    },
+    /// Joint reference for the robot (IK of the Cartesian command, limited).
+    JOINT_COMMAND: msg::JointCommand = {
+        suffix: "kin/joint_cmd", publisher: "kinematics", subscribers: "robot-io",
+        rate: "robot cycle", qos: QOS_HOT, frame: "joint space",
+    },
+    /// Raw F/T samples in the sensor frame at the device rate.
+    WRENCH_RAW: msg::WrenchSample = {
+        suffix: "sensor/wrench_raw", publisher: "sensor", subscribers: "force",
+        rate: "device rate (≤ 2 kHz)", qos: QOS_HOT, frame: "sensor",
+    },
+    /// Processed wrench estimate (bias, gravity, filter) in sensor, tool and base frames.
+    WRENCH_ESTIMATE: msg::WrenchEstimate = {
+        suffix: "force/wrench", publisher: "force", subscribers: "control",
+        rate: "per raw sample", qos: QOS_HOT, frame: "sensor, tool, base",
+    },
+    /// Cartesian reference from the active control mode.
+    CARTESIAN_COMMAND: msg::CartesianCommand = {
+        suffix: "control/cartesian_cmd", publisher: "control", subscribers: "kinematics",
+        rate: "robot cycle (while a mode is active)", qos: QOS_HOT, frame: "base",
+    },
+    /// Mode change request.
+    MODE_COMMAND: msg::ModeCommand = {
+        suffix: "control/mode", publisher: "cell CLI", subscribers: "control",
+        rate: "event", qos: QOS_CMD, frame: "-",
+    },
+    /// Hybrid position/force task definition.
+    HYBRID_TASK: msg::HybridTask = {
+        suffix: "control/task", publisher: "cell CLI", subscribers: "control",
+        rate: "event", qos: QOS_CMD, frame: "constraint / base",
+    },
+    /// Joint-space move target (mode JointMove).
+    JOINT_TARGET: msg::JointTarget = {
+        suffix: "control/joint_target", publisher: "cell CLI, tests", subscribers: "control",
+        rate: "event", qos: QOS_CMD, frame: "joint space",
+    },
+}
+
+/// Liveliness token key of a service.
+pub fn alive_key(cell_id: &str, service: &str) -> String {
+    format!("cell/{cell_id}/alive/{service}")
+}
+
+/// Status queryable key of a service (answers JSON [`msg::ServiceStatus`]).
+pub fn status_key(cell_id: &str, service: &str) -> String {
+    format!("cell/{cell_id}/{service}/status")
+}
+
+/// Looks a topic up by its suffix or full key (for the CLI).
+pub fn find(name: &str) -> Option<&'static TopicInfo> {
+    let suffix = name
+        .strip_prefix("cell/")
+        .and_then(|rest| rest.split_once('/').map(|(_, s)| s))
+        .unwrap_or(name);
+    TOPICS.iter().find(|t| t.suffix == suffix)
+}
+
+/// The topic table of ARCHITECTURE.md.
+pub fn markdown_table() -> String {
+    let mut s = String::from(
+        "| key (under `cell/<id>/`) | type | publisher | subscribers | rate | QoS | frame |\n|---|---|---|---|---|---|---|\n",
+    );
+    for t in TOPICS {
+        s.push_str(&format!(
+            "| `{}` | `{}` | {} | {} | {} | {} | {} |\n",
+            t.suffix, t.type_name, t.publisher, t.subscribers, t.rate, t.qos, t.frame
+        ));
+    }
+    s.push_str("| `alive/<service>` | liveliness token | every service | `cell ls` | - | - | - |\n");
+    s.push_str("| `<service>/status` | queryable, JSON `ServiceStatus` | every service | `cell status` | on query | - | - |\n");
+    s
+}
+
+/// Checks that a cell id is a single, plain key chunk.
+pub fn valid_cell_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn keys_are_valid_and_unique() {
+        let mut seen = HashSet::new();
+        for t in TOPICS {
+            let key = format!("cell/test/{}", t.suffix);
+            assert!(
+                zenoh::key_expr::KeyExpr::try_from(key.as_str()).is_ok(),
+                "invalid key {key}"
+            );
+            assert!(!key.contains('*') && !key.contains('$'), "wildcard in {key}");
+            assert!(seen.insert(t.suffix), "duplicate {}", t.suffix);
+            assert!(!t.doc.is_empty(), "{} undocumented", t.suffix);
+            // No topic may collide with the liveliness or status namespaces.
+            assert!(!t.suffix.starts_with("alive/") && !t.suffix.ends_with("/status"));
+        }
+        assert!(zenoh::key_expr::KeyExpr::try_from(alive_key("a", "robot-io")).is_ok());
+        assert!(zenoh::key_expr::KeyExpr::try_from(status_key("a", "robot-io")).is_ok());
+    }
+
+    #[test]
+    fn find_by_suffix_or_key() {
+        assert_eq!(
+            find("robot/joint_state").map(|t| t.suffix),
+            Some("robot/joint_state")
+        );
+        assert_eq!(
+            find("cell/sim/force/wrench").map(|t| t.suffix),
+            Some("force/wrench")
+        );
+        assert!(find("nope").is_none());
+    }
+
+    #[test]
+    fn architecture_md_topic_table_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../ARCHITECTURE.md");
+        let doc = std::fs::read_to_string(path).expect("ARCHITECTURE.md readable");
+        let begin = "<!-- topic-table:begin -->\n";
+        let end = "<!-- topic-table:end -->";
+        let start = doc.find(begin).expect("begin marker") + begin.len();
+        let stop = doc.find(end).expect("end marker");
+        let table = markdown_table();
+        if doc[start..stop] != table {
+            if std::env::var_os("UPDATE_DOCS").is_some() {
+                let new = format!("{}{}{}", &doc[..start], table, &doc[stop..]);
+                std::fs::write(path, new).expect("write ARCHITECTURE.md");
+            } else {
+                panic!("ARCHITECTURE.md topic table is stale: run `UPDATE_DOCS=1 cargo test -p common`\nexpected:\n{table}");
+            }
+        }
+    }
+
+    #[test]
+    fn cell_ids() {
+        assert!(valid_cell_id("sim-1"));
+        assert!(!valid_cell_id(""));
+        assert!(!valid_cell_id("a/b"));
+        assert!(!valid_cell_id("a*"));
+    }
+}
