@@ -47,12 +47,19 @@ pub struct BusArgs {
     pub cfg: Vec<String>,
 }
 
-/// Builds the zenoh config for a peer session of the cell.
-pub fn zenoh_config(args: &BusArgs, cell: &CellSection) -> anyhow::Result<zenoh::Config> {
+/// Builds the zenoh config of a session of the cell. Services are peers (direct links between
+/// them once the router has introduced them); tools use `client` mode, so every query and
+/// subscription goes through the router and sees the whole cell from the first request.
+pub fn zenoh_config(
+    args: &BusArgs,
+    cell: &CellSection,
+    mode: SessionMode,
+) -> anyhow::Result<zenoh::Config> {
     let file = args.zenoh_config.as_ref().or(cell.zenoh_config.as_ref());
     let mut cfg = match file {
-        Some(f) => zenoh::Config::from_file(f)
-            .map_err(|e| anyhow::anyhow!("zenoh config {f}: {e}"))?,
+        Some(f) => {
+            zenoh::Config::from_file(f).map_err(|e| anyhow::anyhow!("zenoh config {f}: {e}"))?
+        }
         None => zenoh::Config::default(),
     };
     let connect = if args.connect.is_empty() {
@@ -62,19 +69,27 @@ pub fn zenoh_config(args: &BusArgs, cell: &CellSection) -> anyhow::Result<zenoh:
     };
     let listen = if !args.listen.is_empty() {
         args.listen.clone()
-    } else if connect.iter().all(|e| is_loopback_endpoint(e)) {
+    } else if mode == SessionMode::Peer && connect.iter().all(|e| is_loopback_endpoint(e)) {
         vec!["tcp/127.0.0.1:0".to_string()]
     } else {
         Vec::new()
     };
-    insert(&mut cfg, "mode", "\"peer\"")?;
+    let mode_json = match mode {
+        SessionMode::Peer => "\"peer\"",
+        SessionMode::Client => "\"client\"",
+    };
+    insert(&mut cfg, "mode", mode_json)?;
     insert(
         &mut cfg,
         "connect/endpoints",
         &serde_json::to_string(&connect)?,
     )?;
     if !listen.is_empty() {
-        insert(&mut cfg, "listen/endpoints", &serde_json::to_string(&listen)?)?;
+        insert(
+            &mut cfg,
+            "listen/endpoints",
+            &serde_json::to_string(&listen)?,
+        )?;
     }
     // Deterministic start-up: explicit endpoints, no multicast.
     insert(&mut cfg, "scouting/multicast/enabled", "false")?;
@@ -87,6 +102,13 @@ pub fn zenoh_config(args: &BusArgs, cell: &CellSection) -> anyhow::Result<zenoh:
         insert(&mut cfg, k, v)?;
     }
     Ok(cfg)
+}
+
+/// zenoh session mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionMode {
+    Peer,
+    Client,
 }
 
 fn insert(cfg: &mut zenoh::Config, key: &str, json5: &str) -> anyhow::Result<()> {
@@ -241,7 +263,7 @@ pub struct Presence {
 impl Node {
     /// Opens the session of a service.
     pub async fn open(args: &BusArgs, cell: &CellSection, service: &str) -> anyhow::Result<Node> {
-        let cfg = zenoh_config(args, cell)?;
+        let cfg = zenoh_config(args, cell, SessionMode::Peer)?;
         let session = zenoh::open(cfg)
             .await
             .map_err(|e| anyhow::anyhow!("cannot open zenoh session: {e}"))?;

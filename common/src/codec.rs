@@ -191,7 +191,11 @@ mod tests {
         let one = "000000000000f03f";
         assert_eq!(
             hex(&encode(&w)),
-            format!("0102030400{z2}{one}{z3}", z2 = zero.repeat(2), z3 = zero.repeat(3))
+            format!(
+                "0102030400{z2}{one}{z3}",
+                z2 = zero.repeat(2),
+                z3 = zero.repeat(3)
+            )
         );
         let c = CartesianCommand {
             stamp: Stamp {

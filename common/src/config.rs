@@ -77,6 +77,19 @@ pub fn check_range(
     }
 }
 
+/// Every top-level table a cell config may have.
+pub const KNOWN_SECTIONS: &[&str] = &[
+    "cell",
+    "launcher",
+    "arm",
+    "robot_io",
+    "kinematics",
+    "control",
+    "force",
+    "sensor",
+    "sim",
+];
+
 /// The `[cell]` table: identity and bus of the cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -161,7 +174,9 @@ impl RawConfig {
             .collect();
         envs.sort();
         for (k, v) in envs {
-            let path = k[ENV_PREFIX.len()..].to_ascii_lowercase().replace("__", ".");
+            let path = k[ENV_PREFIX.len()..]
+                .to_ascii_lowercase()
+                .replace("__", ".");
             raw.set(&path, &v, &k, &mut errors);
         }
         for s in sets {

@@ -170,7 +170,10 @@ pub enum CartesianTarget {
     Hold,
     Pose(Pose),
     /// Move the TCP with this twist (base axes) for one cycle of `dt_s`.
-    Twist { twist: Twist, dt_s: f64 },
+    Twist {
+        twist: Twist,
+        dt_s: f64,
+    },
 }
 
 /// Cartesian reference from control, turned into a [`JointCommand`] by kinematics.
@@ -237,8 +240,8 @@ pub enum Mode {
     Hybrid,
     /// Plays back a taught program.
     Playback,
-    /// Joint-space jog to a target, for commissioning and tests.
-    JointMove,
+    /// Straight-line Cartesian move to a [`MoveTarget`], then hold there.
+    Move,
 }
 
 /// Operator/programme request to change mode.
@@ -263,13 +266,14 @@ pub struct HybridTask {
     pub pose_setpoint: Pose,
 }
 
-/// Joint-space move for commissioning and tests (mode `JointMove`).
+/// Straight-line TCP move (mode `Move`): position interpolated linearly, orientation by slerp,
+/// both speed-limited. Sending one switches control to `Move`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
-pub struct JointTarget {
+pub struct MoveTarget {
     pub stamp: Stamp,
-    pub q_rad: [f64; AXES],
-    /// Upper bound on every joint's speed during the move.
-    pub max_speed_rad_s: f64,
+    pub tcp_in_base: Pose,
+    pub max_speed_m_s: f64,
+    pub max_rot_speed_rad_s: f64,
 }
 
 /// Robot-io's safety supervisor state.
@@ -465,17 +469,18 @@ impl Check for HybridTask {
     }
 }
 
-impl Check for JointTarget {
+impl Check for MoveTarget {
     fn check(&self) -> Result<(), String> {
-        finite("q_rad", &self.q_rad)?;
-        if self.max_speed_rad_s.is_finite() && self.max_speed_rad_s > 0.0 {
-            Ok(())
-        } else {
-            Err(format!(
-                "max_speed_rad_s {} must be > 0",
-                self.max_speed_rad_s
-            ))
+        pose("tcp_in_base", &self.tcp_in_base)?;
+        for (name, v) in [
+            ("max_speed_m_s", self.max_speed_m_s),
+            ("max_rot_speed_rad_s", self.max_rot_speed_rad_s),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{name} {v} must be > 0"));
+            }
         }
+        Ok(())
     }
 }
 
@@ -519,10 +524,11 @@ mod tests {
             dt_s: 0.0,
         };
         assert!(cmd.check().is_err());
-        let jt = JointTarget {
-            max_speed_rad_s: -1.0,
+        let mt = MoveTarget {
+            max_speed_m_s: -1.0,
+            max_rot_speed_rad_s: 1.0,
             ..Default::default()
         };
-        assert!(jt.check().is_err());
+        assert!(mt.check().is_err());
     }
 }

@@ -131,10 +131,10 @@ topics! {
         suffix: "control/task", publisher: "cell CLI", subscribers: "control",
         rate: "event", qos: QOS_CMD, frame: "constraint / base",
     },
-    /// Joint-space move target (mode JointMove).
-    JOINT_TARGET: msg::JointTarget = {
-        suffix: "control/joint_target", publisher: "cell CLI, tests", subscribers: "control",
-        rate: "event", qos: QOS_CMD, frame: "joint space",
+    /// Straight-line TCP move target (switches control to mode Move).
+    MOVE_TARGET: msg::MoveTarget = {
+        suffix: "control/move", publisher: "cell CLI, tests", subscribers: "control",
+        rate: "event", qos: QOS_CMD, frame: "base",
     },
 }
 
@@ -168,7 +168,9 @@ pub fn markdown_table() -> String {
             t.suffix, t.type_name, t.publisher, t.subscribers, t.rate, t.qos, t.frame
         ));
     }
-    s.push_str("| `alive/<service>` | liveliness token | every service | `cell ls` | - | - | - |\n");
+    s.push_str(
+        "| `alive/<service>` | liveliness token | every service | `cell ls` | - | - | - |\n",
+    );
     s.push_str("| `<service>/status` | queryable, JSON `ServiceStatus` | every service | `cell status` | on query | - | - |\n");
     s
 }
@@ -195,7 +197,10 @@ mod tests {
                 zenoh::key_expr::KeyExpr::try_from(key.as_str()).is_ok(),
                 "invalid key {key}"
             );
-            assert!(!key.contains('*') && !key.contains('$'), "wildcard in {key}");
+            assert!(
+                !key.contains('*') && !key.contains('$'),
+                "wildcard in {key}"
+            );
             assert!(seen.insert(t.suffix), "duplicate {}", t.suffix);
             assert!(!t.doc.is_empty(), "{} undocumented", t.suffix);
             // No topic may collide with the liveliness or status namespaces.

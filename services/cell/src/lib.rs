@@ -1,1 +1,6 @@
-//! placeholder
+//! `cell`: the launcher/supervisor ([`launcher`]), the operator CLI over zenoh ([`cli`]) and
+//! offline kinematics commands ([`kin`]).
+
+pub mod cli;
+pub mod kin;
+pub mod launcher;

@@ -1,1 +1,339 @@
-fn main() {}
+//! `cell`: launcher/supervisor of the cell's services and the operator CLI.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use common::{
+    bus::BusArgs,
+    config::CellSection,
+    msg::{EStopAction, Mode},
+    service::{self, ConfigArgs, Loader},
+};
+use kinematics::{config::ArmSection, Arm};
+use nalgebra::Isometry3;
+
+use cell::{cli, kin, launcher};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Force-controlled robot cell: launcher and operator CLI"
+)]
+struct Args {
+    #[command(flatten)]
+    cfg: ConfigArgs,
+    #[command(flatten)]
+    bus: BusArgs,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start the cell: embedded zenoh router + every service as a supervised process.
+    Up,
+    /// List live services (liveliness tokens).
+    Ls,
+    /// Status of one or every service.
+    Status {
+        service: Option<String>,
+        /// One JSON object per service, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print decoded messages of a topic (suffix like `robot/joint_state` or full key).
+    Echo {
+        topic: String,
+        #[arg(long, short = 'n')]
+        count: Option<u64>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a topic's rate once per second.
+    Hz {
+        topic: String,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        seconds: Option<u64>,
+    },
+    /// Switch control mode.
+    Mode { mode: ModeArg },
+    /// Straight-line TCP move (position in mm, ABB quaternion w x y z; default: keep the
+    /// zero-pose orientation).
+    Move {
+        x_mm: f64,
+        y_mm: f64,
+        z_mm: f64,
+        #[arg(num_args = 4, value_names = ["QW", "QX", "QY", "QZ"])]
+        quat: Option<Vec<f64>>,
+        #[arg(long, default_value_t = 100.0)]
+        speed_mm_s: f64,
+        #[arg(long, default_value_t = 30.0)]
+        rot_speed_deg_s: f64,
+    },
+    /// Engage the e-stop (latches in robot-io until `cell reset`).
+    Estop,
+    /// Reset the e-stop latch.
+    Reset,
+    /// Offline kinematics of the configured arm (no running cell needed).
+    Kin {
+        #[command(subcommand)]
+        cmd: KinCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum KinCmd {
+    /// Forward kinematics of tool0: joints in rad (or deg with --deg).
+    Fk {
+        #[arg(num_args = 6, allow_negative_numbers = true, value_names = ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6"])]
+        q: Vec<f64>,
+        #[arg(long)]
+        deg: bool,
+    },
+    /// Inverse kinematics of tool0: position mm, ABB quaternion w x y z.
+    Ik {
+        #[arg(allow_negative_numbers = true)]
+        x_mm: f64,
+        #[arg(allow_negative_numbers = true)]
+        y_mm: f64,
+        #[arg(allow_negative_numbers = true)]
+        z_mm: f64,
+        #[arg(allow_negative_numbers = true)]
+        qw: f64,
+        #[arg(allow_negative_numbers = true)]
+        qx: f64,
+        #[arg(allow_negative_numbers = true)]
+        qy: f64,
+        #[arg(allow_negative_numbers = true)]
+        qz: f64,
+        /// Current joints (deg) to choose the nearest solution.
+        #[arg(long, num_args = 6, allow_negative_numbers = true)]
+        near: Option<Vec<f64>>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Idle,
+    Hold,
+    LeadThrough,
+    Hybrid,
+    Playback,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Idle => Mode::Idle,
+            ModeArg::Hold => Mode::Hold,
+            ModeArg::LeadThrough => Mode::LeadThrough,
+            ModeArg::Hybrid => Mode::Hybrid,
+            ModeArg::Playback => Mode::Playback,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    service::init_tracing();
+    let mut loader = match Loader::new(&args.cfg) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("cell: {e}");
+            return ExitCode::from(service::EXIT_CONFIG as u8);
+        }
+    };
+    let cell = loader.cell();
+    let launcher_cfg: launcher::LauncherConfig = loader.section("launcher");
+    let arm_cfg: ArmSection = loader.section("arm");
+    if matches!(args.cmd, Cmd::Up) || args.cfg.check_config {
+        // The launcher validates every table, so a bad config fails before anything starts.
+        let _: robot_io::config::RobotIoConfig = loader.section("robot_io");
+        let _: kinematics::node::KinematicsConfig = loader.section("kinematics");
+        let _: control::node::ControlConfig = loader.section("control");
+        let _: force::node::ForceConfig = loader.section("force");
+        let _: sensor::node::SensorConfig = loader.section("sensor");
+    }
+    if let Err(e) = loader.finish() {
+        eprintln!("cell: {e}");
+        return ExitCode::from(service::EXIT_CONFIG as u8);
+    }
+    if args.cfg.check_config {
+        println!("cell: configuration valid");
+        return ExitCode::SUCCESS;
+    }
+    if let Cmd::Kin { cmd } = &args.cmd {
+        let arm = arm_cfg.build().unwrap_or_else(|_| Arm::irb120());
+        return match kin_cmd(arm, cmd) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cell kin: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cell: cannot start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(run(args, cell, launcher_cfg));
+    let code = match result {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(e) => {
+            eprintln!("cell: {e:#}");
+            1
+        }
+    };
+    // Every child has exited and every session is closed: skip zenoh's runtime teardown at
+    // exit (it takes about a second) so that `cell up` stops promptly on SIGTERM.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: _exit ends the process without running atexit handlers; nothing is pending.
+    unsafe { libc::_exit(code) }
+}
+
+async fn run(
+    args: Args,
+    cell: CellSection,
+    launcher_cfg: launcher::LauncherConfig,
+) -> anyhow::Result<bool> {
+    if let Cmd::Up = args.cmd {
+        launcher::up(
+            cell,
+            launcher_cfg,
+            args.cfg.config.clone(),
+            args.cfg.set.clone(),
+            Box::pin(service::shutdown_signal()),
+        )
+        .await?;
+        return Ok(true);
+    }
+    let s = cli::session(&args.bus, &cell).await?;
+    match args.cmd {
+        Cmd::Up | Cmd::Kin { .. } => {}
+        Cmd::Ls => {
+            let live = cli::ls(&s, &cell).await?;
+            if live.is_empty() {
+                eprintln!("no live services in cell {:?} at {}", cell.id, cell.router);
+                return Ok(false);
+            }
+            for l in live {
+                println!("{l}");
+            }
+        }
+        Cmd::Status { service, json } => {
+            let all = cli::status(&s, &cell, service.as_deref()).await?;
+            if all.is_empty() {
+                eprintln!("no status replies");
+                return Ok(false);
+            }
+            for v in all {
+                if json {
+                    println!("{v}");
+                } else {
+                    println!(
+                        "{:<11} {:<40} up {:>8.1} s  pid {:<7} last error: {}",
+                        v["service"].as_str().unwrap_or("?"),
+                        v["state"].as_str().unwrap_or("?"),
+                        v["uptime_s"].as_f64().unwrap_or(0.0),
+                        v["pid"],
+                        v["last_error"].as_str().unwrap_or("-"),
+                    );
+                    for i in v["inputs"].as_array().into_iter().flatten() {
+                        println!(
+                            "    in  {:<40} received {:>9} rejected {:>5} age {}",
+                            i["key"].as_str().unwrap_or("?"),
+                            i["received"],
+                            i["rejected"],
+                            i["age_ms"]
+                                .as_f64()
+                                .map(|a| format!("{a:.1} ms"))
+                                .unwrap_or("-".into())
+                        );
+                    }
+                    for o in v["outputs"].as_array().into_iter().flatten() {
+                        println!(
+                            "    out {:<40} published {:>8}",
+                            o["key"].as_str().unwrap_or("?"),
+                            o["published"]
+                        );
+                    }
+                    if !v["detail"].is_null() {
+                        println!("    detail {}", v["detail"]);
+                    }
+                }
+            }
+        }
+        Cmd::Echo { topic, count, json } => cli::echo(&s, &cell, &topic, count, json).await?,
+        Cmd::Hz { topic, seconds } => cli::hz(&s, &cell, &topic, seconds).await?,
+        Cmd::Mode { mode } => cli::set_mode(&s, &cell, mode.into()).await?,
+        Cmd::Move {
+            x_mm,
+            y_mm,
+            z_mm,
+            quat,
+            speed_mm_s,
+            rot_speed_deg_s,
+        } => {
+            let q = quat.unwrap_or(vec![
+                std::f64::consts::FRAC_1_SQRT_2,
+                0.0,
+                std::f64::consts::FRAC_1_SQRT_2,
+                0.0,
+            ]);
+            let pose =
+                kinematics::pose::pose_from_abb([x_mm, y_mm, z_mm], [q[0], q[1], q[2], q[3]])
+                    .context("target pose")?;
+            cli::move_to(
+                &s,
+                &cell,
+                kinematics::node::to_msg_pose(&pose),
+                speed_mm_s * 1e-3,
+                rot_speed_deg_s.to_radians(),
+            )
+            .await?;
+        }
+        Cmd::Estop => cli::estop(&s, &cell, EStopAction::Engage).await?,
+        Cmd::Reset => cli::estop(&s, &cell, EStopAction::Reset).await?,
+    }
+    let _ = s.close().await;
+    Ok(true)
+}
+
+fn kin_cmd(mut arm: Arm, cmd: &KinCmd) -> anyhow::Result<()> {
+    // These commands speak of tool0, whatever tool the config mounts.
+    arm.set_tool(Isometry3::identity())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let out = match cmd {
+        KinCmd::Fk { q, deg } => kin::fk_json(&arm, q, *deg)?,
+        KinCmd::Ik {
+            x_mm,
+            y_mm,
+            z_mm,
+            qw,
+            qx,
+            qy,
+            qz,
+            near,
+        } => kin::ik_json(
+            &arm,
+            [*x_mm, *y_mm, *z_mm],
+            [*qw, *qx, *qy, *qz],
+            near.as_deref(),
+        )?,
+    };
+    println!("{out}");
+    Ok(())
+}

@@ -80,7 +80,10 @@ impl common::config::Validate for ArmSection {
         if let Err(errs) = self.params() {
             for e in errs {
                 let (key, problem) = e.split_once(':').unwrap_or(("", e.as_str()));
-                errors.push(format!("{prefix}.{}", key.trim()), problem.trim().to_string());
+                errors.push(
+                    format!("{prefix}.{}", key.trim()),
+                    problem.trim().to_string(),
+                );
             }
         }
     }

@@ -1,1 +1,27 @@
-fn main() {}
+//! `cell-sensor`: F/T sensor acquisition.
+
+use clap::Parser;
+use common::{bus::BusArgs, service::ConfigArgs};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "F/T sensor acquisition: device protocol → raw wrench samples"
+)]
+struct Args {
+    #[command(flatten)]
+    cfg: ConfigArgs,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    common::service::run_service(
+        "sensor",
+        args.bus,
+        args.cfg,
+        |l| l.section::<sensor::node::SensorConfig>("sensor"),
+        sensor::node::run,
+    )
+}

@@ -1,0 +1,271 @@
+//! Operator commands that talk to a running cell over zenoh.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use common::{
+    bus::{self, BusArgs},
+    codec,
+    config::CellSection,
+    msg::{self, EStop, EStopAction, Mode, ModeCommand, MoveTarget, Pose, Stamp},
+    topic::{self, TopicInfo},
+};
+use serde::Serialize;
+use zenoh::Session;
+
+/// A client session to the cell, through its router.
+pub async fn session(bus_args: &BusArgs, cell: &CellSection) -> anyhow::Result<Session> {
+    let cfg = bus::zenoh_config(bus_args, cell, bus::SessionMode::Client)?;
+    zenoh::open(cfg)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach the cell at {}: {e}", cell.router))
+}
+
+/// Live services, from their liveliness tokens.
+pub async fn ls(s: &Session, cell: &CellSection) -> anyhow::Result<Vec<String>> {
+    let key = format!("cell/{}/alive/*", cell.id);
+    let replies = s
+        .liveliness()
+        .get(&key)
+        .timeout(Duration::from_secs(2))
+        .await
+        .map_err(|e| anyhow::anyhow!("liveliness query: {e}"))?;
+    let mut out = Vec::new();
+    while let Ok(r) = replies.recv_async().await {
+        if let Ok(sample) = r.result() {
+            if let Some(name) = sample.key_expr().as_str().rsplit('/').next() {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// JSON status of one or every service.
+pub async fn status(
+    s: &Session,
+    cell: &CellSection,
+    service: Option<&str>,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let key = topic::status_key(&cell.id, service.unwrap_or("*"));
+    let replies = s
+        .get(&key)
+        .timeout(Duration::from_secs(2))
+        .await
+        .map_err(|e| anyhow::anyhow!("status query: {e}"))?;
+    let mut out = Vec::new();
+    while let Ok(r) = replies.recv_async().await {
+        match r.result() {
+            Ok(sample) => {
+                let bytes = sample.payload().to_bytes();
+                match serde_json::from_slice::<serde_json::Value>(&bytes) {
+                    Ok(v) => out.push(v),
+                    Err(e) => out.push(serde_json::json!({
+                        "key": sample.key_expr().as_str(), "error": format!("not JSON: {e}")
+                    })),
+                }
+            }
+            Err(e) => out.push(serde_json::json!({
+                "error": e.payload().try_to_string().map(|s| s.to_string()).unwrap_or_default()
+            })),
+        }
+    }
+    out.sort_by_key(|v| v["service"].as_str().unwrap_or("").to_string());
+    Ok(out)
+}
+
+fn to_json<T: serde::de::DeserializeOwned + Serialize>(
+    bytes: &[u8],
+) -> Result<serde_json::Value, String> {
+    let m: T = codec::decode(bytes).map_err(|e| e.to_string())?;
+    serde_json::to_value(&m).map_err(|e| e.to_string())
+}
+
+/// Decodes a payload by the topic's type.
+pub fn decode_json(t: &TopicInfo, bytes: &[u8]) -> Result<serde_json::Value, String> {
+    let s = t.suffix;
+    let is = |tp: &topic::TopicInfo| tp.suffix == s;
+    if is(&topic::JOINT_STATE.info) {
+        to_json::<msg::JointState>(bytes)
+    } else if is(&topic::SAFETY_STATE.info) {
+        to_json::<msg::SafetyState>(bytes)
+    } else if is(&topic::ESTOP.info) {
+        to_json::<msg::EStop>(bytes)
+    } else if is(&topic::TOOL_POSE.info) {
+        to_json::<msg::ToolPose>(bytes)
+    } else if is(&topic::JOINT_COMMAND.info) {
+        to_json::<msg::JointCommand>(bytes)
+    } else if is(&topic::WRENCH_RAW.info) {
+        to_json::<msg::WrenchSample>(bytes)
+    } else if is(&topic::WRENCH_ESTIMATE.info) {
+        to_json::<msg::WrenchEstimate>(bytes)
+    } else if is(&topic::CARTESIAN_COMMAND.info) {
+        to_json::<msg::CartesianCommand>(bytes)
+    } else if is(&topic::MODE_COMMAND.info) {
+        to_json::<msg::ModeCommand>(bytes)
+    } else if is(&topic::HYBRID_TASK.info) {
+        to_json::<msg::HybridTask>(bytes)
+    } else if is(&topic::MOVE_TARGET.info) {
+        to_json::<msg::MoveTarget>(bytes)
+    } else {
+        Err(format!("no decoder for {s}"))
+    }
+}
+
+fn resolve(name: &str) -> anyhow::Result<&'static TopicInfo> {
+    topic::find(name).with_context(|| {
+        let known: Vec<&str> = topic::TOPICS.iter().map(|t| t.suffix).collect();
+        format!("unknown topic {name:?}; known: {}", known.join(", "))
+    })
+}
+
+/// Prints decoded samples of a topic.
+pub async fn echo(
+    s: &Session,
+    cell: &CellSection,
+    name: &str,
+    count: Option<u64>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let t = resolve(name)?;
+    let key = format!("cell/{}/{}", cell.id, t.suffix);
+    let sub = s
+        .declare_subscriber(&key)
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe {key}: {e}"))?;
+    let mut n = 0;
+    while let Ok(sample) = sub.recv_async().await {
+        match decode_json(t, &sample.payload().to_bytes()) {
+            Ok(v) => {
+                if json {
+                    println!("{v}");
+                } else {
+                    println!(
+                        "{key}: {}",
+                        serde_json::to_string_pretty(&v).unwrap_or_default()
+                    );
+                }
+            }
+            Err(e) => eprintln!("{key}: undecodable sample ({e})"),
+        }
+        n += 1;
+        if count.is_some_and(|c| n >= c) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Prints the rate of a topic once per second (and gaps from stamps).
+pub async fn hz(
+    s: &Session,
+    cell: &CellSection,
+    name: &str,
+    seconds: Option<u64>,
+) -> anyhow::Result<()> {
+    let t = resolve(name)?;
+    let key = format!("cell/{}/{}", cell.id, t.suffix);
+    let sub = s
+        .declare_subscriber(&key)
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe {key}: {e}"))?;
+    let start = Instant::now();
+    let mut window_start = Instant::now();
+    let mut n = 0u64;
+    let mut gaps = 0u64;
+    let mut last_seq: Option<u64> = None;
+    loop {
+        let deadline = window_start + Duration::from_secs(1);
+        match tokio::time::timeout_at(deadline.into(), sub.recv_async()).await {
+            Ok(Ok(sample)) => {
+                n += 1;
+                if let Ok(v) = decode_json(t, &sample.payload().to_bytes()) {
+                    if let Some(seq) = v["stamp"]["seq"].as_u64() {
+                        if let Some(prev) = last_seq {
+                            if seq > prev + 1 {
+                                gaps += seq - prev - 1;
+                            }
+                        }
+                        last_seq = Some(seq);
+                    }
+                }
+            }
+            Ok(Err(_)) => break,
+            Err(_) => {
+                let dt = window_start.elapsed().as_secs_f64();
+                println!(
+                    "{key}: {:.1} Hz ({n} msgs in {dt:.2} s, {gaps} missing by sequence)",
+                    n as f64 / dt
+                );
+                n = 0;
+                gaps = 0;
+                window_start = Instant::now();
+                if seconds.is_some_and(|sec| start.elapsed().as_secs() >= sec) {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn put<T: Serialize>(s: &Session, key: String, msg: &T) -> anyhow::Result<()> {
+    s.put(&key, codec::encode(msg))
+        .priority(zenoh::qos::Priority::InteractiveHigh)
+        .congestion_control(zenoh::qos::CongestionControl::Block)
+        .await
+        .map_err(|e| anyhow::anyhow!("put {key}: {e}"))
+}
+
+fn stamp() -> Stamp {
+    Stamp {
+        seq: 1,
+        source_mono_ns: common::clock::mono_ns(),
+    }
+}
+
+pub async fn set_mode(s: &Session, cell: &CellSection, mode: Mode) -> anyhow::Result<()> {
+    put(
+        s,
+        topic::MODE_COMMAND.key(&cell.id),
+        &ModeCommand {
+            stamp: stamp(),
+            mode,
+        },
+    )
+    .await
+}
+
+pub async fn estop(s: &Session, cell: &CellSection, action: EStopAction) -> anyhow::Result<()> {
+    put(
+        s,
+        topic::ESTOP.key(&cell.id),
+        &EStop {
+            stamp: stamp(),
+            action,
+        },
+    )
+    .await
+}
+
+pub async fn move_to(
+    s: &Session,
+    cell: &CellSection,
+    tcp_in_base: Pose,
+    speed_m_s: f64,
+    rot_speed_rad_s: f64,
+) -> anyhow::Result<()> {
+    put(
+        s,
+        topic::MOVE_TARGET.key(&cell.id),
+        &MoveTarget {
+            stamp: stamp(),
+            tcp_in_base,
+            max_speed_m_s: speed_m_s,
+            max_rot_speed_rad_s: rot_speed_rad_s,
+        },
+    )
+    .await
+}

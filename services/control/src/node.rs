@@ -1,0 +1,97 @@
+//! control's shell: runs the core on every new tool pose with the newest wrench estimate.
+
+use std::time::Duration;
+
+use common::{
+    bus::Node,
+    config::{ConfigErrors, Validate},
+    msg::{CartesianCommand, Mode},
+    service::Shutdown,
+    topic,
+};
+use kinematics::node::from_msg_pose;
+use serde::{Deserialize, Serialize};
+
+use crate::core::ControlCore;
+
+/// `[control]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlConfig {
+    /// Mode at start-up: only `idle` or `hold` (a restart never resumes motion).
+    pub initial_mode: InitialMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum InitialMode {
+    #[default]
+    Idle,
+    Hold,
+}
+
+impl Validate for ControlConfig {
+    fn validate(&self, _prefix: &str, _errors: &mut ConfigErrors) {}
+}
+
+pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyhow::Result<()> {
+    let mut poses = node.latest(topic::TOOL_POSE).await?;
+    let wrench = node.latest(topic::WRENCH_ESTIMATE).await?;
+    let safety = node.latest(topic::SAFETY_STATE).await?;
+    let mut modes = node.events(topic::MODE_COMMAND, 16).await?;
+    let mut moves = node.events(topic::MOVE_TARGET, 16).await?;
+    let mut tasks = node.events(topic::HYBRID_TASK, 16).await?;
+    let mut cmd_pub = node.publisher(topic::CARTESIAN_COMMAND).await?;
+    let _presence = node.announce().await?;
+
+    let mut core = ControlCore::default();
+    if cfg.initial_mode == InitialMode::Hold {
+        let _ = core.request_mode(Mode::Hold);
+    }
+    let mut status_tick = tokio::time::interval(Duration::from_millis(250));
+    let mut published = 0u64;
+
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            Some(m) = modes.rx.recv() => {
+                match core.request_mode(m.msg.mode) {
+                    Ok(()) => tracing::info!("mode → {:?}", m.msg.mode),
+                    Err(e) => node.set_error(e.to_string()),
+                }
+            }
+            Some(t) = moves.rx.recv() => {
+                match core.request_move(t.msg) {
+                    Ok(()) => tracing::info!("move → {:?}", t.msg.tcp_in_base.position_m),
+                    Err(e) => node.set_error(e.to_string()),
+                }
+            }
+            Some(_t) = tasks.rx.recv() => {
+                node.set_error("hybrid tasks are not available in this build");
+            }
+            Some(p) = poses.changed() => {
+                if let Some(s) = safety.get() {
+                    core.on_safety(s.msg.level);
+                }
+                let pose = p.msg;
+                let now_s = pose.stamp.source_mono_ns as f64 * 1e-9;
+                if let Some(target) = core.step(&from_msg_pose(&pose.tcp_in_base), now_s) {
+                    let cmd = CartesianCommand { stamp: cmd_pub.next_stamp(), cycle: pose.cycle, target };
+                    cmd_pub.put(&cmd);
+                    published += 1;
+                }
+            }
+            _ = status_tick.tick() => {
+                let w = wrench.get().map(|w| format!("{:?}", w.msg.fault));
+                node.set_detail(serde_json::json!({
+                    "mode": format!("{:?}", core.mode()),
+                    "commands": published,
+                    "wrench_fault": w,
+                }));
+            }
+        }
+    }
+    drop(_presence);
+    node.close().await;
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! `cell-kinematics` shell: tool pose + Jacobian for every joint state; joint command for every
+//! Cartesian command. The math is in [`crate::servo`], [`crate::fk`], [`crate::jacobian`].
+
+use std::time::Duration;
+
+use common::{
+    bus::Node,
+    config::{check_range, ConfigErrors, Validate},
+    msg::{CartesianTarget, JointCommand, KinFlags, Pose, ToolPose, Twist as MsgTwist},
+    service::Shutdown,
+    topic,
+};
+use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    jacobian::JacobianFrame,
+    servo::{Servo, ServoTarget},
+    Arm, Twist,
+};
+
+/// `[kinematics]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KinematicsConfig {
+    /// Restart the command path from the measured joints when they differ from the last
+    /// command by more than this (deg).
+    pub resync_deg: f64,
+}
+
+impl Default for KinematicsConfig {
+    fn default() -> Self {
+        Self { resync_deg: 3.0 }
+    }
+}
+
+impl Validate for KinematicsConfig {
+    fn validate(&self, prefix: &str, errors: &mut ConfigErrors) {
+        check_range(
+            errors,
+            format!("{prefix}.resync_deg"),
+            self.resync_deg,
+            0.01,
+            45.0,
+            "deg",
+        );
+    }
+}
+
+/// nalgebra pose → wire pose.
+pub fn to_msg_pose(p: &Isometry3<f64>) -> Pose {
+    let t = p.translation.vector;
+    let q = p.rotation.quaternion();
+    Pose {
+        position_m: [t.x, t.y, t.z],
+        quat_wxyz: [q.w, q.i, q.j, q.k],
+    }
+}
+
+/// Wire pose → nalgebra pose (the bus has already checked it is finite and unit).
+pub fn from_msg_pose(p: &Pose) -> Isometry3<f64> {
+    let [w, x, y, z] = p.quat_wxyz;
+    Isometry3::from_parts(
+        Translation3::new(p.position_m[0], p.position_m[1], p.position_m[2]),
+        UnitQuaternion::from_quaternion(Quaternion::new(w, x, y, z)),
+    )
+}
+
+fn to_twist(t: &MsgTwist) -> Twist {
+    Twist::new(Vector3::from(t.linear_m_s), Vector3::from(t.angular_rad_s))
+}
+
+/// Estimates the robot cycle from joint-state stamps (EMA, clamped to 0.5..50 ms).
+#[derive(Debug, Clone, Copy)]
+struct CycleEstimate {
+    last_ns: Option<u64>,
+    dt_s: f64,
+}
+
+impl CycleEstimate {
+    fn update(&mut self, ns: u64) {
+        if let Some(prev) = self.last_ns {
+            let dt = ns.saturating_sub(prev) as f64 * 1e-9;
+            if dt > 0.0 && dt < 0.1 {
+                self.dt_s = (0.9 * self.dt_s + 0.1 * dt).clamp(0.0005, 0.05);
+            }
+        }
+        self.last_ns = Some(ns);
+    }
+}
+
+pub async fn run(
+    node: Node,
+    cfg: (KinematicsConfig, Arm),
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let (cfg, arm) = cfg;
+    let mut joints = node.latest(topic::JOINT_STATE).await?;
+    let mut commands = node.latest(topic::CARTESIAN_COMMAND).await?;
+    let mut pose_pub = node.publisher(topic::TOOL_POSE).await?;
+    let mut cmd_pub = node.publisher(topic::JOINT_COMMAND).await?;
+    let _presence = node.announce().await?;
+    let mut servo = Servo::new(arm.clone());
+    servo.resync_rad = cfg.resync_deg.to_radians();
+    let mut cycle = CycleEstimate {
+        last_ns: None,
+        dt_s: 0.004,
+    };
+    let mut counts = (0u64, 0u64, 0u64, 0u64); // poses, commands, unreachable, limited
+    let mut status_tick = tokio::time::interval(Duration::from_millis(250));
+
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            Some(js) = joints.changed() => {
+                let js = js.msg;
+                cycle.update(js.stamp.source_mono_ns);
+                let (Ok(t0), Ok(tcp), Ok(jac), Ok(m)) = (
+                    arm.fk_tool0(&js.q_rad),
+                    arm.fk(&js.q_rad),
+                    arm.jacobian(&js.q_rad, JacobianFrame::Base),
+                    arm.manipulability(&js.q_rad),
+                ) else {
+                    node.set_error(format!("FK failed for joints {:?}", js.q_rad));
+                    continue;
+                };
+                let v = jac * nalgebra::Vector6::from(js.qd_rad_s);
+                let mut jb = [[0.0; 6]; 6];
+                for (r, row) in jb.iter_mut().enumerate() {
+                    for (c, x) in row.iter_mut().enumerate() {
+                        *x = jac[(r, c)];
+                    }
+                }
+                let msg = ToolPose {
+                    stamp: pose_pub.next_stamp(),
+                    cycle: js.cycle,
+                    q_rad: js.q_rad,
+                    tool0_in_base: to_msg_pose(&t0),
+                    tcp_in_base: to_msg_pose(&tcp),
+                    tcp_twist_base: MsgTwist {
+                        linear_m_s: [v[0], v[1], v[2]],
+                        angular_rad_s: [v[3], v[4], v[5]],
+                    },
+                    jacobian_base: jb,
+                    manipulability: m,
+                };
+                pose_pub.put(&msg);
+                counts.0 += 1;
+            }
+            Some(cmd) = commands.changed() => {
+                let Some(js) = joints.get() else {
+                    node.set_error("Cartesian command before any joint state: ignored");
+                    continue;
+                };
+                let cmd = cmd.msg;
+                let target = match cmd.target {
+                    CartesianTarget::Hold => ServoTarget::Hold,
+                    CartesianTarget::Pose(p) => ServoTarget::Pose(from_msg_pose(&p)),
+                    CartesianTarget::Twist { twist, .. } => ServoTarget::Twist(to_twist(&twist)),
+                };
+                let dt = match cmd.target {
+                    CartesianTarget::Twist { dt_s, .. } => dt_s,
+                    _ => cycle.dt_s,
+                };
+                let out = servo.step(&js.msg.q_rad, &target, dt);
+                if out.flags.unreachable {
+                    counts.2 += 1;
+                }
+                if out.flags.speed_limited || out.flags.position_limited {
+                    counts.3 += 1;
+                }
+                if !out.q.iter().all(|v| v.is_finite()) {
+                    node.set_error("servo produced a non-finite reference: not sent");
+                    continue;
+                }
+                let jc = JointCommand {
+                    stamp: cmd_pub.next_stamp(),
+                    cycle: cmd.cycle,
+                    q_rad: out.q,
+                    qd_rad_s: out.qd,
+                    flags: KinFlags {
+                        unreachable: out.flags.unreachable,
+                        near_singular: out.flags.near_singular,
+                        position_limited: out.flags.position_limited,
+                        speed_limited: out.flags.speed_limited,
+                    },
+                };
+                cmd_pub.put(&jc);
+                counts.1 += 1;
+            }
+            _ = status_tick.tick() => {
+                node.set_detail(serde_json::json!({
+                    "tool_poses": counts.0,
+                    "joint_commands": counts.1,
+                    "unreachable": counts.2,
+                    "limited": counts.3,
+                    "robot_cycle_ms": cycle.dt_s * 1e3,
+                }));
+            }
+        }
+    }
+    drop(_presence);
+    node.close().await;
+    Ok(())
+}

@@ -1,0 +1,257 @@
+//! Cartesian command → joint command, one robot cycle at a time. Pure: `dt` is a parameter.
+//!
+//! Each cycle starts from the joints commanded last cycle (continuity of the reference), or
+//! from the measured joints when there is no previous command or the robot has not followed it.
+//! A pose target goes through the closed-form IK (nearest branch); when that step would exceed a
+//! joint speed limit (e.g. through a wrist singularity) it falls back to the damped-least-squares
+//! servo step, which never exceeds the limits. A twist target goes through DLS directly. Every
+//! output is finite, inside the joint limits, within the speed limits, and flagged.
+
+use nalgebra::Isometry3;
+
+use crate::{ik::IkFlags, Arm, Joints, KinError, Twist};
+
+/// What the cycle asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ServoTarget {
+    /// Stay at the reference.
+    Hold,
+    /// TCP pose in base.
+    Pose(Isometry3<f64>),
+    /// TCP twist in base axes, applied for `dt`.
+    Twist(Twist),
+}
+
+/// Flags of one cycle's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServoFlags {
+    pub unreachable: bool,
+    pub near_singular: bool,
+    pub position_limited: bool,
+    pub speed_limited: bool,
+}
+
+/// One cycle's joint reference.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServoOutput {
+    pub q: Joints,
+    pub qd: Joints,
+    pub flags: ServoFlags,
+}
+
+/// Explicit state: the last commanded joints.
+#[derive(Debug, Clone)]
+pub struct Servo {
+    arm: Arm,
+    last: Option<Joints>,
+    /// If the measured joints are further than this (rad, any joint) from the last command,
+    /// restart from the measurement (the robot did not follow: hold, stop, restart).
+    pub resync_rad: f64,
+}
+
+impl Servo {
+    pub fn new(arm: Arm) -> Self {
+        Self {
+            arm,
+            last: None,
+            resync_rad: 0.05,
+        }
+    }
+
+    pub fn arm(&self) -> &Arm {
+        &self.arm
+    }
+
+    /// Forgets the last command (next cycle starts from the measurement).
+    pub fn reset(&mut self) {
+        self.last = None;
+    }
+
+    /// Computes this cycle's joint reference. `dt` is the robot cycle (s).
+    pub fn step(&mut self, q_measured: &Joints, target: &ServoTarget, dt: f64) -> ServoOutput {
+        let measured_ok = q_measured.iter().all(|v| v.is_finite());
+        let base = match self.last {
+            Some(l)
+                if !measured_ok
+                    || l.iter()
+                        .zip(q_measured.iter())
+                        .all(|(a, b)| (a - b).abs() <= self.resync_rad) =>
+            {
+                l
+            }
+            _ if measured_ok => *q_measured,
+            _ => {
+                // Neither a previous command nor a usable measurement: nothing safe to say.
+                return ServoOutput {
+                    q: [0.0; 6],
+                    qd: [0.0; 6],
+                    flags: ServoFlags {
+                        unreachable: true,
+                        ..Default::default()
+                    },
+                };
+            }
+        };
+        let mut flags = ServoFlags::default();
+        let dt = if dt.is_finite() && dt > 0.0 {
+            dt
+        } else {
+            0.004
+        };
+        let q = match target {
+            ServoTarget::Hold => base,
+            ServoTarget::Pose(p) => match self.arm.ik_step(p, &base, dt) {
+                Ok(s) if !s.flags.contains(IkFlags::SPEED_LIMIT_EXCEEDED) => {
+                    flags.near_singular = s.flags.near_singular();
+                    s.q
+                }
+                Ok(_) => self.dls_step(&base, p, dt, &mut flags),
+                Err(KinError::Unreachable) | Err(KinError::OutOfLimits) => {
+                    flags.unreachable = true;
+                    base
+                }
+                Err(_) => {
+                    flags.unreachable = true;
+                    base
+                }
+            },
+            ServoTarget::Twist(t) => match self.arm.joint_velocity_dls(&base, t) {
+                Ok(r) => {
+                    flags.near_singular = r.flags.damped;
+                    flags.speed_limited = r.flags.speed_scaled;
+                    let lim = self.arm.limits();
+                    let mut q = base;
+                    for j in 0..6 {
+                        let next = base[j] + r.qdot[j] * dt;
+                        let c = next.clamp(lim.min[j], lim.max[j]);
+                        if c != next {
+                            flags.position_limited = true;
+                        }
+                        q[j] = c;
+                    }
+                    q
+                }
+                Err(_) => {
+                    flags.unreachable = true;
+                    base
+                }
+            },
+        };
+        let mut qd = [0.0; 6];
+        for j in 0..6 {
+            qd[j] = (q[j] - base[j]) / dt;
+        }
+        self.last = Some(q);
+        ServoOutput { q, qd, flags }
+    }
+
+    fn dls_step(
+        &self,
+        base: &Joints,
+        p: &Isometry3<f64>,
+        dt: f64,
+        flags: &mut ServoFlags,
+    ) -> Joints {
+        flags.speed_limited = true;
+        match self.arm.servo_step_dls(base, p, dt) {
+            Ok(s) => {
+                flags.near_singular |= s.dls.flags.damped;
+                flags.position_limited |= s.dls.flags.position_limited;
+                s.q_next
+            }
+            Err(_) => {
+                flags.unreachable = true;
+                *base
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nalgebra::{Translation3, UnitQuaternion, Vector3};
+
+    fn within_speed(arm: &Arm, a: &Joints, b: &Joints, dt: f64) -> bool {
+        (0..6).all(|j| (a[j] - b[j]).abs() <= arm.limits().max_speed[j] * dt * (1.0 + 1e-9))
+    }
+
+    #[test]
+    fn line_through_wrist_singularity_respects_speed_limits() {
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm.clone());
+        // Start with q5 slightly positive; move the TCP along a line that makes q5 cross 0.
+        let q0: Joints = [0.0, 0.2, 0.1, 0.3, 0.2, 0.0];
+        let p0 = arm.fk(&q0).expect("fk");
+        let q1: Joints = [0.0, 0.25, 0.05, 0.3, -0.2, 0.0];
+        let p1 = arm.fk(&q1).expect("fk");
+        let dt = 0.004;
+        let n = 500;
+        let mut q_meas = q0;
+        let mut crossed_sign = false;
+        for k in 0..=n {
+            let s = k as f64 / n as f64;
+            let t = p0.translation.vector.lerp(&p1.translation.vector, s);
+            let r = p0.rotation.slerp(&p1.rotation, s);
+            let target = Isometry3::from_parts(Translation3::from(t), r);
+            let out = servo.step(&q_meas, &ServoTarget::Pose(target), dt);
+            assert!(
+                within_speed(&arm, &q_meas, &out.q, dt),
+                "step {k}: {:?} → {:?}",
+                q_meas,
+                out.q
+            );
+            assert!(arm.limits().contains(&out.q));
+            if out.q[4].signum() != q_meas[4].signum() {
+                crossed_sign = true;
+            }
+            q_meas = out.q;
+        }
+        assert!(
+            crossed_sign || q_meas[4].abs() < 0.05,
+            "path should reach the wrist singularity"
+        );
+        // It gets to the end (a few more hold cycles allowed for DLS lag).
+        for _ in 0..200 {
+            q_meas = servo.step(&q_meas, &ServoTarget::Pose(p1), dt).q;
+        }
+        let reached = arm.fk(&q_meas).expect("fk");
+        assert!((reached.translation.vector - p1.translation.vector).norm() < 1e-3);
+    }
+
+    #[test]
+    fn unreachable_holds_and_flags() {
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm);
+        let q0: Joints = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0];
+        let far =
+            Isometry3::from_parts(Translation3::new(3.0, 0.0, 0.5), UnitQuaternion::identity());
+        let out = servo.step(&q0, &ServoTarget::Pose(far), 0.004);
+        assert!(out.flags.unreachable);
+        assert_eq!(out.q, q0);
+        assert_eq!(out.qd, [0.0; 6]);
+    }
+
+    #[test]
+    fn twist_moves_tcp_and_is_speed_limited() {
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm.clone());
+        let q0: Joints = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0];
+        let p0 = arm.fk(&q0).expect("fk");
+        let out = servo.step(
+            &q0,
+            &ServoTarget::Twist(Twist::new(Vector3::new(0.0, 0.0, 0.1), Vector3::zeros())),
+            0.004,
+        );
+        let p1 = arm.fk(&out.q).expect("fk");
+        let dz = p1.translation.vector.z - p0.translation.vector.z;
+        assert!((dz - 0.0004).abs() < 2e-5, "dz {dz}");
+        let fast = servo.step(
+            &out.q,
+            &ServoTarget::Twist(Twist::new(Vector3::new(0.0, 0.0, 100.0), Vector3::zeros())),
+            0.004,
+        );
+        assert!(fast.flags.speed_limited);
+        assert!(within_speed(&arm, &out.q, &fast.q, 0.004));
+    }
+}
