@@ -224,6 +224,20 @@ pub(crate) fn check_iso(iso: &Isometry3<f64>, name: &'static str) -> Result<(), 
 /// Wraps an angle to (−π, π].
 #[inline(always)]
 pub fn wrap_pi(a: f64) -> f64 {
+    // Fast path for the common case (|a| < 3π) without a libm fmod call.
+    if a > PI {
+        let x = a - 2.0 * PI;
+        if x <= PI {
+            return x;
+        }
+    } else if a <= -PI {
+        let x = a + 2.0 * PI;
+        if x > -PI {
+            return x;
+        }
+    } else {
+        return a;
+    }
     let two_pi = 2.0 * PI;
     let mut x = a % two_pi; // (−2π, 2π)
     if x > PI {

@@ -118,7 +118,11 @@ impl Arm {
     /// Joint velocity (rad/s) for a TCP twist given in **base axes** (linear velocity of the
     /// TCP point, m/s; angular velocity, rad/s), by damped least squares near singularities and
     /// scaled as a whole to the joint speed limits.
-    pub fn joint_velocity_dls(&self, q: &Joints, twist_base: &Twist) -> Result<DlsResult, KinError> {
+    pub fn joint_velocity_dls(
+        &self,
+        q: &Joints,
+        twist_base: &Twist,
+    ) -> Result<DlsResult, KinError> {
         if !twist_base.is_finite() {
             return Err(KinError::InvalidInput("twist_base"));
         }

@@ -152,7 +152,10 @@ pub struct IkSolutions {
 impl IkSolutions {
     /// Valid (in-limit) branches with their index.
     pub fn valid(&self) -> impl Iterator<Item = (usize, &IkBranch)> {
-        self.branches.iter().enumerate().filter(|(_, b)| b.is_valid())
+        self.branches
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.is_valid())
     }
 
     /// Number of valid branches.
@@ -242,11 +245,26 @@ fn acos_tol(x: f64) -> Option<f64> {
 /// Variant `q + 2πn` within `[lo, hi]` closest to `target`, if any.
 #[inline(always)]
 pub(crate) fn nearest_in_limits(q: f64, target: f64, lo: f64, hi: f64) -> Option<f64> {
-    let mut v = q + TAU * ((target - q) / TAU).round();
+    let d = target - q;
+    // |d| ≤ π: q itself is the closest variant (avoids libm round in the common case).
+    let mut v = if d.abs() <= PI {
+        q
+    } else {
+        q + TAU * (d / TAU).round()
+    };
+    if v >= lo && v <= hi {
+        return Some(v);
+    }
     if v > hi {
-        v -= TAU * ((v - hi) / TAU).ceil();
+        v -= TAU;
+        if v > hi {
+            v -= TAU * ((v - hi) / TAU).ceil();
+        }
     } else if v < lo {
-        v += TAU * ((lo - v) / TAU).ceil();
+        v += TAU;
+        if v < lo {
+            v += TAU * ((lo - v) / TAU).ceil();
+        }
     }
     if v >= lo && v <= hi {
         Some(v)
@@ -319,20 +337,23 @@ impl Arm {
             .zip(acos_tol((s2sq - c22 - k2) / (2.0 * g.c2 * g.k)));
         let atf = nx1.atan2(dz);
         let atb = nb.atan2(dz);
-        // Arm solutions: (θ1, θ2, θ3) or None.
-        let arms: [Option<(f64, f64, f64)>; 4] = [
-            front.map(|(a, e)| (t1[0], -a + atf, e - g.psi3)),
-            front.map(|(a, e)| (t1[0], a + atf, -e - g.psi3)),
-            back.map(|(a, e)| (t1[1], -a - atb, e - g.psi3)),
-            back.map(|(a, e)| (t1[1], a - atb, -e - g.psi3)),
+        // Arm solutions: (θ1 index, θ2, θ3, |sin(θ3 + ψ3)|) or None.
+        let el = |e: f64| e.sin().abs();
+        let arms: [Option<(usize, f64, f64, f64)>; 4] = [
+            front.map(|(a, e)| (0, -a + atf, e - g.psi3, el(e))),
+            front.map(|(a, e)| (0, a + atf, -e - g.psi3, el(e))),
+            back.map(|(a, e)| (1, -a - atb, e - g.psi3, el(e))),
+            back.map(|(a, e)| (1, a - atb, -e - g.psi3, el(e))),
         ];
+        let sc1 = [t1[0].sin_cos(), t1[1].sin_cos()];
         let hint_t4 = hint.map(|h| g.signs[3] * h[3].clamp(lim.min[3], lim.max[3]) - g.offsets[3]);
         for (i, arm) in arms.iter().enumerate() {
-            let Some((th1, th2, th3)) = *arm else {
+            let Some((i1, th2, th3, elbow)) = *arm else {
                 continue;
             };
+            let th1 = t1[i1];
             let mut fl = common;
-            let (sn1, cs1) = th1.sin_cos();
+            let (sn1, cs1) = sc1[i1];
             let (s23, c23) = (th2 + th3).sin_cos();
             // Columns of R0c = Rz(θ1)·Ry(θ2+θ3).
             let x0 = Vector3::new(cs1 * c23, sn1 * c23, -s23);
@@ -340,11 +361,10 @@ impl Arm {
             let z0 = Vector3::new(cs1 * s23, sn1 * s23, c23);
             let rz = r.column(2);
             let (m02, m12, m22) = (x0.dot(&rz), y0.dot(&rz), z0.dot(&rz));
-            let sin5 = m02.hypot(m12);
+            let sin5 = (m02 * m02 + m12 * m12).sqrt();
             if sin5 < cfg.near_wrist {
                 fl.insert(IkFlags::NEAR_WRIST_SINGULAR);
             }
-            let elbow = (th3 + g.psi3).sin().abs();
             if elbow < cfg.near_elbow {
                 fl.insert(IkFlags::NEAR_ELBOW_SINGULAR);
             }
@@ -479,7 +499,11 @@ impl Arm {
                     }
                 }
             }
-            if valid && best.as_ref().map_or(true, |s| cost < s.cost) {
+            let better = match &best {
+                None => true,
+                Some(s) => cost < s.cost,
+            };
+            if valid && better {
                 best = Some(IkSolution {
                     q,
                     branch: b as u8,

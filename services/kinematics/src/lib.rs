@@ -34,6 +34,9 @@
 //! * [`planar`]: 2-DOF revolute–prismatic arm.
 //! * [`pose`]: pose helpers (ABB conversion, pose error, twist from poses).
 
+// Index loops over the 6 joints mirror the math (q_j, w_j, limits_j) more clearly than zips.
+#![allow(clippy::needless_range_loop)]
+
 pub mod arm;
 pub mod config;
 pub mod dls;
@@ -44,6 +47,7 @@ pub mod jacobian;
 pub mod params;
 pub mod planar;
 pub mod pose;
+pub mod servo;
 pub mod wrench;
 
 #[cfg(feature = "node")]

@@ -90,11 +90,16 @@ impl OpwParams {
             if !v.is_finite() {
                 errs.push(format!("opw.{name}: must be finite (got {v})"));
             } else if v.abs() > 100.0 {
-                errs.push(format!("opw.{name}: {v} m is implausible (|value| > 100 m)"));
+                errs.push(format!(
+                    "opw.{name}: {v} m is implausible (|value| > 100 m)"
+                ));
             }
         }
         if self.c2.is_finite() && self.c2 <= 0.0 {
-            errs.push(format!("opw.c2: upper-arm length must be > 0 (got {})", self.c2));
+            errs.push(format!(
+                "opw.c2: upper-arm length must be > 0 (got {})",
+                self.c2
+            ));
         }
         if self.c4.is_finite() && self.c4 < 0.0 {
             errs.push(format!("opw.c4: must be >= 0 (got {})", self.c4));
@@ -106,12 +111,16 @@ impl OpwParams {
             if !o.is_finite() {
                 errs.push(format!("opw.offsets[{j}]: must be finite (got {o})"));
             } else if o.abs() > 2.0 * PI {
-                errs.push(format!("opw.offsets[{j}]: |offset| must be <= 2π rad (got {o})"));
+                errs.push(format!(
+                    "opw.offsets[{j}]: |offset| must be <= 2π rad (got {o})"
+                ));
             }
         }
         for (j, s) in self.sign_corrections.iter().enumerate() {
             if *s != 1 && *s != -1 {
-                errs.push(format!("opw.sign_corrections[{j}]: must be +1 or -1 (got {s})"));
+                errs.push(format!(
+                    "opw.sign_corrections[{j}]: must be +1 or -1 (got {s})"
+                ));
             }
         }
     }
@@ -135,7 +144,14 @@ impl JointLimits {
     pub fn irb120() -> Self {
         let d = |deg: f64| deg.to_radians();
         Self {
-            min: [d(-165.0), d(-110.0), d(-110.0), d(-160.0), d(-120.0), d(-400.0)],
+            min: [
+                d(-165.0),
+                d(-110.0),
+                d(-110.0),
+                d(-160.0),
+                d(-120.0),
+                d(-400.0),
+            ],
             max: [d(165.0), d(110.0), d(70.0), d(160.0), d(120.0), d(400.0)],
             max_speed: [d(250.0), d(250.0), d(250.0), d(320.0), d(320.0), d(420.0)],
         }
@@ -166,7 +182,9 @@ impl JointLimits {
             }
             if lo.is_finite() && hi.is_finite() {
                 if lo >= hi {
-                    errs.push(format!("limits.min[{j}]/max[{j}]: min ({lo}) must be < max ({hi})"));
+                    errs.push(format!(
+                        "limits.min[{j}]/max[{j}]: min ({lo}) must be < max ({hi})"
+                    ));
                 } else if hi - lo > 8.0 * PI {
                     errs.push(format!(
                         "limits.min[{j}]/max[{j}]: range {} rad exceeds 4 turns",
@@ -175,7 +193,9 @@ impl JointLimits {
                 }
             }
             if !(v.is_finite() && v > 0.0) {
-                errs.push(format!("limits.max_speed[{j}]: must be finite and > 0 (got {v})"));
+                errs.push(format!(
+                    "limits.max_speed[{j}]: must be finite and > 0 (got {v})"
+                ));
             }
         }
     }
@@ -220,7 +240,9 @@ impl FrameParams {
         let mut errs = Vec::new();
         for (i, t) in self.translation.iter().enumerate() {
             if !t.is_finite() {
-                errs.push(format!("{field}.translation[{i}]: must be finite (got {t})"));
+                errs.push(format!(
+                    "{field}.translation[{i}]: must be finite (got {t})"
+                ));
             }
         }
         let mut rot = UnitQuaternion::identity();
@@ -251,7 +273,10 @@ impl FrameParams {
         }
         if errs.is_empty() {
             let t = self.translation;
-            Ok(Isometry3::from_parts(Translation3::new(t[0], t[1], t[2]), rot))
+            Ok(Isometry3::from_parts(
+                Translation3::new(t[0], t[1], t[2]),
+                rot,
+            ))
         } else {
             Err(errs)
         }
@@ -317,7 +342,9 @@ impl IkConfig {
         if let Some(w) = self.weights {
             for (j, v) in w.iter().enumerate() {
                 if !(v.is_finite() && *v >= 0.0) {
-                    errs.push(format!("ik.weights[{j}]: must be finite and >= 0 (got {v})"));
+                    errs.push(format!(
+                        "ik.weights[{j}]: must be finite and >= 0 (got {v})"
+                    ));
                 }
             }
         }

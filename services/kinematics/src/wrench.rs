@@ -64,7 +64,10 @@ impl Wrench {
 
     /// True if every component is finite.
     pub fn is_finite(&self) -> bool {
-        self.force.iter().chain(self.torque.iter()).all(|v| v.is_finite())
+        self.force
+            .iter()
+            .chain(self.torque.iter())
+            .all(|v| v.is_finite())
     }
 
     /// Given this wrench in frame A (at A's origin, A's axes) and the pose of A in B, returns
@@ -135,7 +138,10 @@ impl Twist {
 
     /// True if every component is finite.
     pub fn is_finite(&self) -> bool {
-        self.linear.iter().chain(self.angular.iter()).all(|v| v.is_finite())
+        self.linear
+            .iter()
+            .chain(self.angular.iter())
+            .all(|v| v.is_finite())
     }
 
     /// Given this twist in frame A (velocity of A's origin, A's axes) of a rigid body, and the
@@ -223,7 +229,11 @@ impl Arm {
     ) -> Result<(Wrench, f64), KinError> {
         check_finite(tau, "tau")?;
         let j = self.jacobian(q, JacobianFrame::Base)?;
-        let (f, lambda, _) = dls_solve(&j.transpose(), &Vector6::from_column_slice(tau), self.dls_config())?;
+        let (f, lambda, _) = dls_solve(
+            &j.transpose(),
+            &Vector6::from_column_slice(tau),
+            self.dls_config(),
+        )?;
         Ok((Wrench::from_vector(&f), lambda))
     }
 }

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)]
 //! FK acceptance: ABB zero pose, agreement with an independent DH product (10 000 seeded
 //! random configurations, 1e-9 mm) and with a URDF chain built in the `k` crate.
 
@@ -9,6 +9,7 @@ use kinematics::{Arm, KinError};
 use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 
 #[test]
+#[allow(clippy::approx_constant)] // 0.70711 is the value printed in irb120.md
 fn zero_pose_is_abb_tool0() {
     let arm = Arm::irb120();
     let p = arm.fk_tool0(&[0.0; 6]).unwrap();

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)]
 //! IK acceptance: FK(IK(p)) = p for every returned branch, limits, 2π variants of axis 6,
 //! nearest selection, flags and errors.
 
@@ -53,7 +53,10 @@ fn fk_of_every_branch_reproduces_pose() {
         println!("{branches} branches, worst {worst_p:e} m / {worst_r:e} rad");
         assert!(worst_p < 1e-9, "position error {worst_p}");
         assert!(worst_r < 1e-9, "rotation error {worst_r}");
-        assert_eq!(original_found, n, "the generating joints must be among the solutions");
+        assert_eq!(
+            original_found, n,
+            "the generating joints must be among the solutions"
+        );
     }
 }
 
@@ -69,7 +72,11 @@ fn known_branches_of_zero_pose() {
     assert!(max_abs_diff(&b0.q, &[0.0; 6]) < 1e-12, "{:?}", b0.q);
     // Elbow mirror: q3' = −153.90° − q3 (irb120.md §2.2) on the other elbow branch.
     let b1 = sols.branches[1];
-    assert!((b1.q[2].to_degrees() - (-153.900)).abs() < 1e-2, "{:?}", b1.q);
+    assert!(
+        (b1.q[2].to_degrees() - (-153.900)).abs() < 1e-2,
+        "{:?}",
+        b1.q
+    );
     // q3 = −153.9° is outside −110..70: out of limits.
     assert_eq!(b1.status, BranchStatus::OutOfLimits);
     // Shoulder-back branches have q1 = ±180°: outside ±165°.
@@ -88,7 +95,12 @@ fn axis6_variants_are_listed() {
     // q6 = 0.5 rad: 0.5, 0.5 − 2π and 0.5 + 2π are all within ±400° (±6.98 rad).
     let with_q = all
         .iter()
-        .filter(|s| max_abs_diff(&[s[0], s[1], s[2], s[3], s[4], 0.0], &[q[0], q[1], q[2], q[3], q[4], 0.0]) < 1e-9)
+        .filter(|s| {
+            max_abs_diff(
+                &[s[0], s[1], s[2], s[3], s[4], 0.0],
+                &[q[0], q[1], q[2], q[3], q[4], 0.0],
+            ) < 1e-9
+        })
         .count();
     assert_eq!(with_q, 3);
     for s in &all {
@@ -136,7 +148,10 @@ fn unreachable_out_of_limits_and_bad_input() {
     let behind = arm.fk_tool0(&[PI, 0.0, 0.0, 0.0, 0.5, 0.0]).unwrap();
     let sols = arm.ik_tool0(&behind).unwrap();
     assert!(sols.any_reachable());
-    assert_eq!(arm.ik_nearest(&behind, &[0.0; 6]), Err(KinError::OutOfLimits));
+    assert_eq!(
+        arm.ik_nearest(&behind, &[0.0; 6]),
+        Err(KinError::OutOfLimits)
+    );
     // NaN everywhere.
     let nan_pose = Isometry3::from_parts(
         Translation3::new(f64::NAN, 0.0, 0.5),
@@ -159,7 +174,10 @@ fn unreachable_out_of_limits_and_bad_input() {
         Err(KinError::InvalidInput(_))
     ));
     for dt in [0.0, -1.0, f64::NAN] {
-        assert!(matches!(arm.ik_step(&ok, &[0.1; 6], dt), Err(KinError::InvalidInput(_))));
+        assert!(matches!(
+            arm.ik_step(&ok, &[0.1; 6], dt),
+            Err(KinError::InvalidInput(_))
+        ));
     }
 }
 

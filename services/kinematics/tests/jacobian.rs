@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)]
 //! Jacobian vs finite differences of FK, tool-frame Jacobian, manipulability and
 //! singularity measures.
 
@@ -94,7 +94,11 @@ fn singularity_measures_vanish_at_the_singularities() {
     let arm = Arm::irb120();
     // Elbow: derived stretched angle −76.95° (irb120.md §1.4), not hard-coded in the library.
     let q3s = arm.elbow_stretched_q3();
-    assert!((q3s.to_degrees() - (-76.950)).abs() < 1e-3, "{}", q3s.to_degrees());
+    assert!(
+        (q3s.to_degrees() - (-76.950)).abs() < 1e-3,
+        "{}",
+        q3s.to_degrees()
+    );
     assert!((arm.elbow_folded_q3().to_degrees() - 103.050).abs() < 1e-3);
     assert!((arm.max_wrist_reach() - 0.580006).abs() < 1e-6);
     let q = [0.0, 0.0, q3s, 0.0, 0.5, 0.0];
@@ -103,14 +107,22 @@ fn singularity_measures_vanish_at_the_singularities() {
     assert!(arm.singular_values(&q).unwrap()[5] < 1e-9);
     // Wrist centre at (0, 0, 870.006) mm there (irb120.md §1.4).
     let wc = arm.wrist_centre(&q).unwrap();
-    assert!((wc - Vector3::new(0.0, 0.0, 0.870006)).norm() < 1e-6, "{wc:?}");
+    assert!(
+        (wc - Vector3::new(0.0, 0.0, 0.870006)).norm() < 1e-6,
+        "{wc:?}"
+    );
     // Wrist: q5 = 0 (the zero pose).
     let m = arm.singularity_measures(&[0.0; 6]).unwrap();
     assert!(m.wrist == 0.0 && m.manipulability < 1e-12, "{m:?}");
     assert!(arm.singular_values(&[0.0; 6]).unwrap()[5] < 1e-12);
     // Regular configuration: all measures clearly non-zero.
-    let m = arm.singularity_measures(&[0.2, 0.3, -0.5, 0.4, 0.8, 0.1]).unwrap();
-    assert!(m.wrist > 0.5 && m.elbow > 0.1 && m.shoulder > 0.1 && m.manipulability > 1e-4, "{m:?}");
+    let m = arm
+        .singularity_measures(&[0.2, 0.3, -0.5, 0.4, 0.8, 0.1])
+        .unwrap();
+    assert!(
+        m.wrist > 0.5 && m.elbow > 0.1 && m.shoulder > 0.1 && m.manipulability > 1e-4,
+        "{m:?}"
+    );
     // Shoulder measure = distance of the wrist centre from axis 1 (b = 0).
     let mut rng = Rng::new(3);
     for _ in 0..100 {

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)]
 //! Parameters: TOML deserialization, presets, validate() reporting every problem.
 
 use kinematics::{Arm, ArmParams, KinError};
@@ -41,7 +41,9 @@ fn toml_table_builds_an_arm() {
     assert_eq!(p.ik.wrist_lock_eps, 1e-10); // default kept
     let arm = Arm::new(p).unwrap();
     let tcp = arm.fk(&[0.0; 6]).unwrap();
-    assert!((tcp.translation.vector - nalgebra::Vector3::new(0.374 + 0.12, 0.0, 0.630)).norm() < 1e-12);
+    assert!(
+        (tcp.translation.vector - nalgebra::Vector3::new(0.374 + 0.12, 0.0, 0.630)).norm() < 1e-12
+    );
     // Same FK as the preset at the same joints (tool0).
     let q = [0.1, -0.2, 0.3, -0.4, 0.5, -0.6];
     let a = arm.fk_tool0(&q).unwrap();
@@ -56,7 +58,9 @@ fn presets_validate() {
     assert!(Arm::new(ArmParams::irb120()).is_ok());
     let l = ArmParams::irb120().limits;
     assert!((l.max[5].to_degrees() - 400.0).abs() < 1e-9);
-    assert!((l.min[2].to_degrees() + 110.0).abs() < 1e-9 && (l.max[2].to_degrees() - 70.0).abs() < 1e-9);
+    assert!(
+        (l.min[2].to_degrees() + 110.0).abs() < 1e-9 && (l.max[2].to_degrees() - 70.0).abs() < 1e-9
+    );
     assert!((l.max_speed[5].to_degrees() - 420.0).abs() < 1e-9);
 }
 
@@ -84,7 +88,10 @@ fn validate_reports_all_problems_by_field() {
         "ik.wrist_lock_eps",
         "dls.lambda_max",
     ] {
-        assert!(errs.iter().any(|e| e.starts_with(field)), "missing {field} in {errs:#?}");
+        assert!(
+            errs.iter().any(|e| e.starts_with(field)),
+            "missing {field} in {errs:#?}"
+        );
     }
     match Arm::new(p) {
         Err(KinError::InvalidParams(e)) => assert_eq!(e, errs),
@@ -96,8 +103,14 @@ fn validate_reports_all_problems_by_field() {
 fn toml_rejects_unknown_fields_and_both_rotations() {
     let bad = TOML.replace("near_wrist = 0.1", "near_wrsit = 0.1");
     assert!(toml::from_str::<ArmParams>(&bad).is_err());
-    let both = TOML.replace("rpy = [0.0, 0.0, 0.5]", "rpy = [0.0, 0.0, 0.5]\nquaternion = [1.0, 0.0, 0.0, 0.0]");
+    let both = TOML.replace(
+        "rpy = [0.0, 0.0, 0.5]",
+        "rpy = [0.0, 0.0, 0.5]\nquaternion = [1.0, 0.0, 0.0, 0.0]",
+    );
     let p: ArmParams = toml::from_str(&both).unwrap();
     let errs = p.validate().unwrap_err();
-    assert!(errs.iter().any(|e| e.starts_with("sensor_mount")), "{errs:?}");
+    assert!(
+        errs.iter().any(|e| e.starts_with("sensor_mount")),
+        "{errs:?}"
+    );
 }

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)]
 //! The Raibert & Craig revolute–prismatic arm: FK/IK round trip, Jacobian vs finite
 //! differences, τ = Jᵀ F and its inverse, errors.
 
@@ -44,10 +44,27 @@ fn planar_errors() {
     let arm = PlanarRP::default();
     assert_eq!(arm.ik(&Vector2::new(2.0, 0.0)), Err(KinError::Unreachable));
     assert_eq!(arm.ik(&Vector2::new(0.0, 0.0)), Err(KinError::Unreachable));
-    assert!(matches!(arm.ik(&Vector2::new(f64::NAN, 0.0)), Err(KinError::InvalidInput(_))));
-    assert!(arm.hand_force(&[0.3, 0.0], &Vector2::new(1.0, 1.0)).is_err());
-    let narrow = PlanarRP { theta_min: 0.0, theta_max: 1.0, ..PlanarRP::default() };
-    assert_eq!(narrow.ik(&Vector2::new(-0.5, 0.0)), Err(KinError::OutOfLimits));
-    let bad = PlanarRP { r_min: 2.0, r_max: 1.0, theta_min: f64::NAN, theta_max: 0.0 };
+    assert!(matches!(
+        arm.ik(&Vector2::new(f64::NAN, 0.0)),
+        Err(KinError::InvalidInput(_))
+    ));
+    assert!(arm
+        .hand_force(&[0.3, 0.0], &Vector2::new(1.0, 1.0))
+        .is_err());
+    let narrow = PlanarRP {
+        theta_min: 0.0,
+        theta_max: 1.0,
+        ..PlanarRP::default()
+    };
+    assert_eq!(
+        narrow.ik(&Vector2::new(-0.5, 0.0)),
+        Err(KinError::OutOfLimits)
+    );
+    let bad = PlanarRP {
+        r_min: 2.0,
+        r_max: 1.0,
+        theta_min: f64::NAN,
+        theta_max: 0.0,
+    };
     assert!(bad.validate().unwrap_err().len() >= 2);
 }

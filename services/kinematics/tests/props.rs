@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)]
 //! proptest properties: IK solutions within limits; ik_nearest continuity along small
 //! steps, including through q5 = 0; DLS output within joint speed limits and parallel to the
 //! unclamped solution.
@@ -26,7 +26,14 @@ fn wide_joints() -> impl Strategy<Value = [f64; 6]> {
     for j in 0..6 {
         v.push((l.min[j] * 1.5)..(l.max[j] * 1.5));
     }
-    (v[0].clone(), v[1].clone(), v[2].clone(), v[3].clone(), v[4].clone(), v[5].clone())
+    (
+        v[0].clone(),
+        v[1].clone(),
+        v[2].clone(),
+        v[3].clone(),
+        v[4].clone(),
+        v[5].clone(),
+    )
         .prop_map(|(a, b, c, d, e, f)| [a, b, c, d, e, f])
 }
 

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)]
 //! Straight-line Cartesian paths sampled at 4 ms (EGM rate) through and near the wrist
 //! singularity (q5 = 0).
 //!
@@ -35,7 +35,12 @@ fn singular_start(arm: &Arm) -> (Joints, Isometry3<f64>) {
 
 /// Pose on the line through `p0 + offset` with direction `dir` (m/s) at time t, fixed
 /// orientation.
-fn on_line(p0: &Isometry3<f64>, dir: &Vector3<f64>, offset: &Vector3<f64>, t: f64) -> Isometry3<f64> {
+fn on_line(
+    p0: &Isometry3<f64>,
+    dir: &Vector3<f64>,
+    offset: &Vector3<f64>,
+    t: f64,
+) -> Isometry3<f64> {
     let mut p = *p0;
     p.translation.vector += offset + dir * t;
     p
@@ -46,18 +51,29 @@ fn step_within_speed(arm: &Arm, a: &Joints, b: &Joints) -> bool {
 }
 
 /// Runs `ik_step` along the line; returns the joint trajectory and flags.
-fn run_ik(arm: &Arm, p0: &Isometry3<f64>, dir: &Vector3<f64>, t_shift: f64) -> Vec<(Joints, IkFlags, f64)> {
+fn run_ik(
+    arm: &Arm,
+    p0: &Isometry3<f64>,
+    dir: &Vector3<f64>,
+    t_shift: f64,
+) -> Vec<(Joints, IkFlags, f64)> {
     let n = 125i32; // ±0.5 s = ±5 cm
     let start = on_line(p0, dir, &Vector3::zeros(), -(n as f64) * DT + t_shift);
     // Initial joints: the nearest solution to a configuration with q5 > 0 on this branch.
-    let mut q = arm.ik_nearest(&start, &[0.3, 0.2, -0.4, 0.5, 0.3, 0.7]).unwrap().q;
+    let mut q = arm
+        .ik_nearest(&start, &[0.3, 0.2, -0.4, 0.5, 0.3, 0.7])
+        .unwrap()
+        .q;
     let mut out = Vec::new();
     for k in -n..=n {
         let t = k as f64 * DT + t_shift;
         let target = on_line(p0, dir, &Vector3::zeros(), t);
         let s = arm.ik_step(&target, &q, DT).unwrap();
         let (dp, dr) = pose_dist(&arm.fk(&s.q).unwrap(), &target);
-        assert!(dp < 1e-9 && dr < 1e-9, "pose error {dp} m {dr} rad at t={t}");
+        assert!(
+            dp < 1e-9 && dr < 1e-9,
+            "pose error {dp} m {dr} rad at t={t}"
+        );
         assert!(arm.limits().contains(&s.q));
         q = s.q;
         out.push((s.q, s.flags, t));
@@ -100,7 +116,9 @@ fn line_through_wrist_singularity_keeps_joint_steps_within_speed_limits() {
         // q5 really crosses zero (meaningful path): many samples on each side.
         assert!(pos > 50 && neg > 50, "q5 does not cross 0: {pos} / {neg}");
         // The samples closest to the crossing are flagged near-singular.
-        assert!(traj.iter().any(|(_, f, _)| f.contains(IkFlags::NEAR_WRIST_SINGULAR)));
+        assert!(traj
+            .iter()
+            .any(|(_, f, _)| f.contains(IkFlags::NEAR_WRIST_SINGULAR)));
         if t_shift == 0.0 {
             // The singular sample itself: q4 held (lock), q6 absorbs the sum.
             let (q, f, _) = traj[125];
@@ -108,13 +126,18 @@ fn line_through_wrist_singularity_keeps_joint_steps_within_speed_limits() {
             assert_eq!(q[3], traj[124].0[3]);
         }
         println!("t_shift {t_shift}: max speed ratio {max_ratio:.3}");
-        assert!(max_ratio < 0.5, "path should be comfortably feasible, ratio {max_ratio}");
+        assert!(
+            max_ratio < 0.5,
+            "path should be comfortably feasible, ratio {max_ratio}"
+        );
     }
 
     // The same path through a naive fixed-branch IK (always branch of the start) flips the
     // wrist by π at the crossing: that is the jump the library avoids.
     let start = on_line(&p0, &dir, &Vector3::zeros(), -0.5 + 0.0013);
-    let q0 = arm.ik_nearest(&start, &[0.3, 0.2, -0.4, 0.5, 0.3, 0.7]).unwrap();
+    let q0 = arm
+        .ik_nearest(&start, &[0.3, 0.2, -0.4, 0.5, 0.3, 0.7])
+        .unwrap();
     let mut prev = q0.q;
     let mut naive_jump: f64 = 0.0;
     for k in -125..=125 {
@@ -126,7 +149,10 @@ fn line_through_wrist_singularity_keeps_joint_steps_within_speed_limits() {
             prev = q;
         }
     }
-    assert!(naive_jump > 3.0, "naive branch tracking should flip q4, got {naive_jump}");
+    assert!(
+        naive_jump > 3.0,
+        "naive branch tracking should flip q4, got {naive_jump}"
+    );
 }
 
 #[test]
@@ -139,7 +165,10 @@ fn line_near_wrist_singularity_is_flagged_and_dls_fallback_stays_within_limits()
     let n = 125i32;
     let hold = 300; // then hold the final target for 1.2 s
     let start = on_line(&p0, &dir, &offset, -(n as f64) * DT);
-    let mut q = arm.ik_nearest(&start, &[0.3, 0.2, -0.4, 0.5, 0.3, 0.7]).unwrap().q;
+    let mut q = arm
+        .ik_nearest(&start, &[0.3, 0.2, -0.4, 0.5, 0.3, 0.7])
+        .unwrap()
+        .q;
     let mut q_exact = q;
     let mut flagged = 0;
     let mut exact_worst_ratio: f64 = 0.0;
@@ -168,7 +197,10 @@ fn line_near_wrist_singularity_is_flagged_and_dls_fallback_stays_within_limits()
         } else {
             s.q
         };
-        assert!(step_within_speed(&arm, &q, &next), "commanded step too fast at k={k}");
+        assert!(
+            step_within_speed(&arm, &q, &next),
+            "commanded step too fast at k={k}"
+        );
         assert!(arm.limits().contains(&next));
         q = next;
         let (dp, dr) = pose_dist(&arm.fk(&q).unwrap(), &target);

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)]
 //! Wrench transforms (round trips, power invariance), τ = Jᵀ F vs virtual work, inverse
 //! mapping, sensor → TCP → base → constraint frame chain.
 
@@ -56,7 +56,8 @@ fn wrench_transform_lever_arm_by_hand() {
 #[test]
 fn joint_torques_satisfy_virtual_work_with_fk_velocities() {
     let mut arm = Arm::irb120();
-    arm.set_tool(Isometry3::translation(0.0, 0.03, 0.12)).unwrap();
+    arm.set_tool(Isometry3::translation(0.0, 0.03, 0.12))
+        .unwrap();
     let mut rng = Rng::new(31);
     for _ in 0..1_000 {
         let q = random_joints(&mut rng, &arm, 0.01);
@@ -83,7 +84,10 @@ fn joint_torques_satisfy_virtual_work_with_fk_velocities() {
         let tau = arm.joint_torques(&q, &f).unwrap();
         let p_cart = f.power(&Twist::new(v, w));
         let p_joint: f64 = (0..6).map(|j| tau[j] * qdot[j]).sum();
-        assert!((p_cart - p_joint).abs() < 1e-6 * (1.0 + p_cart.abs()), "{p_cart} vs {p_joint}");
+        assert!(
+            (p_cart - p_joint).abs() < 1e-6 * (1.0 + p_cart.abs()),
+            "{p_cart} vs {p_joint}"
+        );
     }
 }
 
@@ -113,7 +117,9 @@ fn wrench_from_joint_torques_inverts_away_from_singularity() {
     let (w, lambda) = arm.wrench_from_joint_torques(&[0.0; 6], &tau).unwrap();
     assert!(lambda > 0.0 && w.is_finite());
     assert!(w.to_vector().norm() < 1e3);
-    assert!(arm.wrench_from_joint_torques(&[0.0; 6], &[f64::NAN; 6]).is_err());
+    assert!(arm
+        .wrench_from_joint_torques(&[0.0; 6], &[f64::NAN; 6])
+        .is_err());
 }
 
 #[test]
@@ -135,7 +141,10 @@ fn sensor_to_tcp_to_base_to_constraint_chain() {
         let ws = random_wrench(&mut rng);
         let c_in_base = random_iso(&mut rng);
         // Two paths to {C} must agree: sensor → base → C and sensor → TCP → base → C.
-        let via_base = arm.sensor_wrench_to_base(&q, &ws).unwrap().transform(&c_in_base.inverse());
+        let via_base = arm
+            .sensor_wrench_to_base(&q, &ws)
+            .unwrap()
+            .transform(&c_in_base.inverse());
         let w_tcp = arm.sensor_wrench_to_tcp(&ws).unwrap();
         let via_tcp = w_tcp
             .transform(&arm.fk(&q).unwrap())

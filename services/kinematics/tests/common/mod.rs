@@ -1,6 +1,6 @@
 //! Test helpers: a seeded RNG, random joints, an independent standard-DH FK of the IRB 120
 //! and a URDF chain built with the `k` crate.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::needless_range_loop)]
 
 use kinematics::{Arm, Joints};
 use nalgebra::{Isometry3, Matrix4, Rotation3, Translation3, UnitQuaternion, Vector3};
