@@ -79,8 +79,8 @@ mod tests {
         let v = fk_json(&Arm::irb120(), &[0.0; 6], true).expect("fk");
         assert_eq!(v["position_mm"], json!([374.0, 0.0, 630.0]));
         let q = v["quaternion_wxyz"].as_array().expect("array");
-        assert!((q[0].as_f64().unwrap_or(0.0) - 0.707106781).abs() < 1e-6);
-        assert!((q[2].as_f64().unwrap_or(0.0) - 0.707106781).abs() < 1e-6);
+        assert!((q[0].as_f64().unwrap_or(0.0) - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6);
+        assert!((q[2].as_f64().unwrap_or(0.0) - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6);
     }
 
     #[test]

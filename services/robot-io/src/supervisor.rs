@@ -111,7 +111,7 @@ impl Supervisor {
             }
             None => {
                 // Hold: the position measured when the hold began (never chase drift).
-                let hq = match self.hold_q {
+                match self.hold_q {
                     Some(h) => h,
                     None => {
                         let h = if measured_ok {
@@ -122,8 +122,7 @@ impl Supervisor {
                         self.hold_q = Some(h);
                         h
                     }
-                };
-                hq
+                }
             }
         };
         let mut qd_ref = [0.0; AXES];

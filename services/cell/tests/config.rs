@@ -1,0 +1,86 @@
+//! The `cell` binary validates its configuration at start-up: a bad file fails with
+//! exit code 2 and names every offending key; the shipped configs pass.
+
+use std::process::Command;
+
+fn run_check(toml: &str) -> (i32, String) {
+    let dir = std::env::temp_dir().join(
+        format!(
+            "{:?}-cfgtest-cell-{}",
+            std::thread::current().id(),
+            std::process::id()
+        )
+        .replace(['(', ')'], ""),
+    );
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, toml).expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_cell"))
+        .arg("--config")
+        .arg(&file)
+        .arg("--check-config")
+        .arg("up")
+        .output()
+        .expect("run binary");
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn bad_config_fails_naming_every_key() {
+    let (code, err) = run_check(
+        "[cell]\nid = \"bad/id\"\nbogus = 1\n[robot_io]\nnot_a_key = 3\n[arm]\nmodel = \"irb999\"\n[nonsense]\n",
+    );
+    assert_eq!(code, 2, "{err}");
+    for key in [
+        "cell.id",
+        "cell.bogus",
+        "robot_io.not_a_key",
+        "arm.model",
+        "nonsense",
+    ] {
+        assert!(err.contains(key), "{key} not named in:\n{err}");
+    }
+}
+
+#[test]
+fn shipped_configs_are_valid() {
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/config"))
+        .expect("deploy/config")
+    {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = Command::new(env!("CARGO_BIN_EXE_cell"))
+                .arg("--config")
+                .arg(&path)
+                .arg("--check-config")
+                .arg("up")
+                .output()
+                .expect("run binary");
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+#[test]
+fn out_of_range_and_wrong_type_are_reported_together() {
+    let (code, err) = run_check(
+        "[robot_io]\ncycle_ms = 0.0\ncommand_timeout_ms = \"soon\"\n[launcher]\nservices = [\"robot-io\", \"teleporter\"]\n",
+    );
+    assert_eq!(code, 2, "{err}");
+    for key in [
+        "robot_io.cycle_ms",
+        "robot_io.command_timeout_ms",
+        "launcher.services[1]",
+    ] {
+        assert!(err.contains(key), "{key} not named in:\n{err}");
+    }
+}

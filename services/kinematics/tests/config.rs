@@ -1,0 +1,69 @@
+//! The `cell-kinematics` binary validates its configuration at start-up: a bad file fails with
+//! exit code 2 and names every offending key; the shipped configs pass.
+
+use std::process::Command;
+
+fn run_check(toml: &str) -> (i32, String) {
+    let dir = std::env::temp_dir().join(
+        format!(
+            "{:?}-cfgtest-kinematics-{}",
+            std::thread::current().id(),
+            std::process::id()
+        )
+        .replace(['(', ')'], ""),
+    );
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, toml).expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_cell-kinematics"))
+        .arg("--config")
+        .arg(&file)
+        .arg("--check-config")
+        .output()
+        .expect("run binary");
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn bad_config_fails_naming_every_key() {
+    let (code, err) = run_check(
+        "[cell]\nid = \"bad/id\"\nbogus = 1\n[kinematics]\nnot_a_key = 3\n[arm]\nmodel = \"irb999\"\n[nonsense]\n",
+    );
+    assert_eq!(code, 2, "{err}");
+    for key in [
+        "cell.id",
+        "cell.bogus",
+        "kinematics.not_a_key",
+        "arm.model",
+        "nonsense",
+    ] {
+        assert!(err.contains(key), "{key} not named in:\n{err}");
+    }
+}
+
+#[test]
+fn shipped_configs_are_valid() {
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/config"))
+        .expect("deploy/config")
+    {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = Command::new(env!("CARGO_BIN_EXE_cell-kinematics"))
+                .arg("--config")
+                .arg(&path)
+                .arg("--check-config")
+                .output()
+                .expect("run binary");
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}

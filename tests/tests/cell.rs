@@ -1,0 +1,243 @@
+//! Whole-cell tests: `cell up` starts real service processes around its embedded router on a
+//! private loopback port; the tests talk to the cell over zenoh as any client would.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use common::{
+    codec,
+    msg::{JointState, MoveTarget, Pose, SafetyLevel, SafetyReason, SafetyState, Stamp, ToolPose},
+    topic,
+};
+use tests::{live_services, statuses, wait_for, TestCell, DEFAULT_SERVICES};
+
+async fn wait_all_live(c: &TestCell, s: &zenoh::Session) {
+    let ok = wait_for(Duration::from_secs(20), || async {
+        let live = live_services(s, &c.cell).await;
+        (live == DEFAULT_SERVICES).then_some(())
+    })
+    .await;
+    assert!(ok.is_some(), "services did not come up:\n{}", c.log_text());
+}
+
+async fn next<T: serde::de::DeserializeOwned>(
+    sub: &zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>,
+) -> T {
+    let s = tokio::time::timeout(Duration::from_secs(5), sub.recv_async())
+        .await
+        .expect("sample within 5 s")
+        .expect("subscriber open");
+    codec::decode(&s.payload().to_bytes()).expect("decodable")
+}
+
+/// Proves the data flow end to end: a move command to control becomes Cartesian commands,
+/// kinematics turns them into joint commands, robot-io applies them to the (ideal) robot,
+/// and the measured joints come back through kinematics as a tool pose at the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_travels_control_kinematics_robot_and_back() {
+    let c = TestCell::start("chain", &[]);
+    let s = c.client().await;
+    wait_all_live(&c, &s).await;
+    let poses = s
+        .declare_subscriber(topic::TOOL_POSE.key(&c.cell.id))
+        .await
+        .unwrap();
+    let start: ToolPose = next(&poses).await;
+    let target = Pose {
+        position_m: [
+            start.tcp_in_base.position_m[0] - 0.03,
+            start.tcp_in_base.position_m[1] + 0.05,
+            start.tcp_in_base.position_m[2] - 0.04,
+        ],
+        quat_wxyz: start.tcp_in_base.quat_wxyz,
+    };
+    let mv = MoveTarget {
+        stamp: Stamp {
+            seq: 1,
+            source_mono_ns: common::clock::mono_ns(),
+        },
+        tcp_in_base: target,
+        max_speed_m_s: 0.2,
+        max_rot_speed_rad_s: 1.0,
+    };
+    s.put(topic::MOVE_TARGET.key(&c.cell.id), codec::encode(&mv))
+        .await
+        .unwrap();
+    let t0 = Instant::now();
+    let mut reached = None;
+    while t0.elapsed() < Duration::from_secs(10) {
+        let p: ToolPose = next(&poses).await;
+        let d: f64 = (0..3)
+            .map(|i| (p.tcp_in_base.position_m[i] - target.position_m[i]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        if d < 1e-4 {
+            reached = Some(p);
+            break;
+        }
+    }
+    let p =
+        reached.unwrap_or_else(|| panic!("tool pose never reached the target\n{}", c.log_text()));
+    assert!(p.cycle > start.cycle);
+    // Every hop counted its traffic.
+    let st = statuses(&s, &c.cell).await.unwrap();
+    let published = |svc: &str, suffix: &str| -> u64 {
+        st[svc]["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["key"].as_str().unwrap().ends_with(suffix))
+            .map(|o| o["published"].as_u64().unwrap())
+            .unwrap_or(0)
+    };
+    assert!(published("control", "control/cartesian_cmd") > 10);
+    assert!(published("kinematics", "kin/joint_cmd") > 10);
+    assert!(published("robot-io", "robot/joint_state") > 10);
+    assert_eq!(st["robot-io"]["detail"]["safety"]["level"], "Active");
+}
+
+/// `ls` and `status` see every service; each status is one JSON object with the contract's
+/// fields; the robot cycle rate is the configured 250 Hz.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn liveliness_and_json_status_for_every_service() {
+    let c = TestCell::start("status", &[]);
+    let s = c.client().await;
+    wait_all_live(&c, &s).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let st = statuses(&s, &c.cell).await.unwrap();
+    let names: Vec<&str> = st.keys().map(|k| k.as_str()).collect();
+    assert_eq!(names, DEFAULT_SERVICES);
+    for (name, v) in &st {
+        assert_eq!(v["cell_id"], c.cell.id.as_str(), "{name}");
+        assert!(v["pid"].as_u64().unwrap() > 0);
+        assert_eq!(v["state"].as_str().map(|s| !s.is_empty()), Some(true));
+        assert!(v["inputs"].is_array() && v["outputs"].is_array());
+    }
+    let rate = st["robot-io"]["detail"]["cycle"]["rate_hz"]
+        .as_f64()
+        .unwrap();
+    assert!((200.0..300.0).contains(&rate), "robot cycle rate {rate}");
+}
+
+/// SIGKILL a service: the launcher restarts it (new pid) and it is live again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_service_is_restarted() {
+    let c = TestCell::start("restart", &[]);
+    let s = c.client().await;
+    wait_all_live(&c, &s).await;
+    let st = statuses(&s, &c.cell).await.unwrap();
+    let pid = st["kinematics"]["pid"].as_u64().unwrap();
+    // SAFETY: killing the test's own grandchild.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    let back = wait_for(Duration::from_secs(10), || async {
+        let st = statuses(&s, &c.cell).await.ok()?;
+        let new = st.get("kinematics")?["pid"].as_u64()?;
+        (new != pid).then_some(new)
+    })
+    .await;
+    assert!(back.is_some(), "kinematics not restarted\n{}", c.log_text());
+    assert!(c.log_text().contains("kinematics exited unexpectedly"));
+    assert_eq!(live_services(&s, &c.cell).await, DEFAULT_SERVICES);
+}
+
+/// SIGTERM to `cell up`: exit 0 within 3 s, robot-io stops last in hold, no orphans.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_everything_cleanly() {
+    let mut c = TestCell::start("sigterm", &[]);
+    let s = c.client().await;
+    wait_all_live(&c, &s).await;
+    let st = statuses(&s, &c.cell).await.unwrap();
+    let pids: Vec<i32> = st
+        .values()
+        .map(|v| v["pid"].as_i64().unwrap() as i32)
+        .collect();
+    let safety = s
+        .declare_subscriber(topic::SAFETY_STATE.key(&c.cell.id))
+        .await
+        .unwrap();
+    let (code, took) = c.terminate(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{}", c.log_text());
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    for pid in pids {
+        // SAFETY: signal 0 only probes for existence.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        assert!(!alive, "orphan pid {pid}");
+    }
+    // The last safety state robot-io published says it holds because it is shutting down.
+    let mut last: Option<SafetyState> = None;
+    while let Ok(Some(sample)) = safety.try_recv() {
+        last = codec::decode(&sample.payload().to_bytes()).ok();
+    }
+    let last = last.expect("safety states");
+    assert_eq!(last.level, SafetyLevel::Hold);
+    assert_eq!(last.reason, SafetyReason::ShuttingDown);
+    let log = c.log_text();
+    let pos = |needle: &str| {
+        log.rfind(needle)
+            .unwrap_or_else(|| panic!("{needle} in log"))
+    };
+    assert!(pos("robot-io stopped") > pos("kinematics stopped"));
+    assert!(pos("robot-io stopped") > pos("control stopped"));
+}
+
+/// Garbage on every key any service subscribes to: nobody crashes, everyone counts rejects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_messages_are_counted_and_dropped() {
+    let c = TestCell::start("garbage", &[]);
+    let s = c.client().await;
+    wait_all_live(&c, &s).await;
+    let before = statuses(&s, &c.cell).await.unwrap();
+    let garbage: [&[u8]; 4] = [b"", b"\x01", b"\xff\xff\xff\xff\xff\xff", &[1u8; 300]];
+    // Also a well-formed joint command full of NaN: decodes, fails the plausibility check.
+    let nan_cmd = common::msg::JointCommand {
+        q_rad: [f64::NAN; 6],
+        ..Default::default()
+    };
+    for t in topic::TOPICS {
+        let key = format!("cell/{}/{}", c.cell.id, t.suffix);
+        for g in garbage {
+            s.put(&key, g.to_vec()).await.unwrap();
+        }
+    }
+    s.put(
+        topic::JOINT_COMMAND.key(&c.cell.id),
+        codec::encode(&nan_cmd),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let after = statuses(&s, &c.cell).await.unwrap();
+    for (name, v) in &after {
+        assert_eq!(v["pid"], before[name]["pid"], "{name} restarted");
+        for i in v["inputs"].as_array().unwrap() {
+            let key = i["key"].as_str().unwrap();
+            assert!(
+                i["rejected"].as_u64().unwrap() >= 4,
+                "{name} did not count rejects on {key}: {i}"
+            );
+            assert!(i["last_reject"].is_string(), "{name} {key}");
+        }
+    }
+    // robot-io still runs its cycle and never applied the NaN command.
+    let js = s
+        .declare_subscriber(topic::JOINT_STATE.key(&c.cell.id))
+        .await
+        .unwrap();
+    let j: JointState = next(&js).await;
+    assert!(j.q_rad.iter().all(|v| v.is_finite()));
+}
+
+/// The offline CLI: zero pose and a JSON shape integrators can script against.
+#[test]
+fn cell_kin_fk_zero_pose() {
+    let out = std::process::Command::new(tests::bin_dir().join("cell"))
+        .args(["kin", "fk", "0", "0", "0", "0", "0", "0", "--deg"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["position_mm"], serde_json::json!([374.0, 0.0, 630.0]));
+}
