@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""An independent zenoh client (eclipse-zenoh, Python) inspects a running cell.
+
+Usage: check_cell.py ENDPOINT CELL_ID [SERVICE ...]
+Checks: liveliness tokens under cell/** list every expected service; every service answers
+cell/<id>/<service>/status with a JSON object naming itself; a joint state sample arrives and
+hand-decodes from postcard (version byte, varint stamp, little-endian f64 joints).
+Exits 0 on success, 1 with a reason otherwise. Prints 'N passed, N failed'.
+"""
+import json
+import struct
+import sys
+import time
+
+import zenoh
+
+
+def varint(buf, i):
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+
+
+def main():
+    endpoint, cell_id = sys.argv[1], sys.argv[2]
+    expected = sorted(sys.argv[3:]) or ["control", "force", "kinematics", "robot-io", "sensor"]
+    conf = zenoh.Config.from_json5(json.dumps({
+        "mode": "peer",
+        "connect": {"endpoints": [endpoint]},
+        "scouting": {"multicast": {"enabled": False}},
+    }))
+    passed, failed = 0, 0
+
+    def check(name, ok, detail=""):
+        nonlocal passed, failed
+        if ok:
+            passed += 1
+            print(f"ok   {name}")
+        else:
+            failed += 1
+            print(f"FAIL {name}: {detail}")
+
+    with zenoh.open(conf) as s:
+        alive = []
+        for _ in range(30):
+            alive = sorted({str(r.ok.key_expr).rsplit("/", 1)[-1]
+                            for r in s.liveliness().get("cell/**", timeout=2.0) if r.ok})
+            if alive == expected:
+                break
+            time.sleep(0.2)
+        check("liveliness lists every service", alive == expected, f"{alive} != {expected}")
+
+        statuses = {}
+        for _ in range(10):
+            statuses = {}
+            for r in s.get(f"cell/{cell_id}/**/status", timeout=2.0):
+                if r.ok:
+                    statuses[str(r.ok.key_expr)] = r.ok.payload.to_string()
+            if len(statuses) == len(expected):
+                break
+            time.sleep(0.2)
+        check("one status reply per service", len(statuses) == len(expected), f"{sorted(statuses)}")
+        for key, text in sorted(statuses.items()):
+            try:
+                v = json.loads(text)
+                check(f"{key} is JSON naming its service",
+                      key == f"cell/{cell_id}/{v['service']}/status" and "inputs" in v, text[:200])
+            except (ValueError, KeyError) as e:
+                check(f"{key} is JSON", False, f"{e}: {text[:200]}")
+
+        sub = s.declare_subscriber(f"cell/{cell_id}/robot/joint_state")
+        sample = sub.recv()
+        buf = bytes(sample.payload.to_bytes())
+        version = buf[0]
+        seq, i = varint(buf, 1)
+        _mono, i = varint(buf, i)
+        _cycle, i = varint(buf, i)
+        q = struct.unpack_from("<6d", buf, i)
+        check("joint state decodes by hand from postcard",
+              version == 1 and seq > 0 and all(abs(x) < 7.0 for x in q), f"v={version} seq={seq} q={q}")
+
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
