@@ -97,12 +97,32 @@ pub fn run_service<C, F, Fut>(
     run: F,
 ) -> std::process::ExitCode
 where
-    F: FnOnce(crate::bus::Node, C, Shutdown) -> Fut,
+    C: Send + 'static,
+    F: FnOnce(crate::bus::Node, C, Shutdown) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    run_service_rt(service, bus, cfg, |l| (load(l), RtConfig::default()), run)
+}
+
+/// [`run_service`] with real-time placement: when `RtConfig` asks for it, `run` executes on a
+/// dedicated thread (pinned to `rt.cpu`, `SCHED_FIFO` at `rt.fifo_priority`, memory locked)
+/// with its own single-thread runtime. The zenoh session is opened first, from the main
+/// runtime, so zenoh's own threads do not inherit the real-time core or policy.
+pub fn run_service_rt<C, F, Fut>(
+    service: &'static str,
+    bus: crate::bus::BusArgs,
+    cfg: ConfigArgs,
+    load: impl FnOnce(&mut Loader) -> (C, RtConfig),
+    run: F,
+) -> std::process::ExitCode
+where
+    C: Send + 'static,
+    F: FnOnce(crate::bus::Node, C, Shutdown) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
     use std::process::ExitCode;
     init_tracing();
-    let (cell, svc) = match Loader::new(&cfg).and_then(|mut l| {
+    let (cell, (svc, rt_cfg)) = match Loader::new(&cfg).and_then(|mut l| {
         let cell = l.cell();
         let svc = load(&mut l);
         l.finish().map(|()| (cell, svc))
@@ -129,11 +149,41 @@ where
             return ExitCode::FAILURE;
         }
     };
-    let result = rt.block_on(async move {
-        let node = crate::bus::Node::open(&bus, &cell, service).await?;
-        tracing::info!(service, cell = %cell.id, router = %cell.router, "joined the bus");
-        run(node, svc, Box::pin(shutdown_signal())).await
-    });
+    let node = match rt.block_on(crate::bus::Node::open(&bus, &cell, service)) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::error!(service, "{e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(service, cell = %cell.id, router = %cell.router, "joined the bus");
+    let result = if rt_cfg.is_requested() {
+        let handle = std::thread::Builder::new()
+            .name(format!("{service}-tick"))
+            .spawn(move || -> anyhow::Result<()> {
+                for problem in apply_rt(&rt_cfg) {
+                    if rt_cfg.required {
+                        anyhow::bail!("real-time setup failed: {problem}");
+                    }
+                    tracing::warn!(
+                        service,
+                        "real-time setup: {problem} (continuing without it)"
+                    );
+                }
+                let local = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                local.block_on(run(node, svc, Box::pin(shutdown_signal())))
+            });
+        match handle {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the {service} tick thread panicked"))),
+            Err(e) => Err(anyhow::anyhow!("cannot spawn the tick thread: {e}")),
+        }
+    } else {
+        rt.block_on(run(node, svc, Box::pin(shutdown_signal())))
+    };
     match result {
         Ok(()) => {
             tracing::info!(service, "stopped");
@@ -144,6 +194,84 @@ where
             ExitCode::FAILURE
         }
     }
+}
+
+/// Real-time placement of a service's tick thread (`[control.rt]`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RtConfig {
+    /// Pin the tick thread to this CPU (e.g. an `isolcpus` core).
+    pub cpu: Option<usize>,
+    /// `SCHED_FIFO` priority 1..=99 (needs CAP_SYS_NICE or `LimitRTPRIO`).
+    pub fifo_priority: Option<i32>,
+    /// `mlockall(MCL_CURRENT | MCL_FUTURE)` (needs `LimitMEMLOCK`).
+    pub lock_memory: bool,
+    /// Fail at start-up instead of warning when a setting cannot be applied.
+    pub required: bool,
+}
+
+impl RtConfig {
+    pub fn is_requested(&self) -> bool {
+        self.cpu.is_some() || self.fifo_priority.is_some() || self.lock_memory
+    }
+}
+
+impl Validate for RtConfig {
+    fn validate(&self, prefix: &str, errors: &mut ConfigErrors) {
+        if let Some(p) = self.fifo_priority {
+            crate::config::check_range(
+                errors,
+                format!("{prefix}.fifo_priority"),
+                p as f64,
+                1.0,
+                99.0,
+                "",
+            );
+        }
+        if let Some(c) = self.cpu {
+            crate::config::check_range(errors, format!("{prefix}.cpu"), c as f64, 0.0, 1023.0, "");
+        }
+    }
+}
+
+/// Applies the real-time settings to the calling thread; returns what could not be applied.
+pub fn apply_rt(rt: &RtConfig) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(cpu) = rt.cpu {
+        // SAFETY: cpu_set_t is plain data; sched_setaffinity(0) targets the calling thread.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        if rc != 0 {
+            problems.push(format!(
+                "pin to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    if let Some(prio) = rt.fifo_priority {
+        let param = libc::sched_param {
+            sched_priority: prio,
+        };
+        // SAFETY: plain syscall on the calling thread with a valid sched_param.
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+        if rc != 0 {
+            problems.push(format!(
+                "SCHED_FIFO {prio}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    if rt.lock_memory {
+        // SAFETY: plain syscall.
+        let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+        if rc != 0 {
+            problems.push(format!("mlockall: {}", std::io::Error::last_os_error()));
+        }
+    }
+    problems
 }
 
 /// The shutdown future handed to a service.

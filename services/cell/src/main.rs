@@ -33,6 +33,9 @@ struct Args {
 enum Cmd {
     /// Start the cell: embedded zenoh router + every service as a supervised process.
     Up,
+    /// Run only the cell's zenoh router (for deployments where systemd or compose start the
+    /// services).
+    Router,
     /// List live services (liveliness tokens).
     Ls,
     /// Status of one or every service.
@@ -220,9 +223,16 @@ async fn run(
         .await?;
         return Ok(true);
     }
+    if let Cmd::Router = args.cmd {
+        let router = launcher::open_router(&cell).await?;
+        tracing::info!(router = %cell.router, zid = %router.zid(), "cell router up");
+        service::shutdown_signal().await;
+        let _ = router.close().await;
+        return Ok(true);
+    }
     let s = cli::session(&args.bus, &cell).await?;
     match args.cmd {
-        Cmd::Up | Cmd::Kin { .. } => {}
+        Cmd::Up | Cmd::Router | Cmd::Kin { .. } => {}
         Cmd::Ls => {
             let live = cli::ls(&s, &cell).await?;
             if live.is_empty() {

@@ -17,11 +17,15 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    common::service::run_service(
+    common::service::run_service_rt(
         "control",
         args.bus,
         args.cfg,
-        |l| l.section::<control::node::ControlConfig>("control"),
+        |l| {
+            let c = l.section::<control::node::ControlConfig>("control");
+            let rt = c.rt.clone();
+            (c, rt)
+        },
         control::node::run,
     )
 }

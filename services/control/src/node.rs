@@ -20,6 +20,8 @@ use crate::core::ControlCore;
 pub struct ControlConfig {
     /// Mode at start-up: only `idle` or `hold` (a restart never resumes motion).
     pub initial_mode: InitialMode,
+    /// Real-time placement of the control tick thread (`[control.rt]`).
+    pub rt: common::service::RtConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -31,7 +33,9 @@ pub enum InitialMode {
 }
 
 impl Validate for ControlConfig {
-    fn validate(&self, _prefix: &str, _errors: &mut ConfigErrors) {}
+    fn validate(&self, prefix: &str, errors: &mut ConfigErrors) {
+        self.rt.validate(&format!("{prefix}.rt"), errors);
+    }
 }
 
 pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyhow::Result<()> {
