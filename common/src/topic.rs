@@ -138,6 +138,9 @@ topics! {
     },
 }
 
+/// Prefix of the kinematics request/reply queryables (`…/fk`, `…/ik`), under `cell/<id>/`.
+pub const KIN_RPC_PREFIX: &str = "kin/rpc";
+
 /// Liveliness token key of a service.
 pub fn alive_key(cell_id: &str, service: &str) -> String {
     format!("cell/{cell_id}/alive/{service}")
@@ -172,6 +175,9 @@ pub fn markdown_table() -> String {
         "| `alive/<service>` | liveliness token | every service | `cell ls` | - | - | - |\n",
     );
     s.push_str("| `<service>/status` | queryable, JSON `ServiceStatus` | every service | `cell status` | on query | - | - |\n");
+    s.push_str(&format!(
+        "| `{KIN_RPC_PREFIX}/{{fk,ik}}` | queryable, JSON in/out | kinematics | any tool | on query | - | base, tool0 (mm, deg) |\n"
+    ));
     s
 }
 

@@ -2,5 +2,4 @@
 //! offline kinematics commands ([`kin`]).
 
 pub mod cli;
-pub mod kin;
 pub mod launcher;

@@ -13,7 +13,8 @@ use common::{
 use kinematics::{config::ArmSection, Arm};
 use nalgebra::Isometry3;
 
-use cell::{cli, kin, launcher};
+use cell::{cli, launcher};
+use kinematics::rpc as kin;
 
 #[derive(Parser)]
 #[command(

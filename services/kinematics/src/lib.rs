@@ -52,6 +52,8 @@ pub mod wrench;
 
 #[cfg(feature = "node")]
 pub mod node;
+#[cfg(feature = "node")]
+pub mod rpc;
 
 pub use arm::Arm;
 pub use dls::{DlsFlags, DlsResult};

@@ -12,6 +12,7 @@ use common::{
 };
 use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 use serde::{Deserialize, Serialize};
+use zenoh::Wait;
 
 use crate::{
     jacobian::JacobianFrame,
@@ -99,6 +100,7 @@ pub async fn run(
     let mut commands = node.latest(topic::CARTESIAN_COMMAND).await?;
     let mut pose_pub = node.publisher(topic::TOOL_POSE).await?;
     let mut cmd_pub = node.publisher(topic::JOINT_COMMAND).await?;
+    let rpc = declare_rpc(&node, &arm).await?;
     let _presence = node.announce().await?;
     let mut servo = Servo::new(arm.clone());
     servo.resync_rad = cfg.resync_deg.to_radians();
@@ -200,6 +202,42 @@ pub async fn run(
         }
     }
     drop(_presence);
+    drop(rpc);
     node.close().await;
     Ok(())
+}
+
+/// `cell/<id>/kin/rpc/fk` and `…/ik`: JSON requests, JSON answers (see [`crate::rpc::answer`]).
+async fn declare_rpc(node: &Node, arm: &Arm) -> anyhow::Result<Vec<zenoh::query::Queryable<()>>> {
+    let mut out = Vec::new();
+    for op in ["fk", "ik"] {
+        let key = format!("cell/{}/{}/{op}", node.cell_id, topic::KIN_RPC_PREFIX);
+        let arm = arm.clone();
+        let reply_key = key.clone();
+        let q = node
+            .session
+            .declare_queryable(key.clone())
+            .callback(move |query| {
+                let req = query
+                    .payload()
+                    .map(|p| p.to_bytes().into_owned())
+                    .unwrap_or_default();
+                let res = match crate::rpc::answer(&arm, op, &req) {
+                    Ok(v) => query
+                        .reply(reply_key.clone(), v.to_string())
+                        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
+                        .wait(),
+                    Err(e) => query
+                        .reply_err(serde_json::json!({ "error": e }).to_string())
+                        .wait(),
+                };
+                if let Err(e) = res {
+                    tracing::debug!("rpc reply failed: {e}");
+                }
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("queryable {key}: {e}"))?;
+        out.push(q);
+    }
+    Ok(out)
 }

@@ -3,13 +3,15 @@
 //! Each cycle starts from the joints commanded last cycle (continuity of the reference), or
 //! from the measured joints when there is no previous command or the robot has not followed it.
 //! A pose target goes through the closed-form IK (nearest branch); when that step would exceed a
-//! joint speed limit (e.g. through a wrist singularity) it falls back to the damped-least-squares
-//! servo step, which never exceeds the limits. A twist target goes through DLS directly. Every
+//! joint speed limit (a pass near a wrist singularity, or a jump in the target) the reference
+//! moves in joint space towards that exact solution at the speed limits, direction kept (the
+//! path deviates briefly, like ABB's `SingArea\Wrist`, and never stalls). A twist target goes
+//! through damped least squares directly. Every
 //! output is finite, inside the joint limits, within the speed limits, and flagged.
 
 use nalgebra::Isometry3;
 
-use crate::{ik::IkFlags, Arm, Joints, KinError, Twist};
+use crate::{dls::scale_to_speed_limits, ik::IkFlags, Arm, Joints, KinError, Twist};
 
 /// What the cycle asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -105,7 +107,14 @@ impl Servo {
                     flags.near_singular = s.flags.near_singular();
                     s.q
                 }
-                Ok(_) => self.dls_step(&base, p, dt, &mut flags),
+                Ok(s) => {
+                    // Too fast for one cycle (a near-singular pass, or a jump in the target):
+                    // move in joint space towards the nearest exact solution at the speed
+                    // limits, direction kept. Converges to the exact pose without stalling.
+                    flags.speed_limited = true;
+                    flags.near_singular = s.flags.near_singular();
+                    self.joint_step_towards(&base, &s.q, dt)
+                }
                 Err(KinError::Unreachable) | Err(KinError::OutOfLimits) => {
                     flags.unreachable = true;
                     base
@@ -145,25 +154,17 @@ impl Servo {
         ServoOutput { q, qd, flags }
     }
 
-    fn dls_step(
-        &self,
-        base: &Joints,
-        p: &Isometry3<f64>,
-        dt: f64,
-        flags: &mut ServoFlags,
-    ) -> Joints {
-        flags.speed_limited = true;
-        match self.arm.servo_step_dls(base, p, dt) {
-            Ok(s) => {
-                flags.near_singular |= s.dls.flags.damped;
-                flags.position_limited |= s.dls.flags.position_limited;
-                s.q_next
-            }
-            Err(_) => {
-                flags.unreachable = true;
-                *base
-            }
+    fn joint_step_towards(&self, base: &Joints, goal: &Joints, dt: f64) -> Joints {
+        let mut qdot = [0.0; 6];
+        for j in 0..6 {
+            qdot[j] = (goal[j] - base[j]) / dt;
         }
+        let (scaled, _) = scale_to_speed_limits(&qdot, &self.arm.limits().max_speed);
+        let mut q = *base;
+        for j in 0..6 {
+            q[j] += scaled[j] * dt;
+        }
+        q
     }
 }
 

@@ -1,6 +1,7 @@
-//! `cell kin fk|ik`: offline kinematics as JSON (tool0, mm, ABB quaternion, degrees).
+//! FK/IK as JSON (tool0, mm, ABB quaternion, degrees): what `cell kin fk|ik` prints and what
+//! the `cell/<id>/kin/rpc/{fk,ik}` queryables answer.
 
-use kinematics::{
+use crate::{
     pose::{pose_from_abb, pose_to_abb},
     Arm,
 };
@@ -70,9 +71,70 @@ pub fn ik_json(
     }))
 }
 
+/// A queryable request: `{"q_deg": [..6]}` or `{"q_rad": [..6]}` for FK;
+/// `{"position_mm": [x,y,z], "quaternion_wxyz": [w,x,y,z], "near_deg": [..6]?}` for IK.
+pub fn answer(arm: &Arm, op: &str, request: &[u8]) -> Result<serde_json::Value, String> {
+    let req: serde_json::Value =
+        serde_json::from_slice(request).map_err(|e| format!("request is not JSON: {e}"))?;
+    let nums = |key: &str| -> Option<Vec<f64>> {
+        req.get(key)?
+            .as_array()?
+            .iter()
+            .map(|v| v.as_f64())
+            .collect()
+    };
+    match op {
+        "fk" => {
+            let six = |v: Vec<f64>| (v.len() == 6).then_some(v);
+            let (q, deg) = match (nums("q_deg").and_then(six), nums("q_rad").and_then(six)) {
+                (Some(q), None) => (q, true),
+                (None, Some(q)) => (q, false),
+                _ => return Err("fk needs exactly one of q_deg or q_rad (6 numbers)".into()),
+            };
+            fk_json(arm, &q, deg).map_err(|e| e.to_string())
+        }
+        "ik" => {
+            let p = nums("position_mm").filter(|v| v.len() == 3);
+            let q = nums("quaternion_wxyz").filter(|v| v.len() == 4);
+            let (Some(p), Some(q)) = (p, q) else {
+                return Err(
+                    "ik needs position_mm (3 numbers) and quaternion_wxyz (4 numbers)".into(),
+                );
+            };
+            let near = nums("near_deg");
+            ik_json(
+                arm,
+                [p[0], p[1], p[2]],
+                [q[0], q[1], q[2], q[3]],
+                near.as_deref(),
+            )
+            .map_err(|e| e.to_string())
+        }
+        other => Err(format!("unknown operation {other:?}: use fk or ik")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_requests_and_rejects_bad_ones() {
+        let arm = Arm::irb120();
+        let v = answer(&arm, "fk", br#"{"q_deg":[0,0,0,0,0,0]}"#).expect("fk");
+        assert_eq!(v["position_mm"], json!([374.0, 0.0, 630.0]));
+        let v = answer(
+            &arm,
+            "ik",
+            br#"{"position_mm":[374,0,630],"quaternion_wxyz":[0.70710678,0,0.70710678,0]}"#,
+        )
+        .expect("ik");
+        assert_eq!(v["chosen_branch"], json!(0));
+        assert!(answer(&arm, "fk", b"nope").is_err());
+        assert!(answer(&arm, "fk", br#"{"q_deg":[0,0]}"#).is_err());
+        assert!(answer(&arm, "ik", br#"{"position_mm":[1,2]}"#).is_err());
+        assert!(answer(&arm, "jump", b"{}").is_err());
+    }
 
     #[test]
     fn zero_pose_json() {
