@@ -8,6 +8,7 @@
 //! It does not compute kinematics or control laws.
 
 pub mod config;
+pub mod egm;
 pub mod ideal;
 pub mod node;
 pub mod supervisor;
