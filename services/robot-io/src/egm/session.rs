@@ -1,1 +1,813 @@
-//! placeholder
+//! The pure side of an EGM session (no sockets, no clocks: every time is a parameter, in
+//! seconds of any monotonic epoch).
+//!
+//! Per received `EgmRobot` ([`EgmSession::on_robot`]): measured joints (deg → rad), a joint
+//! velocity estimate (EGM feedback carries no velocities: finite difference over the
+//! controller's own clock, between consecutive sequence numbers), the controller states
+//! mapped to [`RobotStatus`], seqno gap counting (lost datagrams), session start/restart and
+//! controller stop detection, timing statistics.
+//!
+//! Per reply ([`EgmSession::reply`]): an `EgmSensor` with header seqno +1 per reply (0 at the
+//! start of each EGM session, like abb_libegm), `tm` = our clock in ms, mtype CORRECTION,
+//! `planned.joints` in degrees and, optionally, `speedRef.joints` in deg/s. **Nothing
+//! non-finite is ever encoded**: a non-finite reference is replaced by the last measured
+//! position (speed 0).
+
+use common::msg::{RobotStatus, AXES};
+use serde::Serialize;
+
+use super::proto::{
+    EgmHeader, EgmJoints, EgmPlanned, EgmRobot, EgmSensor, EgmSpeedRef, ForceSchema,
+    MeasuredForce, MciStateType, MessageType, MotorStateType, RapidCtrlExecStateType,
+};
+
+/// A seqno jump forward larger than this (or any jump backwards beyond [`REORDER_WINDOW`]) is a
+/// new session, not a loss.
+pub const MAX_GAP: u32 = 10_000;
+/// A seqno at most this far behind the newest one is a late (reordered) datagram.
+pub const REORDER_WINDOW: u32 = 16;
+
+/// Session tuning.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SessionParams {
+    /// Nominal controller cycle (s): the fallback step time when the controller's clock does not
+    /// give a plausible one.
+    pub nominal_cycle_s: f64,
+    /// No `EgmRobot` for this long → the robot is silent (s).
+    pub silence_timeout_s: f64,
+    /// Send `speedRef.joints` (deg/s) along with `planned.joints`.
+    pub send_speed_ref: bool,
+}
+
+/// The controller's reported states, as received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ControllerStates {
+    #[serde(serialize_with = "ser_debug")]
+    pub motor: MotorStateType,
+    #[serde(serialize_with = "ser_debug")]
+    pub mci: MciStateType,
+    #[serde(serialize_with = "ser_debug")]
+    pub rapid: RapidCtrlExecStateType,
+    pub mci_convergence_met: Option<bool>,
+}
+
+fn ser_debug<T: std::fmt::Debug, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{v:?}"))
+}
+
+impl ControllerStates {
+    /// The cell's view: motors on, EGM (MCI) running, RAPID running. RAPID `Undefined` counts
+    /// as running while MCI runs (a known controller bug leaves it undefined after a restart;
+    /// abb_libegm accepts it the same way).
+    pub fn status(&self) -> RobotStatus {
+        let mci_running = self.mci == MciStateType::Running;
+        RobotStatus {
+            motors_on: self.motor == MotorStateType::On,
+            external_control_active: mci_running,
+            program_running: self.rapid == RapidCtrlExecStateType::Running
+                || (self.rapid == RapidCtrlExecStateType::Undefined && mci_running),
+        }
+    }
+    fn ready(&self) -> bool {
+        let s = self.status();
+        s.motors_on && s.external_control_active
+    }
+}
+
+/// Which schema generation the controller speaks (from the fields it sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SchemaGuess {
+    /// No `feedBack.time`: RobotWare < 6.07 (inconsistent units; not supported for motion).
+    V10,
+    /// `feedBack.time` present (RW ≥ 6.07).
+    V11,
+    /// V1.1 with `utilizationRate` (RW ≥ 6.10).
+    V11Rw610,
+    /// Newer fields seen (`moveIndex`, `CollisionInfo`, `RAPIDfromRobot`, newer measuredForce).
+    Newer,
+}
+
+/// Session-level events worth logging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// First `EgmRobot` ever.
+    Started,
+    /// The controller started a new EGM session (seqno 0 or a jump).
+    Restarted,
+    /// Datagrams arrive again after a silence.
+    Resumed,
+    /// Motors went off or EGM (MCI) stopped running.
+    ControllerStopped(ControllerStates),
+    /// Motors on and EGM running again.
+    ControllerReady,
+}
+
+/// What one `EgmRobot` says, in the cell's units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Feedback {
+    pub seqno: Option<u32>,
+    pub tm_ms: Option<u32>,
+    pub q_rad: [f64; AXES],
+    /// Finite-difference estimate over the controller's clock; `None` for the first message of
+    /// a session or after a gap of unknown duration.
+    pub qd_rad_s: Option<[f64; AXES]>,
+    pub status: RobotStatus,
+    pub states: ControllerStates,
+    /// Time this reference step spans on the controller (s): Δtm since the previous datagram
+    /// when plausible, else the nominal cycle.
+    pub dt_s: f64,
+    /// Datagrams lost just before this one (seqno gap).
+    pub lost_before: u32,
+    pub schema: SchemaGuess,
+    /// measuredForce, when sent and parseable, and valid (`fcActive` absent or true).
+    pub force: Option<MeasuredForce>,
+    pub events: Vec<SessionEvent>,
+}
+
+/// Why an `EgmRobot` gives no usable feedback (it is still answered, holding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FeedbackError {
+    #[error("no feedBack.joints")]
+    NoJoints,
+    #[error("feedBack.joints has {0} values, expected 6")]
+    JointCount(usize),
+    #[error("non-finite feedBack.joints")]
+    NonFinite,
+    #[error("late datagram (seqno behind the newest)")]
+    Late,
+}
+
+/// Running mean / standard deviation / min / max (Welford).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunningStats {
+    pub n: u64,
+    mean: f64,
+    m2: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl RunningStats {
+    pub fn add(&mut self, x: f64) {
+        if !x.is_finite() {
+            return;
+        }
+        self.n += 1;
+        if self.n == 1 {
+            self.min = x;
+            self.max = x;
+        } else {
+            self.min = self.min.min(x);
+            self.max = self.max.max(x);
+        }
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+    }
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+    pub fn std(&self) -> f64 {
+        if self.n < 2 {
+            0.0
+        } else {
+            (self.m2 / (self.n - 1) as f64).max(0.0).sqrt()
+        }
+    }
+    /// `{n, mean, std, min, max}` scaled by `k` (e.g. 1e3 for ms).
+    pub fn json(&self, k: f64) -> serde_json::Value {
+        serde_json::json!({
+            "n": self.n,
+            "mean": self.mean * k,
+            "std": self.std() * k,
+            "min": self.min * k,
+            "max": self.max * k,
+        })
+    }
+}
+
+/// Counters and timing of the session (for status).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionStats {
+    /// Datagrams handed to [`EgmSession::on_robot`].
+    pub received: u64,
+    /// Seqno gaps (datagrams the controller sent that never arrived).
+    pub lost: u64,
+    /// Late (reordered) or duplicate datagrams.
+    pub late: u64,
+    pub duplicates: u64,
+    /// Decoded but without usable joints.
+    pub incomplete: u64,
+    /// EGM sessions seen (start + restarts).
+    pub sessions: u64,
+    /// Silences (no datagram for the timeout) since start.
+    pub silences: u64,
+    pub replies: u64,
+    /// Replies whose reference was not finite and was replaced by the measured position.
+    pub replaced_non_finite: u64,
+    /// Local arrival period (s), silences excluded.
+    pub period: RunningStats,
+    /// Controller period from Δtm (s).
+    pub controller_period: RunningStats,
+    /// Our turnaround: datagram received → reply sent (s).
+    pub turnaround: RunningStats,
+    /// Robot send → our reply (s), estimated: the controller's send time is mapped to our clock
+    /// with the smallest observed (arrival − tm) offset of the session, so this is the
+    /// turnaround plus the arrival delay beyond the best case seen.
+    pub robot_to_reply: RunningStats,
+}
+
+impl SessionStats {
+    pub fn json(&self) -> serde_json::Value {
+        let mean = self.period.mean();
+        serde_json::json!({
+            "received": self.received,
+            "lost": self.lost,
+            "late": self.late,
+            "duplicates": self.duplicates,
+            "incomplete": self.incomplete,
+            "sessions": self.sessions,
+            "silences": self.silences,
+            "replies": self.replies,
+            "replaced_non_finite": self.replaced_non_finite,
+            "rate_hz": if mean > 0.0 { 1.0 / mean } else { 0.0 },
+            "period_ms": self.period.json(1e3),
+            "jitter_std_ms": self.period.std() * 1e3,
+            "controller_period_ms": self.controller_period.json(1e3),
+            "turnaround_ms": self.turnaround.json(1e3),
+            "robot_to_reply_ms": self.robot_to_reply.json(1e3),
+        })
+    }
+}
+
+/// One EGM session's state, across controller restarts.
+#[derive(Debug, Clone)]
+pub struct EgmSession {
+    p: SessionParams,
+    stats: SessionStats,
+    /// Seqno of the next reply.
+    reply_seq: u32,
+    last_seqno: Option<u32>,
+    last_tm: Option<u32>,
+    last_q: Option<[f64; AXES]>,
+    last_states: Option<ControllerStates>,
+    last_schema: Option<SchemaGuess>,
+    last_rx_s: Option<f64>,
+    /// Minimum (arrival − tm) of this session (s).
+    min_offset_s: Option<f64>,
+    /// Estimated controller send time of the newest datagram, on our clock (s).
+    last_robot_send_s: Option<f64>,
+    /// Measured joints of the newest datagram (deg), finite.
+    measured_deg: Option<[f64; AXES]>,
+    /// The last reference sent (deg), finite.
+    sent_deg: Option<[f64; AXES]>,
+    silent: bool,
+}
+
+impl EgmSession {
+    pub fn new(p: SessionParams) -> Self {
+        Self {
+            p,
+            stats: SessionStats::default(),
+            reply_seq: 0,
+            last_seqno: None,
+            last_tm: None,
+            last_q: None,
+            last_states: None,
+            last_schema: None,
+            last_rx_s: None,
+            min_offset_s: None,
+            last_robot_send_s: None,
+            measured_deg: None,
+            sent_deg: None,
+            silent: true,
+        }
+    }
+
+    pub fn params(&self) -> &SessionParams {
+        &self.p
+    }
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+    pub fn last_states(&self) -> Option<ControllerStates> {
+        self.last_states
+    }
+    pub fn schema(&self) -> Option<SchemaGuess> {
+        self.last_schema
+    }
+    /// Time of the newest datagram (s).
+    pub fn last_rx_s(&self) -> Option<f64> {
+        self.last_rx_s
+    }
+
+    /// True when no datagram arrived within the silence timeout (or none ever). The first
+    /// call that finds a new silence counts it.
+    pub fn check_silent(&mut self, now_s: f64) -> bool {
+        let silent = match self.last_rx_s {
+            None => true,
+            Some(t) => !(now_s - t <= self.p.silence_timeout_s),
+        };
+        if silent && !self.silent {
+            self.stats.silences += 1;
+            // Velocity estimates must not span the silence.
+            self.last_q = None;
+        }
+        self.silent = silent;
+        silent
+    }
+
+    /// Digests one decoded `EgmRobot` received at `now_s`.
+    pub fn on_robot(&mut self, msg: &EgmRobot, now_s: f64) -> Result<Feedback, FeedbackError> {
+        self.stats.received += 1;
+        let mut events = Vec::new();
+        let seqno = msg.seqno();
+        let tm = msg.tm();
+
+        // Sequence: start, restart, gap, duplicate, late.
+        let mut lost_before = 0;
+        let mut new_session = false;
+        let mut continuous = false;
+        match (self.last_seqno, seqno) {
+            (None, _) => {
+                new_session = true;
+                events.push(SessionEvent::Started);
+            }
+            (Some(_), Some(0)) => new_session = true,
+            (Some(last), Some(s)) => {
+                let fwd = s.wrapping_sub(last);
+                let back = last.wrapping_sub(s);
+                if fwd == 0 {
+                    self.stats.duplicates += 1;
+                } else if fwd <= MAX_GAP {
+                    lost_before = fwd - 1;
+                    continuous = true;
+                } else if back <= REORDER_WINDOW {
+                    self.stats.late += 1;
+                    return Err(FeedbackError::Late);
+                } else {
+                    new_session = true;
+                }
+            }
+            (Some(_), None) => {}
+        }
+        if new_session {
+            if !events.contains(&SessionEvent::Started) {
+                events.push(SessionEvent::Restarted);
+            }
+            self.stats.sessions += 1;
+            self.reply_seq = 0;
+            self.min_offset_s = None;
+            self.last_tm = None;
+            self.last_q = None;
+        } else if self.silent {
+            events.push(SessionEvent::Resumed);
+        }
+        self.stats.lost += u64::from(lost_before);
+        if seqno.is_some() {
+            self.last_seqno = seqno;
+        }
+        self.silent = false;
+
+        // Timing.
+        if let Some(prev) = self.last_rx_s {
+            let dt = now_s - prev;
+            if dt >= 0.0 && dt <= self.p.silence_timeout_s && !new_session {
+                self.stats.period.add(dt);
+            }
+        }
+        self.last_rx_s = Some(now_s);
+        let mut dt_s = self.p.nominal_cycle_s;
+        let mut dtm_s = None;
+        if let (Some(prev), Some(t), true) = (self.last_tm, tm, continuous) {
+            let d = f64::from(t.wrapping_sub(prev)) * 1e-3;
+            if d > 0.0 && d <= 3.0 * self.p.nominal_cycle_s.max(1e-3) {
+                dt_s = d;
+                dtm_s = Some(d);
+                self.stats
+                    .controller_period
+                    .add(d / f64::from(lost_before + 1));
+            }
+        }
+        if let Some(t) = tm {
+            let offset = now_s - f64::from(t) * 1e-3;
+            let m = self.min_offset_s.map_or(offset, |m| m.min(offset));
+            self.min_offset_s = Some(m);
+            self.last_robot_send_s = Some(f64::from(t) * 1e-3 + m);
+            self.last_tm = tm;
+        } else {
+            self.last_robot_send_s = None;
+        }
+
+        // Controller states.
+        let states = ControllerStates {
+            motor: msg.motor_state_type(),
+            mci: msg.mci_state_type(),
+            rapid: msg.rapid_state_type(),
+            mci_convergence_met: msg.mci_convergence_met,
+        };
+        match self.last_states {
+            Some(prev) if prev.ready() && !states.ready() => {
+                events.push(SessionEvent::ControllerStopped(states))
+            }
+            None if !states.ready() => events.push(SessionEvent::ControllerStopped(states)),
+            Some(prev) if !prev.ready() && states.ready() => {
+                events.push(SessionEvent::ControllerReady)
+            }
+            None if states.ready() => events.push(SessionEvent::ControllerReady),
+            _ => {}
+        }
+        self.last_states = Some(states);
+
+        // Schema generation and force.
+        let force = msg.force().and_then(|r| r.ok());
+        let has_time = msg.feed_back.as_ref().is_some_and(|f| f.time.is_some());
+        let schema = if msg.move_index.is_some()
+            || msg.collision_info.is_some()
+            || msg.rapid_from_robot.is_some()
+            || force.as_ref().is_some_and(|f| f.schema == ForceSchema::Newer)
+        {
+            SchemaGuess::Newer
+        } else if !has_time {
+            SchemaGuess::V10
+        } else if msg.utilization_rate.is_some() {
+            SchemaGuess::V11Rw610
+        } else {
+            SchemaGuess::V11
+        };
+        self.last_schema = Some(schema);
+
+        // Joints.
+        let joints = match msg.feedback_joints_deg() {
+            None => return self.incomplete(FeedbackError::NoJoints),
+            Some(j) if j.len() != AXES => return self.incomplete(FeedbackError::JointCount(j.len())),
+            Some(j) if !j.iter().all(|v| v.is_finite()) => {
+                return self.incomplete(FeedbackError::NonFinite)
+            }
+            Some(j) => j,
+        };
+        let mut q_deg = [0.0; AXES];
+        q_deg.copy_from_slice(joints);
+        let q_rad = q_deg.map(f64::to_radians);
+        let qd_rad_s = match (self.last_q, dtm_s) {
+            (Some(prev), Some(d)) => {
+                let mut v = [0.0; AXES];
+                for j in 0..AXES {
+                    v[j] = (q_rad[j] - prev[j]) / d;
+                }
+                Some(v)
+            }
+            _ => None,
+        };
+        self.last_q = Some(q_rad);
+        self.measured_deg = Some(q_deg);
+
+        Ok(Feedback {
+            seqno,
+            tm_ms: tm,
+            q_rad,
+            qd_rad_s,
+            status: states.status(),
+            states,
+            dt_s,
+            lost_before,
+            schema,
+            force: force.filter(MeasuredForce::valid),
+            events,
+        })
+    }
+
+    fn incomplete(&mut self, e: FeedbackError) -> Result<Feedback, FeedbackError> {
+        self.stats.incomplete += 1;
+        self.last_q = None;
+        Err(e)
+    }
+
+    /// The reply to the newest `EgmRobot`: `q_ref_rad` as `planned.joints` (deg) and, when
+    /// configured, `qd_ref_rad_s` as `speedRef.joints` (deg/s). If any reference value is not
+    /// finite, the last measured position is sent instead (speed 0). `None` only if nothing
+    /// finite is known at all (no measurement yet and a non-finite reference).
+    pub fn reply(
+        &mut self,
+        q_ref_rad: &[f64; AXES],
+        qd_ref_rad_s: &[f64; AXES],
+        now_s: f64,
+    ) -> Option<EgmSensor> {
+        let q_deg = q_ref_rad.map(f64::to_degrees);
+        let qd_deg = qd_ref_rad_s.map(f64::to_degrees);
+        let finite = q_deg.iter().chain(qd_deg.iter()).all(|v| v.is_finite());
+        if finite {
+            return Some(self.build(q_deg, qd_deg, now_s));
+        }
+        self.stats.replaced_non_finite += 1;
+        self.reply_hold(now_s)
+    }
+
+    /// A reply that holds: the last measured position, else the last reference sent, speed 0.
+    /// `None` when neither is known.
+    pub fn reply_hold(&mut self, now_s: f64) -> Option<EgmSensor> {
+        let q = self.measured_deg.or(self.sent_deg)?;
+        Some(self.build(q, [0.0; AXES], now_s))
+    }
+
+    fn build(&mut self, q_deg: [f64; AXES], qd_deg: [f64; AXES], now_s: f64) -> EgmSensor {
+        let seqno = self.reply_seq;
+        self.reply_seq = self.reply_seq.wrapping_add(1);
+        self.stats.replies += 1;
+        self.sent_deg = Some(q_deg);
+        // Our clock in ms; wraps like the controller's u32 tm.
+        let tm = if now_s.is_finite() && now_s >= 0.0 {
+            ((now_s * 1e3) as u64 & u64::from(u32::MAX)) as u32
+        } else {
+            0
+        };
+        EgmSensor {
+            header: Some(EgmHeader {
+                seqno: Some(seqno),
+                tm: Some(tm),
+                mtype: Some(MessageType::Correction as i32),
+            }),
+            planned: Some(EgmPlanned {
+                joints: Some(EgmJoints {
+                    joints: q_deg.to_vec(),
+                }),
+                ..Default::default()
+            }),
+            speed_ref: self.p.send_speed_ref.then(|| EgmSpeedRef {
+                joints: Some(EgmJoints {
+                    joints: qd_deg.to_vec(),
+                }),
+                ..Default::default()
+            }),
+            rapid_to_robot: None,
+        }
+    }
+
+    /// Records that the reply to the newest datagram left at `sent_s`.
+    pub fn on_reply_sent(&mut self, sent_s: f64) {
+        if let Some(rx) = self.last_rx_s {
+            self.stats.turnaround.add(sent_s - rx);
+        }
+        if let Some(tx) = self.last_robot_send_s {
+            self.stats.robot_to_reply.add(sent_s - tx);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::egm::proto::{
+        joints, EgmClock, EgmFeedBack, EgmMciState, EgmMeasuredForce, EgmMotorState,
+        EgmRapidCtrlExecState,
+    };
+    use prost::Message;
+    use proptest::prelude::*;
+
+    const P: SessionParams = SessionParams {
+        nominal_cycle_s: 0.004,
+        silence_timeout_s: 0.05,
+        send_speed_ref: true,
+    };
+
+    fn robot(seq: u32, tm: u32, q_deg: [f64; 6], ready: bool) -> EgmRobot {
+        EgmRobot {
+            header: Some(EgmHeader {
+                seqno: Some(seq),
+                tm: Some(tm),
+                mtype: Some(MessageType::Data as i32),
+            }),
+            feed_back: Some(EgmFeedBack {
+                joints: Some(joints(&q_deg)),
+                time: Some(EgmClock { sec: 1, usec: 0 }),
+                ..Default::default()
+            }),
+            motor_state: Some(EgmMotorState {
+                state: if ready {
+                    MotorStateType::On
+                } else {
+                    MotorStateType::Off
+                } as i32,
+            }),
+            mci_state: Some(EgmMciState {
+                state: if ready {
+                    MciStateType::Running
+                } else {
+                    MciStateType::Stopped
+                } as i32,
+            }),
+            rapid_exec_state: Some(EgmRapidCtrlExecState {
+                state: RapidCtrlExecStateType::Running as i32,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn joints_states_and_velocity() {
+        let mut s = EgmSession::new(P);
+        let f = s.on_robot(&robot(0, 100, [0.0; 6], true), 1.0).unwrap();
+        assert_eq!(f.events, vec![SessionEvent::Started, SessionEvent::ControllerReady]);
+        assert!(f.status.motors_on && f.status.external_control_active && f.status.program_running);
+        assert_eq!(f.qd_rad_s, None);
+        assert_eq!(f.schema, SchemaGuess::V11);
+        let f = s
+            .on_robot(&robot(1, 104, [4.0, 0.0, 0.0, 0.0, 0.0, -90.0], true), 1.004)
+            .unwrap();
+        assert!((f.q_rad[5] + std::f64::consts::FRAC_PI_2).abs() < 1e-15);
+        let qd = f.qd_rad_s.unwrap();
+        assert!((qd[0] - 1000f64.to_radians()).abs() < 1e-9, "{qd:?}");
+        assert!((f.dt_s - 0.004).abs() < 1e-12);
+        assert!(f.events.is_empty());
+    }
+
+    #[test]
+    fn seqno_gaps_restart_late_and_duplicates() {
+        let mut s = EgmSession::new(P);
+        let q = [0.0; 6];
+        s.on_robot(&robot(10, 0, q, true), 0.0).unwrap();
+        let f = s.on_robot(&robot(13, 12, q, true), 0.012).unwrap();
+        assert_eq!(f.lost_before, 2);
+        assert!((f.dt_s - 0.012).abs() < 1e-12);
+        assert_eq!(s.stats().lost, 2);
+        assert_eq!(
+            s.on_robot(&robot(12, 8, q, true), 0.013),
+            Err(FeedbackError::Late)
+        );
+        s.on_robot(&robot(13, 12, q, true), 0.014).unwrap();
+        assert_eq!(s.stats().duplicates, 1);
+        // Wrap-around is a gap, not a restart.
+        let mut w = EgmSession::new(P);
+        w.on_robot(&robot(u32::MAX, 0, q, true), 0.0).unwrap();
+        assert_eq!(w.on_robot(&robot(1, 8, q, true), 0.008).unwrap().lost_before, 1);
+        // Seqno 0 again: new session, reply seqno restarts.
+        s.reply(&[0.0; 6], &[0.0; 6], 0.015).unwrap();
+        let f = s.on_robot(&robot(0, 0, q, true), 0.02).unwrap();
+        assert!(f.events.contains(&SessionEvent::Restarted));
+        assert_eq!(s.stats().sessions, 2);
+        let r = s.reply(&[0.0; 6], &[0.0; 6], 0.021).unwrap();
+        assert_eq!(r.header.unwrap().seqno, Some(0));
+    }
+
+    #[test]
+    fn controller_stop_and_silence() {
+        let mut s = EgmSession::new(P);
+        let q = [0.0; 6];
+        assert!(s.check_silent(0.0));
+        s.on_robot(&robot(1, 0, q, true), 0.0).unwrap();
+        assert!(!s.check_silent(0.04));
+        let f = s.on_robot(&robot(2, 4, q, false), 0.004).unwrap();
+        assert!(!f.status.motors_on && !f.status.external_control_active);
+        assert!(matches!(f.events[0], SessionEvent::ControllerStopped(_)));
+        assert!(s.check_silent(0.06));
+        assert_eq!(s.stats().silences, 1);
+        assert!(s.check_silent(0.07));
+        assert_eq!(s.stats().silences, 1);
+        let f = s.on_robot(&robot(3, 70, q, true), 0.08).unwrap();
+        assert!(f.events.contains(&SessionEvent::Resumed));
+        assert!(f.events.contains(&SessionEvent::ControllerReady));
+        assert_eq!(f.qd_rad_s, None, "no velocity across a silence");
+    }
+
+    #[test]
+    fn reply_units_seqno_and_nan_replacement() {
+        let mut s = EgmSession::new(P);
+        let meas = [10.0, 20.0, -30.0, 0.0, 45.0, 90.0];
+        s.on_robot(&robot(0, 0, meas, true), 0.0).unwrap();
+        let q = [0.1, -0.2, 0.3, 0.0, 1.0, -1.0];
+        let qd = [0.0, 0.0, 0.0, 0.0, 0.0, 0.5];
+        let r = s.reply(&q, &qd, 1.2345).unwrap();
+        let h = r.header.as_ref().unwrap();
+        assert_eq!(h.seqno, Some(0));
+        assert_eq!(h.tm, Some(1234));
+        assert_eq!(h.mtype(), MessageType::Correction);
+        let pj = &r.planned.as_ref().unwrap().joints.as_ref().unwrap().joints;
+        for j in 0..6 {
+            assert!((pj[j] - q[j].to_degrees()).abs() < 1e-12);
+        }
+        let sj = &r.speed_ref.as_ref().unwrap().joints.as_ref().unwrap().joints;
+        assert!((sj[5] - 0.5f64.to_degrees()).abs() < 1e-12);
+        let r = s.reply(&q, &qd, 1.3).unwrap();
+        assert_eq!(r.header.unwrap().seqno, Some(1));
+        // NaN / Inf → the measured position, zero speed.
+        let mut bad = q;
+        bad[2] = f64::NAN;
+        let r = s.reply(&bad, &qd, 1.4).unwrap();
+        assert_eq!(r.planned.unwrap().joints.unwrap().joints, meas.to_vec());
+        assert_eq!(r.speed_ref.unwrap().joints.unwrap().joints, vec![0.0; 6]);
+        let mut badv = qd;
+        badv[0] = f64::INFINITY;
+        let r = s.reply(&q, &badv, 1.5).unwrap();
+        assert_eq!(r.planned.unwrap().joints.unwrap().joints, meas.to_vec());
+        assert_eq!(s.stats().replaced_non_finite, 2);
+        // Without speedRef configured, none is sent.
+        let mut n = EgmSession::new(SessionParams {
+            send_speed_ref: false,
+            ..P
+        });
+        n.on_robot(&robot(0, 0, meas, true), 0.0).unwrap();
+        assert!(n.reply(&q, &qd, 0.0).unwrap().speed_ref.is_none());
+        // Nothing known → no reply at all rather than a NaN.
+        let mut e = EgmSession::new(P);
+        assert!(e.reply(&[f64::NAN; 6], &[0.0; 6], 0.0).is_none());
+    }
+
+    #[test]
+    fn incomplete_feedback_is_an_error_and_hold_reply_works() {
+        let mut s = EgmSession::new(P);
+        let mut r = robot(0, 0, [0.0; 6], true);
+        r.feed_back = None;
+        assert_eq!(s.on_robot(&r, 0.0), Err(FeedbackError::NoJoints));
+        assert!(s.reply_hold(0.0).is_none());
+        let mut r = robot(1, 4, [1.0; 6], true);
+        r.feed_back.as_mut().unwrap().joints = Some(joints(&[1.0; 7]));
+        assert_eq!(s.on_robot(&r, 0.004), Err(FeedbackError::JointCount(7)));
+        let mut r = robot(2, 8, [1.0; 6], true);
+        r.feed_back.as_mut().unwrap().joints = Some(joints(&[1.0, 1.0, f64::NAN, 1.0, 1.0, 1.0]));
+        assert_eq!(s.on_robot(&r, 0.008), Err(FeedbackError::NonFinite));
+        assert_eq!(s.stats().incomplete, 3);
+        s.on_robot(&robot(3, 12, [1.0; 6], true), 0.012).unwrap();
+        let h = s.reply_hold(0.013).unwrap();
+        assert_eq!(h.planned.unwrap().joints.unwrap().joints, vec![1.0; 6]);
+    }
+
+    #[test]
+    fn schema_guess_and_force() {
+        let mut s = EgmSession::new(P);
+        let mut r = robot(0, 0, [0.0; 6], true);
+        r.measured_force = Some(
+            EgmMeasuredForce {
+                fc_active: Some(true),
+                force: vec![1.0, 2.0, 3.0, 0.0, 0.0, 0.0],
+            }
+            .encode_to_vec(),
+        );
+        let f = s.on_robot(&r, 0.0).unwrap();
+        assert_eq!(f.schema, SchemaGuess::Newer);
+        assert_eq!(f.force.unwrap().force[2], 3.0);
+        let mut r = robot(1, 4, [0.0; 6], true);
+        r.feed_back.as_mut().unwrap().time = None;
+        assert_eq!(s.on_robot(&r, 0.004).unwrap().schema, SchemaGuess::V10);
+        let mut r = robot(2, 8, [0.0; 6], true);
+        r.utilization_rate = Some(12.0);
+        assert_eq!(s.on_robot(&r, 0.008).unwrap().schema, SchemaGuess::V11Rw610);
+    }
+
+    #[test]
+    fn timing_statistics_from_given_timestamps() {
+        let mut s = EgmSession::new(P);
+        // The controller sends every 4 ms (tm); arrivals have 0.5 ms of extra delay on odd
+        // datagrams; we answer 0.1 ms after arrival.
+        for k in 0..100u32 {
+            let t = 10.0 + f64::from(k) * 0.004 + if k % 2 == 1 { 0.0005 } else { 0.0 };
+            s.on_robot(&robot(k, 4 * k, [0.0; 6], true), t).unwrap();
+            s.reply(&[0.0; 6], &[0.0; 6], t + 0.0001).unwrap();
+            s.on_reply_sent(t + 0.0001);
+        }
+        let st = s.stats();
+        assert_eq!(st.period.n, 99);
+        assert!((st.period.mean() - 0.004).abs() < 1e-5);
+        assert!((st.period.max - 0.0045).abs() < 1e-9);
+        assert!((st.controller_period.mean() - 0.004).abs() < 1e-12);
+        assert!((st.turnaround.mean() - 0.0001).abs() < 1e-9);
+        assert!((st.robot_to_reply.min - 0.0001).abs() < 1e-9);
+        assert!((st.robot_to_reply.max - 0.0006).abs() < 1e-9);
+    }
+
+    proptest! {
+        /// Whatever the controller sends and whatever reference the supervisor gives, every
+        /// reply is finite, in degrees of a finite value, and reply seqnos count up by one
+        /// within a session.
+        #[test]
+        fn replies_always_finite(
+            steps in proptest::collection::vec(
+                (any::<u32>(), proptest::array::uniform6(-1e3f64..1e3), any::<bool>(),
+                 proptest::array::uniform6(prop_oneof![Just(f64::NAN), Just(f64::INFINITY), -10.0f64..10.0])),
+                1..50)
+        ) {
+            let mut s = EgmSession::new(P);
+            let mut last_reply_seq: Option<u32> = None;
+            for (k, (seq, q, ready, r)) in steps.iter().enumerate() {
+                let t = k as f64 * 0.004;
+                let restarted = match s.on_robot(&robot(*seq, *seq, *q, *ready), t) {
+                    Ok(f) => f.events.iter().any(|e| matches!(e, SessionEvent::Started | SessionEvent::Restarted)),
+                    Err(_) => false,
+                };
+                if let Some(reply) = s.reply(r, r, t) {
+                    let h = reply.header.clone().unwrap();
+                    if let (Some(prev), false) = (last_reply_seq, restarted) {
+                        prop_assert_eq!(h.seqno, Some(prev.wrapping_add(1)));
+                    }
+                    last_reply_seq = h.seqno;
+                    let bytes = crate::egm::proto::encode_sensor(&reply);
+                    let back = crate::egm::proto::decode_sensor(&bytes).unwrap();
+                    for v in back.planned.unwrap().joints.unwrap().joints
+                        .iter().chain(back.speed_ref.unwrap().joints.unwrap().joints.iter()) {
+                        prop_assert!(v.is_finite());
+                    }
+                }
+            }
+        }
+    }
+}
