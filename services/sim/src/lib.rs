@@ -1,3 +1,16 @@
 //! sim: simulated hardware at the wire (EGM robot controller, SRI/ATI sensor boxes) around a
-//! pure world model. Arrives with the robot I/O and force-sensing issues; until then the
-//! default cell runs robot-io's in-process ideal robot.
+//! pure world model.
+//!
+//! * [`world`]: the pure world model the emulators share — the simulated arm's joint servo
+//!   ([`world::ServoModel`]), contact with configurable (moving) surfaces, the tool's weight, a
+//!   virtual operator's hand, the resulting true wrench at the F/T sensor
+//!   ([`world::World::sensor_wrench`]), the Raibert–Craig 2-DOF torque-driven plant
+//!   ([`world::RcPlant`]) and the TOML scenario description ([`world::WorldConfig`];
+//!   scenarios live in `deploy/config/scenarios/`). No I/O, clocks or threads: time is a
+//!   parameter.
+//!
+//! The process (`cell-sim`: EGM controller emulator, sensor emulators) is wired separately;
+//! until then the default cell runs robot-io's in-process ideal robot.
+
+pub mod sensor;
+pub mod world;

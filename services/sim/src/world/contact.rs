@@ -1,0 +1,518 @@
+//! Contact between the tool tip and the environment's surfaces.
+//!
+//! The tool tip is a sphere of radius `ρ ≥ 0` centred on the TCP (ρ = 0: a point). Each
+//! surface is a half-space (plane) or a solid axis-aligned box in the base frame, optionally
+//! translating along a ramp (the paper's moving reaction surface, Fig. 8).
+//!
+//! Per surface, with penetration `δ > 0`, outward unit normal `n` (from the surface towards the
+//! tool), and the velocity of the contact point relative to the surface `v_rel`:
+//!
+//! * normal force `F_n = max(0, K δ + D δ̇)`, `δ̇ = −v_rel·n` — a spring–damper that only
+//!   pushes (the damper never makes the surface pull the tool back, and nothing acts when
+//!   `δ ≤ 0`);
+//! * friction `F_t = −μ F_n · tanh(|v_t|/v_s) · v_t/|v_t|`, `v_t` the tangential part of
+//!   `v_rel`: opposite to the sliding velocity, magnitude `< μ F_n`, smooth through zero
+//!   (`v_s` = `friction_smoothing_m_s`, the speed at which 76 % of the Coulomb level is
+//!   reached).
+//!
+//! The force acts on the tool at the contact point `c = TCP − ρ n`; the wrench reported is
+//! about the TCP in base axes, so friction on a ball tip gives a torque `(−ρ n) × F_t`.
+//! Forces are those **exerted on the tool** by the environment.
+
+use kinematics::{Twist, Wrench};
+use nalgebra::Vector3;
+use serde::{Deserialize, Serialize};
+
+/// A translation of a surface over time: zero before `start_s`, `velocity·(t − start_s)` while
+/// moving, frozen after `start_s + duration_s`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Ramp {
+    /// Velocity of the surface while moving (m/s, base frame).
+    pub velocity_m_s: [f64; 3],
+    /// Time the motion starts (s).
+    pub start_s: f64,
+    /// Duration of the motion (s); `f64::INFINITY` is not representable in TOML, so use a
+    /// large number for "forever".
+    pub duration_s: f64,
+}
+
+impl Default for Ramp {
+    fn default() -> Self {
+        Self {
+            velocity_m_s: [0.0; 3],
+            start_s: 0.0,
+            duration_s: 0.0,
+        }
+    }
+}
+
+impl Ramp {
+    /// Displacement of the surface at time `t` (m).
+    pub fn offset(&self, t: f64) -> Vector3<f64> {
+        let tau = (t - self.start_s).clamp(0.0, self.duration_s.max(0.0));
+        Vector3::from(self.velocity_m_s) * tau
+    }
+
+    /// Velocity of the surface at time `t` (m/s).
+    pub fn velocity(&self, t: f64) -> Vector3<f64> {
+        if t >= self.start_s && t < self.start_s + self.duration_s {
+            Vector3::from(self.velocity_m_s)
+        } else {
+            Vector3::zeros()
+        }
+    }
+
+    /// Every problem, keys prefixed with `prefix`.
+    pub fn validate(&self, prefix: &str) -> Vec<String> {
+        let mut e = Vec::new();
+        for (i, v) in self.velocity_m_s.iter().enumerate() {
+            if !v.is_finite() || v.abs() > 2.0 {
+                e.push(format!(
+                    "{prefix}.velocity_m_s[{i}]: must be finite and |v| <= 2 m/s (got {v})"
+                ));
+            }
+        }
+        if !self.start_s.is_finite() || self.start_s < 0.0 {
+            e.push(format!(
+                "{prefix}.start_s: must be finite and >= 0 (got {})",
+                self.start_s
+            ));
+        }
+        if !self.duration_s.is_finite() || self.duration_s < 0.0 {
+            e.push(format!(
+                "{prefix}.duration_s: must be finite and >= 0 (got {})",
+                self.duration_s
+            ));
+        }
+        e
+    }
+}
+
+/// Geometry of a surface (base frame, at t = 0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    /// The half-space `n·(x − point) ≤ 0` is solid; `normal` (unit) points into free space.
+    Plane {
+        point: Vector3<f64>,
+        normal: Vector3<f64>,
+    },
+    /// A solid axis-aligned box `min ≤ x ≤ max`.
+    Box {
+        min: Vector3<f64>,
+        max: Vector3<f64>,
+    },
+}
+
+/// A contact surface with its contact law.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Surface {
+    /// Name for reports.
+    pub name: String,
+    /// Geometry at t = 0.
+    pub shape: Shape,
+    /// Normal stiffness K_r (N/m), ≥ 0.
+    pub stiffness: f64,
+    /// Normal damping (N·s/m), ≥ 0.
+    pub damping: f64,
+    /// Coulomb friction coefficient μ, ≥ 0.
+    pub mu: f64,
+    /// Optional motion.
+    pub motion: Option<Ramp>,
+}
+
+/// Penetration of the tip sphere into a surface.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Penetration {
+    /// Depth (m), > 0.
+    pub depth: f64,
+    /// Unit normal from the surface towards the tool (base).
+    pub normal: Vector3<f64>,
+}
+
+/// The contact force of one surface on the tool.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContactForce {
+    /// Penetration depth (m).
+    pub depth: f64,
+    /// Unit normal (base).
+    pub normal: Vector3<f64>,
+    /// Normal force magnitude F_n ≥ 0 (N).
+    pub normal_force: f64,
+    /// Friction force (N, base), tangential.
+    pub friction: Vector3<f64>,
+    /// Contact point on the tip sphere (m, base).
+    pub point: Vector3<f64>,
+}
+
+impl ContactForce {
+    /// Total force on the tool (N, base).
+    pub fn force(&self) -> Vector3<f64> {
+        self.normal * self.normal_force + self.friction
+    }
+}
+
+impl Surface {
+    /// Displacement of the surface at time `t`.
+    pub fn offset(&self, t: f64) -> Vector3<f64> {
+        self.motion.map_or_else(Vector3::zeros, |m| m.offset(t))
+    }
+
+    /// Velocity of the surface at time `t`.
+    pub fn velocity(&self, t: f64) -> Vector3<f64> {
+        self.motion.map_or_else(Vector3::zeros, |m| m.velocity(t))
+    }
+
+    /// Penetration of a sphere (centre `c`, radius `rho`) at time `t`, if any.
+    pub fn penetration(&self, c: &Vector3<f64>, rho: f64, t: f64) -> Option<Penetration> {
+        let c = c - self.offset(t);
+        match self.shape {
+            Shape::Plane { point, normal } => {
+                let depth = rho - normal.dot(&(c - point));
+                (depth > 0.0).then_some(Penetration { depth, normal })
+            }
+            Shape::Box { min, max } => {
+                let closest = Vector3::new(
+                    c.x.clamp(min.x, max.x),
+                    c.y.clamp(min.y, max.y),
+                    c.z.clamp(min.z, max.z),
+                );
+                let d = c - closest;
+                let dist = d.norm();
+                if dist > 0.0 {
+                    let depth = rho - dist;
+                    (depth > 0.0).then(|| Penetration {
+                        depth,
+                        normal: d / dist,
+                    })
+                } else {
+                    // Centre inside the box: push out through the nearest face.
+                    let faces = [
+                        (c.x - min.x, -Vector3::x()),
+                        (max.x - c.x, Vector3::x()),
+                        (c.y - min.y, -Vector3::y()),
+                        (max.y - c.y, Vector3::y()),
+                        (c.z - min.z, -Vector3::z()),
+                        (max.z - c.z, Vector3::z()),
+                    ];
+                    let mut best = faces[0];
+                    for f in faces.iter().skip(1) {
+                        if f.0 < best.0 {
+                            best = *f;
+                        }
+                    }
+                    Some(Penetration {
+                        depth: rho + best.0,
+                        normal: best.1,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Contact force on a tip sphere of radius `rho` centred at the TCP moving with `tcp_twist`
+    /// (velocity of the TCP and angular velocity, base), at time `t`. `v_s` is the friction
+    /// smoothing speed (m/s, > 0).
+    pub fn contact(
+        &self,
+        tcp: &Vector3<f64>,
+        tcp_twist: &Twist,
+        rho: f64,
+        v_s: f64,
+        t: f64,
+    ) -> Option<ContactForce> {
+        let p = self.penetration(tcp, rho, t)?;
+        let n = p.normal;
+        let r = -n * rho; // TCP → contact point
+        let point = tcp + r;
+        let v_point = tcp_twist.linear + tcp_twist.angular.cross(&r);
+        let v_rel = v_point - self.velocity(t);
+        let depth_rate = -v_rel.dot(&n);
+        let normal_force = (self.stiffness * p.depth + self.damping * depth_rate).max(0.0);
+        let v_t = v_rel - n * v_rel.dot(&n);
+        let speed = v_t.norm();
+        let friction = if speed > 0.0 && normal_force > 0.0 && self.mu > 0.0 {
+            -v_t * (self.mu * normal_force * (speed / v_s).tanh() / speed)
+        } else {
+            Vector3::zeros()
+        };
+        Some(ContactForce {
+            depth: p.depth,
+            normal: n,
+            normal_force,
+            friction,
+            point,
+        })
+    }
+}
+
+/// The sum of all surfaces' contacts on the tool.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ContactSummary {
+    /// Wrench on the tool about the TCP, base axes (N, N·m).
+    pub wrench_at_tcp: Wrench,
+    /// Number of surfaces penetrated.
+    pub contacts: usize,
+    /// Largest penetration depth (m), 0 when free.
+    pub max_depth: f64,
+    /// Sum of the normal force magnitudes (N).
+    pub normal_force: f64,
+    /// Sum of the friction force magnitudes (N).
+    pub friction_force: f64,
+}
+
+/// All surfaces plus the tip geometry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContactModel {
+    /// The surfaces.
+    pub surfaces: Vec<Surface>,
+    /// Tip sphere radius ρ (m), ≥ 0.
+    pub tip_radius: f64,
+    /// Friction smoothing speed v_s (m/s), > 0.
+    pub friction_smoothing: f64,
+}
+
+impl ContactModel {
+    /// Sums the contacts of every surface.
+    pub fn evaluate(&self, tcp: &Vector3<f64>, tcp_twist: &Twist, t: f64) -> ContactSummary {
+        let mut s = ContactSummary::default();
+        let v_s = if self.friction_smoothing > 0.0 {
+            self.friction_smoothing
+        } else {
+            1e-3
+        };
+        for surf in &self.surfaces {
+            if let Some(c) = surf.contact(tcp, tcp_twist, self.tip_radius, v_s, t) {
+                let f = c.force();
+                let r = c.point - tcp;
+                s.wrench_at_tcp.force += f;
+                s.wrench_at_tcp.torque += r.cross(&f);
+                s.contacts += 1;
+                s.max_depth = s.max_depth.max(c.depth);
+                s.normal_force += c.normal_force;
+                s.friction_force += c.friction.norm();
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use proptest::prelude::*;
+
+    fn table(mu: f64, damping: f64) -> Surface {
+        Surface {
+            name: "table".into(),
+            shape: Shape::Plane {
+                point: Vector3::new(0.0, 0.0, 0.1),
+                normal: Vector3::z(),
+            },
+            stiffness: 2e4,
+            damping,
+            mu,
+            motion: None,
+        }
+    }
+
+    fn still() -> Twist {
+        Twist::default()
+    }
+
+    fn moving(v: Vector3<f64>) -> Twist {
+        Twist::new(v, Vector3::zeros())
+    }
+
+    #[test]
+    fn penetration_gives_pushing_normal_force() {
+        let s = table(0.0, 0.0);
+        // 1 mm below the table surface: 20 N upwards.
+        let c = s
+            .contact(&Vector3::new(0.3, 0.0, 0.099), &still(), 0.0, 1e-3, 0.0)
+            .unwrap();
+        assert!((c.depth - 1e-3).abs() < 1e-12);
+        assert!((c.force() - Vector3::new(0.0, 0.0, 20.0)).norm() < 1e-9);
+        // Above: nothing.
+        assert!(s
+            .contact(&Vector3::new(0.3, 0.0, 0.1001), &still(), 0.0, 1e-3, 0.0)
+            .is_none());
+    }
+
+    #[test]
+    fn tip_radius_moves_the_contact() {
+        let s = table(0.0, 0.0);
+        let c = s
+            .contact(&Vector3::new(0.0, 0.0, 0.105), &still(), 0.006, 1e-3, 0.0)
+            .unwrap();
+        assert!((c.depth - 1e-3).abs() < 1e-12);
+        assert!((c.point.z - 0.099).abs() < 1e-12);
+    }
+
+    #[test]
+    fn damping_only_in_contact_and_never_pulls() {
+        let s = table(0.0, 500.0);
+        // Free, moving fast towards the table: no force.
+        assert!(s
+            .contact(
+                &Vector3::new(0.0, 0.0, 0.11),
+                &moving(Vector3::new(0.0, 0.0, -1.0)),
+                0.0,
+                1e-3,
+                0.0
+            )
+            .is_none());
+        // In contact, pressing in: spring + damper.
+        let c = s
+            .contact(
+                &Vector3::new(0.0, 0.0, 0.099),
+                &moving(Vector3::new(0.0, 0.0, -0.01)),
+                0.0,
+                1e-3,
+                0.0,
+            )
+            .unwrap();
+        assert!((c.normal_force - (20.0 + 5.0)).abs() < 1e-9);
+        // In contact, leaving fast: the damper would pull, the force is clamped to zero.
+        let c = s
+            .contact(
+                &Vector3::new(0.0, 0.0, 0.099),
+                &moving(Vector3::new(0.0, 0.0, 1.0)),
+                0.0,
+                1e-3,
+                0.0,
+            )
+            .unwrap();
+        assert_eq!(c.normal_force, 0.0);
+    }
+
+    #[test]
+    fn friction_opposes_sliding_and_is_bounded() {
+        let s = table(0.3, 0.0);
+        let v = Vector3::new(0.05, -0.02, 0.0);
+        let c = s
+            .contact(&Vector3::new(0.0, 0.0, 0.099), &moving(v), 0.0, 1e-3, 0.0)
+            .unwrap();
+        assert!(c.friction.dot(&v) < 0.0);
+        assert!(c.friction.cross(&v).norm() < 1e-12, "antiparallel");
+        assert!(c.friction.norm() <= 0.3 * c.normal_force);
+        // Fast sliding reaches the Coulomb level.
+        assert!((c.friction.norm() - 0.3 * 20.0).abs() < 1e-6);
+        // Smooth through zero: small speed, small friction, no jump.
+        let c0 = s
+            .contact(
+                &Vector3::new(0.0, 0.0, 0.099),
+                &moving(Vector3::new(1e-6, 0.0, 0.0)),
+                0.0,
+                1e-3,
+                0.0,
+            )
+            .unwrap();
+        assert!(c0.friction.norm() < 0.3 * 20.0 * 1.1e-3);
+        let cz = s
+            .contact(&Vector3::new(0.0, 0.0, 0.099), &still(), 0.0, 1e-3, 0.0)
+            .unwrap();
+        assert_eq!(cz.friction, Vector3::zeros());
+    }
+
+    #[test]
+    fn friction_on_ball_tip_gives_torque_about_tcp() {
+        let m = ContactModel {
+            surfaces: vec![table(0.5, 0.0)],
+            tip_radius: 0.01,
+            friction_smoothing: 1e-3,
+        };
+        let tcp = Vector3::new(0.0, 0.0, 0.109);
+        let s = m.evaluate(&tcp, &moving(Vector3::new(1.0, 0.0, 0.0)), 0.0);
+        let f = s.wrench_at_tcp.force;
+        assert!((f.z - 20.0).abs() < 1e-9 && (f.x + 10.0).abs() < 1e-6);
+        // τ = r × F with r = (0, 0, −ρ): (−0.01 ẑ) × (−10 x̂) = +0.1 ŷ.
+        let tau = s.wrench_at_tcp.torque;
+        assert!((tau - Vector3::new(0.0, 0.1, 0.0)).norm() < 1e-6, "{tau}");
+    }
+
+    #[test]
+    fn moving_plane_follows_the_ramp() {
+        let mut s = table(0.0, 100.0);
+        s.motion = Some(Ramp {
+            velocity_m_s: [0.0, 0.0, -0.0065],
+            start_s: 1.0,
+            duration_s: 2.0,
+        });
+        let tcp = Vector3::new(0.0, 0.0, 0.095); // 5 mm into the table at rest
+        let f = |t: f64| {
+            s.contact(&tcp, &still(), 0.0, 1e-3, t)
+                .map_or(0.0, |c| c.normal_force)
+        };
+        // Before the ramp: spring only.
+        assert!((f(0.5) - 100.0).abs() < 1e-9);
+        // At t = 1.5 the surface is 3.25 mm lower and moving away at 6.5 mm/s: the tool (at
+        // rest) sees δ = 1.75 mm, δ̇ = −6.5 mm/s → 35 − 0.65 N.
+        assert!((f(1.5) - (2e4 * 0.00175 - 100.0 * 0.0065)).abs() < 1e-9);
+        // After the ramp (13 mm down): contact lost, the surface stays put.
+        assert_eq!(f(3.5), 0.0);
+        assert_eq!(s.offset(10.0), Vector3::new(0.0, 0.0, -0.013));
+        assert_eq!(s.velocity(10.0), Vector3::zeros());
+    }
+
+    #[test]
+    fn box_contacts_faces_edges_and_inside() {
+        let b = Surface {
+            name: "block".into(),
+            shape: Shape::Box {
+                min: Vector3::new(0.0, 0.0, 0.0),
+                max: Vector3::new(0.1, 0.1, 0.1),
+            },
+            stiffness: 1e4,
+            damping: 0.0,
+            mu: 0.0,
+            motion: None,
+        };
+        // Sphere above the top face.
+        let p = b
+            .penetration(&Vector3::new(0.05, 0.05, 0.105), 0.01, 0.0)
+            .unwrap();
+        assert!((p.depth - 0.005).abs() < 1e-12 && p.normal == Vector3::z());
+        // Near an edge: normal along the diagonal.
+        let p = b
+            .penetration(&Vector3::new(0.104, 0.05, 0.104), 0.01, 0.0)
+            .unwrap();
+        let s = std::f64::consts::FRAC_1_SQRT_2;
+        assert!((p.normal - Vector3::new(s, 0.0, s)).norm() < 1e-12);
+        // Point inside, nearest face −x.
+        let p = b
+            .penetration(&Vector3::new(0.01, 0.05, 0.05), 0.0, 0.0)
+            .unwrap();
+        assert!((p.depth - 0.01).abs() < 1e-12 && p.normal == -Vector3::x());
+        // Outside.
+        assert!(b
+            .penetration(&Vector3::new(0.2, 0.2, 0.2), 0.01, 0.0)
+            .is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn contact_never_pulls_and_friction_bounded(
+            z in -0.02f64..0.02,
+            v in proptest::array::uniform3(-2.0f64..2.0),
+            w in proptest::array::uniform3(-5.0f64..5.0),
+            k in 0.0f64..1e6, d in 0.0f64..1e3, mu in 0.0f64..1.5, rho in 0.0f64..0.02,
+        ) {
+            let s = Surface { stiffness: k, damping: d, mu, ..table(0.0, 0.0) };
+            let tw = Twist::new(Vector3::from(v), Vector3::from(w));
+            if let Some(c) = s.contact(&Vector3::new(0.0, 0.0, 0.1 + z), &tw, rho, 1e-3, 0.0) {
+                prop_assert!(c.normal_force >= 0.0);
+                prop_assert!(c.force().dot(&c.normal) >= -1e-9);
+                prop_assert!(c.friction.norm() <= mu * c.normal_force * (1.0 + 1e-12));
+                prop_assert!(c.friction.dot(&c.normal).abs() <= 1e-9 * (1.0 + c.friction.norm()));
+                // Friction opposes the contact point's tangential velocity.
+                let r = -c.normal * rho;
+                let vp = tw.linear + tw.angular.cross(&r);
+                prop_assert!(c.friction.dot(&vp) <= 1e-12);
+            } else {
+                prop_assert!(0.1 + z - rho >= 0.1 - 1e-15);
+            }
+        }
+    }
+}
