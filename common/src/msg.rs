@@ -303,6 +303,9 @@ pub enum SafetyReason {
     EStop,
     RobotNotReady,
     ShuttingDown,
+    /// The robot stopped sending (EGM: no `EgmRobot` within `robot_io.egm.silence_timeout_ms`):
+    /// nothing can be commanded; the controller holds by itself.
+    RobotSilent,
 }
 
 /// Published by robot-io on every change and periodically.

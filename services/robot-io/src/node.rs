@@ -14,7 +14,7 @@ use tokio::time::MissedTickBehavior;
 use crate::{
     config::{DriverKind, RobotIoConfig},
     ideal::IdealRobot,
-    supervisor::{CycleInput, Supervisor, SupervisorParams},
+    supervisor::{irb120_max_accel, CycleInput, Supervisor, SupervisorParams},
 };
 
 /// Cycle timing statistics (for status).
@@ -69,6 +69,7 @@ pub async fn run(
     let mut sup = Supervisor::new(SupervisorParams {
         command_timeout_s: cfg.command_timeout_ms * 1e-3,
         limits,
+        max_accel: irb120_max_accel(),
     });
     let DriverKind::Ideal = cfg.driver;
     let mut q0 = [0.0; 6];
