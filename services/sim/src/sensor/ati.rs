@@ -1,0 +1,341 @@
+//! ATI Net F/T emulator: RDT over UDP (`sensor::ati` codec) plus `GET /netftapi2.xml` over a
+//! minimal HTTP/1.1 responder.
+//!
+//! RDT: requests (8 bytes, header 0x1234) on the RDT socket; "start" (0x0002 real-time,
+//! 0x0003 buffered, 0x0004 multi-unit) streams 36-byte records to the address that sent it
+//! (a newer start from anyone redirects the stream), `sample_count` 0 = until "stop" (0x0000);
+//! 0x0042 sets the software bias (current reading), 0x0041 clears the latched monitor
+//! condition. Buffered mode packs `rdt_buffer_size` records per datagram. Status word:
+//! saturation → 0x80020000 (error summary + transducer saturation); with `latch_on_saturation`
+//! also 0x00010000 (monitor condition latched) until 0x0041.
+
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use sensor::ati::{RdtCommand, RdtRecord, RdtRequest, RECORD_LEN};
+use serde::{Deserialize, Serialize};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream, UdpSocket},
+    task::JoinSet,
+    time::{Instant, MissedTickBehavior},
+};
+
+use super::{Imperfections, SignalModel, Truth};
+
+/// Emulator configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AtiEmulatorConfig {
+    /// RDT UDP address (the real device: port 49152).
+    pub rdt_bind: String,
+    /// `netftapi2.xml` HTTP address (the real device: port 80); `None` = no web server.
+    pub http_bind: Option<String>,
+    /// RDT output rate (`comrdtrate`), Hz.
+    pub rdt_rate_hz: f64,
+    /// Records per datagram in buffered mode (`comrdtbsiz`).
+    pub rdt_buffer_size: u32,
+    /// Counts per force unit (`cfgcpf`).
+    pub counts_per_force: f64,
+    /// Counts per torque unit (`cfgcpt`).
+    pub counts_per_torque: f64,
+    /// `scfgfu`: force unit of the calibration.
+    pub force_unit: String,
+    /// `scfgtu`: torque unit of the calibration (`Nm` or `N-mm`; the truth is in N·m).
+    pub torque_unit: String,
+    /// Latch the monitor condition on saturation (status 0x00010000 until 0x0041).
+    pub latch_on_saturation: bool,
+    pub imperfections: Imperfections,
+}
+
+impl Default for AtiEmulatorConfig {
+    fn default() -> Self {
+        Self {
+            rdt_bind: format!("127.0.0.1:{}", sensor::ati::RDT_PORT),
+            http_bind: Some("127.0.0.1:80".into()),
+            rdt_rate_hz: 1000.0,
+            rdt_buffer_size: 1,
+            counts_per_force: 1_000_000.0,
+            counts_per_torque: 1_000_000.0,
+            force_unit: "N".into(),
+            torque_unit: "Nm".into(),
+            latch_on_saturation: false,
+            imperfections: Imperfections::default(),
+        }
+    }
+}
+
+impl AtiEmulatorConfig {
+    /// The `netftapi2.xml` document.
+    pub fn netftapi2_xml(&self) -> String {
+        let fields = [
+            ("prodname", "Net F/T (emulated)".to_string()),
+            ("cfgcpf", self.counts_per_force.to_string()),
+            ("cfgcpt", self.counts_per_torque.to_string()),
+            ("scfgfu", self.force_unit.clone()),
+            ("scfgtu", self.torque_unit.clone()),
+            ("comrdte", "1".into()),
+            ("comrdtrate", self.rdt_rate_hz.to_string()),
+            ("comrdtbsiz", self.rdt_buffer_size.to_string()),
+            ("runrate", "7000".into()),
+            ("setuserfilter", "0".into()),
+            ("runstat", "0".into()),
+            (
+                "cfgmr",
+                self.imperfections.range.map(|r| r.to_string()).join(";"),
+            ),
+        ];
+        let mut s = String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?>\r\n<netft>\r\n");
+        for (k, v) in fields {
+            s.push_str(&format!("<{k}>{v}</{k}>\r\n"));
+        }
+        s.push_str("</netft>\r\n");
+        s
+    }
+
+    fn torque_per_nm(&self) -> f64 {
+        sensor::ati::torque_unit_to_nm(&self.torque_unit)
+            .map(|f| 1.0 / f)
+            .unwrap_or(1.0)
+    }
+
+    fn force_per_n(&self) -> f64 {
+        sensor::ati::force_unit_to_n(&self.force_unit)
+            .map(|f| 1.0 / f)
+            .unwrap_or(1.0)
+    }
+}
+
+/// Binds the RDT socket and the HTTP listener, serves until `shutdown` resolves.
+pub async fn serve(
+    cfg: AtiEmulatorConfig,
+    truth: Truth,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let udp = UdpSocket::bind(&cfg.rdt_bind)
+        .await
+        .with_context(|| format!("ATI emulator: bind UDP {}", cfg.rdt_bind))?;
+    let http = match &cfg.http_bind {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .with_context(|| format!("ATI emulator: bind HTTP {a}"))?,
+        ),
+        None => None,
+    };
+    serve_on(udp, http, cfg, truth, shutdown).await
+}
+
+struct Stream {
+    to: SocketAddr,
+    remaining: Option<u32>,
+    buffered: bool,
+}
+
+/// Serves on already bound sockets (tests bind port 0).
+pub async fn serve_on(
+    udp: UdpSocket,
+    http: Option<TcpListener>,
+    cfg: AtiEmulatorConfig,
+    truth: Truth,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let mut tasks = JoinSet::new();
+    if let Some(listener) = http {
+        let xml = Arc::new(cfg.netftapi2_xml());
+        tasks.spawn(http_server(listener, xml));
+    }
+    let mut model = SignalModel::new(cfg.imperfections.clone(), truth);
+    let period = Duration::from_secs_f64(1.0 / cfg.rdt_rate_hz.clamp(1.0, 10_000.0));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
+    let epoch = Instant::now();
+    let mut sample_index: u64 = 0;
+    let mut stream: Option<Stream> = None;
+    let (mut rdt_seq, mut ft_seq) = (0u32, 0u32);
+    let mut bias = [0i64; 6];
+    let mut latched = false;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 1500];
+    let cpf = cfg.counts_per_force * cfg.force_per_n();
+    let cpt = cfg.counts_per_torque * cfg.torque_per_nm();
+    let bsize = cfg.rdt_buffer_size.max(1) as usize;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            r = udp.recv_from(&mut buf) => {
+                let (n, from) = match r {
+                    Ok(x) => x,
+                    // ICMP errors from a vanished client surface here: keep serving.
+                    Err(e) => { tracing::debug!("ATI emulator: recv: {e}"); continue; }
+                };
+                let req = match RdtRequest::decode(&buf[..n]) {
+                    Ok(r) => r,
+                    Err(e) => { tracing::info!("ATI emulator: {e}"); continue; }
+                };
+                match req.command {
+                    RdtCommand::Stop => { stream = None; pending.clear(); }
+                    RdtCommand::StartRealTime | RdtCommand::StartBuffered | RdtCommand::StartMultiUnit => {
+                        pending.clear();
+                        stream = Some(Stream {
+                            to: from,
+                            remaining: (req.sample_count > 0).then_some(req.sample_count),
+                            buffered: req.command == RdtCommand::StartBuffered,
+                        });
+                    }
+                    RdtCommand::SetBias => {
+                        let r = model.read(epoch.elapsed().as_secs_f64());
+                        bias = counts_of(&r.wrench, cpf, cpt);
+                    }
+                    RdtCommand::ResetLatch => latched = false,
+                    RdtCommand::Other(c) => tracing::info!("ATI emulator: unknown command 0x{c:04X}"),
+                }
+            }
+            _ = tick.tick() => {
+                // The device samples whether or not anyone listens.
+                let t = sample_index as f64 * period.as_secs_f64();
+                sample_index += 1;
+                ft_seq = ft_seq.wrapping_add(1);
+                let r = model.read(t);
+                if r.saturated && cfg.latch_on_saturation {
+                    latched = true;
+                }
+                let Some(s) = stream.as_mut() else { continue };
+                let raw = counts_of(&r.wrench, cpf, cpt);
+                let mut counts = [0i32; 6];
+                for i in 0..6 {
+                    counts[i] = (raw[i] - bias[i]).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+                }
+                let mut status = 0u32;
+                if r.saturated {
+                    status |= 0x8002_0000;
+                }
+                if latched {
+                    status |= 0x8001_0000;
+                }
+                rdt_seq = rdt_seq.wrapping_add(1);
+                let rec = RdtRecord { rdt_sequence: rdt_seq, ft_sequence: ft_seq, status, counts };
+                pending.extend_from_slice(&rec.encode());
+                let full = !s.buffered || pending.len() >= bsize * RECORD_LEN;
+                if full {
+                    if let Err(e) = udp.send_to(&pending, s.to).await {
+                        tracing::debug!("ATI emulator: send to {}: {e}", s.to);
+                    }
+                    pending.clear();
+                }
+                if let Some(left) = s.remaining.as_mut() {
+                    *left -= 1;
+                    if *left == 0 {
+                        if !pending.is_empty() {
+                            let _ = udp.send_to(&pending, s.to).await;
+                            pending.clear();
+                        }
+                        stream = None;
+                    }
+                }
+            }
+        }
+    }
+    tasks.shutdown().await;
+    Ok(())
+}
+
+fn counts_of(w: &[f64; 6], cpf: f64, cpt: f64) -> [i64; 6] {
+    let mut c = [0i64; 6];
+    for i in 0..6 {
+        let per = if i < 3 { cpf } else { cpt };
+        let v = (w[i] * per).round();
+        // Saturating float → int cast; NaN → 0.
+        c[i] = if v.is_finite() { v as i64 } else { 0 };
+    }
+    c
+}
+
+async fn http_server(listener: TcpListener, xml: Arc<String>) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            acc = listener.accept() => match acc {
+                Ok((s, _)) => {
+                    let xml = xml.clone();
+                    conns.spawn(async move {
+                        if let Err(e) = http_answer(s, &xml).await {
+                            tracing::debug!("ATI emulator HTTP: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::info!("ATI emulator HTTP accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+async fn http_answer(mut s: TcpStream, xml: &str) -> anyhow::Result<()> {
+    let mut req = Vec::new();
+    let mut buf = [0u8; 1024];
+    let read = async {
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 16 * 1024 {
+            let n = s.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            req.extend_from_slice(&buf[..n]);
+        }
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(5), read).await??;
+    let text = String::from_utf8_lossy(&req);
+    let mut first = text.lines().next().unwrap_or_default().split_whitespace();
+    let (method, path) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, ctype, body) = match (method, path) {
+        ("GET", "/netftapi2.xml") => ("200 OK", "text/xml", xml.to_string()),
+        ("GET", _) => ("404 Not Found", "text/plain", "not found\r\n".to_string()),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET only\r\n".to_string(),
+        ),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(body.as_bytes()).await?;
+    s.shutdown().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xml_carries_the_calibration() {
+        let cfg = AtiEmulatorConfig {
+            counts_per_torque: 1000.0,
+            torque_unit: "N-mm".into(),
+            ..Default::default()
+        };
+        let c = sensor::ati::parse_netftapi2(&cfg.netftapi2_xml()).unwrap();
+        assert_eq!(c.counts_per_force, 1e6);
+        assert_eq!(c.counts_per_torque, 1e3);
+        assert_eq!(c.torque_unit.as_deref(), Some("N-mm"));
+        // 1 N·m = 1000 N·mm = 1e6 counts at 1000 counts/N·mm.
+        assert_eq!(
+            counts_of(
+                &[0.0, 0.0, 0.0, 1.0, 0.0, 0.0],
+                1e6,
+                1e3 * cfg.torque_per_nm()
+            )[3],
+            1_000_000
+        );
+    }
+}

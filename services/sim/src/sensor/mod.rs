@@ -1,0 +1,149 @@
+//! F/T device emulators at the wire: an SRI M8128 interface box ([`sri`], TCP, AT commands,
+//! `AA 55` frames in `C` and `E` mode) and an ATI Net F/T ([`ati`], RDT over UDP and
+//! `netftapi2.xml` over HTTP). Both use the protocol codecs of the `sensor` crate.
+//!
+//! Both are fed by a [`Truth`] closure giving the true wrench at time `t` (seconds since the
+//! emulator started; sensor frame, N and N·m) and add the imperfections of a real sensor
+//! ([`Imperfections`]: bias, seeded Gaussian noise, linear thermal drift, saturation).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub mod ati;
+pub mod sri;
+
+/// The true wrench at the sensor at `t` seconds: Fx Fy Fz [N], Tx Ty Tz [N·m], sensor frame.
+pub type Truth = Arc<dyn Fn(f64) -> [f64; 6] + Send + Sync>;
+
+/// A constant true wrench.
+pub fn constant(w: [f64; 6]) -> Truth {
+    Arc::new(move |_| w)
+}
+
+/// What the emulated sensor adds to the truth (per axis Fx Fy Fz Tx Ty Tz; N, N·m).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Imperfections {
+    /// Constant offset.
+    pub bias: [f64; 6],
+    /// Standard deviation of white Gaussian noise.
+    pub noise_std: [f64; 6],
+    /// Thermal drift, added linearly: `drift_per_s · t`.
+    pub drift_per_s: [f64; 6],
+    /// Measuring range ±range; readings clip there and the sample is flagged saturated.
+    pub range: [f64; 6],
+    /// Noise seed (same seed, same noise sequence).
+    pub seed: u64,
+}
+
+impl Default for Imperfections {
+    fn default() -> Self {
+        Self {
+            bias: [0.0; 6],
+            noise_std: [0.0; 6],
+            drift_per_s: [0.0; 6],
+            range: [1000.0, 1000.0, 2000.0, 50.0, 50.0, 50.0],
+            seed: 1,
+        }
+    }
+}
+
+/// A sensor reading.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reading {
+    pub wrench: [f64; 6],
+    /// Any axis clipped at its range.
+    pub saturated: bool,
+}
+
+/// Deterministic measurement model: truth + bias + drift·t + noise, clipped to the range.
+pub struct SignalModel {
+    cfg: Imperfections,
+    truth: Truth,
+    rng: SplitMix64,
+}
+
+impl SignalModel {
+    pub fn new(cfg: Imperfections, truth: Truth) -> Self {
+        let rng = SplitMix64(cfg.seed);
+        Self { cfg, truth, rng }
+    }
+
+    /// The reading at `t` seconds (draws fresh noise).
+    pub fn read(&mut self, t: f64) -> Reading {
+        let truth = (self.truth)(t);
+        let mut w = [0.0; 6];
+        let mut saturated = false;
+        for i in 0..6 {
+            let n = if self.cfg.noise_std[i] > 0.0 {
+                self.cfg.noise_std[i] * self.rng.gaussian()
+            } else {
+                0.0
+            };
+            let v = truth[i] + self.cfg.bias[i] + self.cfg.drift_per_s[i] * t + n;
+            let r = self.cfg.range[i].abs();
+            if r > 0.0 && v.abs() > r {
+                saturated = true;
+            }
+            w[i] = if r > 0.0 { v.clamp(-r, r) } else { v };
+        }
+        Reading {
+            wrench: w,
+            saturated,
+        }
+    }
+}
+
+/// SplitMix64 with a Box–Muller Gaussian: tiny, seedable, good enough for sensor noise.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in (0, 1].
+    fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+    fn gaussian(&mut self) -> f64 {
+        let u1 = self.uniform();
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_adds_bias_drift_noise_and_clips() {
+        let cfg = Imperfections {
+            bias: [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            drift_per_s: [0.0, 0.5, 0.0, 0.0, 0.0, 0.0],
+            noise_std: [0.0, 0.0, 0.1, 0.0, 0.0, 0.0],
+            range: [100.0, 100.0, 100.0, 2.0, 2.0, 2.0],
+            seed: 7,
+        };
+        let mut m = SignalModel::new(cfg.clone(), constant([10.0, 0.0, 0.0, 5.0, 0.0, 0.0]));
+        let r = m.read(2.0);
+        assert_eq!(r.wrench[0], 11.0);
+        assert_eq!(r.wrench[1], 1.0);
+        assert_eq!(r.wrench[3], 2.0);
+        assert!(r.saturated);
+        // Noise: zero mean, the configured spread, reproducible from the seed.
+        let zs: Vec<f64> = (0..20000).map(|_| m.read(0.0).wrench[2]).collect();
+        let mean = zs.iter().sum::<f64>() / zs.len() as f64;
+        let sd = (zs.iter().map(|z| (z - mean).powi(2)).sum::<f64>() / zs.len() as f64).sqrt();
+        assert!(mean.abs() < 0.005, "{mean}");
+        assert!((sd - 0.1).abs() < 0.005, "{sd}");
+        let mut m2 = SignalModel::new(cfg, constant([0.0; 6]));
+        let mut m3 = SignalModel::new(m2.cfg.clone(), constant([0.0; 6]));
+        assert_eq!(m2.read(0.0), m3.read(0.0));
+    }
+}
