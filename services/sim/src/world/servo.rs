@@ -33,6 +33,9 @@
 //! consumed but ignored; when the motors come back on, the delay line is refilled with the held
 //! position so no stale reference is ever executed.
 
+// Index loops over the 6 joints mirror the per-joint math (q_j, ωn_j, limits_j).
+#![allow(clippy::needless_range_loop)]
+
 use std::collections::VecDeque;
 
 use kinematics::JointLimits;
@@ -146,7 +149,7 @@ impl ServoModel {
             let v = if q0[j].is_finite() { q0[j] } else { 0.0 };
             q[j] = v.clamp(limits.min[j], limits.max[j]);
         }
-        let delay = std::iter::repeat(q).take(params.delay_cycles).collect();
+        let delay = VecDeque::from(vec![q; params.delay_cycles]);
         let params = ServoParams {
             damping_ratio: zeta,
             ..params

@@ -1,0 +1,92 @@
+//! The documented scenario files load, validate and build a world.
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+use kinematics::Arm;
+use sim::world::{World, WorldConfig};
+
+fn scenario(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/config/scenarios")
+        .join(name)
+}
+
+fn load(name: &str) -> WorldConfig {
+    match WorldConfig::load_file(&scenario(name)) {
+        Ok(c) => c,
+        Err(e) => panic!("{name}: {e:#?}"),
+    }
+}
+
+#[test]
+fn free_space_scenario() {
+    let c = load("free-space.toml");
+    assert!(c.validate().is_empty());
+    assert!(c.surfaces.is_empty());
+    assert!(!c.hand.enabled);
+    assert_eq!(c.tool.mass_kg, 0.5);
+    assert_eq!(c.tool.com_m, [0.0, 0.0, 0.04]);
+    let mut w = World::new(c, Arm::irb120()).unwrap();
+    let t = w
+        .sensor_wrench(&[0.0, 0.0, 0.0, 0.0, 0.5, 0.0], &[0.0; 6], 0.0, 0.004)
+        .unwrap();
+    assert!(!t.in_contact);
+    let f = nalgebra::Vector3::from(t.force_n);
+    assert!((f.norm() - 0.5 * 9.81).abs() < 1e-9);
+}
+
+#[test]
+fn table_contact_scenario() {
+    let c = load("table-contact.toml");
+    assert!(c.validate().is_empty());
+    assert_eq!(c.surfaces.len(), 1);
+    let s = &c.surfaces[0];
+    assert_eq!(s.stiffness_n_per_m, 2e4);
+    assert_eq!(s.mu, 0.3);
+    assert!(s.motion.is_none());
+    let mut w = World::new(c, Arm::irb120()).unwrap();
+    // Tool pointing down (q5 = 90°) at tool0's zero-pose height: free.
+    let q_free = [0.0, 0.0, 0.0, 0.0, std::f64::consts::FRAC_PI_2, 0.0];
+    let t = w.sensor_wrench(&q_free, &[0.0; 6], 0.0, 0.004).unwrap();
+    assert!(
+        !t.in_contact,
+        "tool0 at z = {}",
+        t.tcp_in_base.translation.z
+    );
+    // Tool pointing down, its 5 mm ball tip 0.5 mm into the table top (z = 0.20 m): the
+    // table pushes up with K_r·δ = 10 N; the sensor (z down) reads −10 N + the tool weight.
+    let arm = w.arm().clone();
+    let pose = nalgebra::Isometry3::from_parts(
+        nalgebra::Translation3::new(0.40, 0.0, 0.20 + 0.005 - 0.0005),
+        nalgebra::UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0),
+    );
+    let q = arm.ik_nearest(&pose, &q_free).unwrap().q;
+    let t = w.sensor_wrench(&q, &[0.0; 6], 0.0, 0.004).unwrap();
+    assert!(t.in_contact);
+    assert!((t.penetration_m - 0.0005).abs() < 1e-9);
+    assert!((t.contact_force_base[2] - 10.0).abs() < 1e-6);
+    assert!(
+        (t.force_n[2] - (-10.0 + 0.5 * 9.81)).abs() < 1e-6,
+        "{:?}",
+        t.force_n
+    );
+}
+
+#[test]
+fn table_contact_ramp_variant_is_valid() {
+    // The commented ramp line, uncommented, still validates.
+    let text = std::fs::read_to_string(scenario("table-contact.toml")).unwrap();
+    let ramp = text.replace("# motion = { velocity_m_s", "motion = { velocity_m_s");
+    assert_ne!(ramp, text);
+    let c = WorldConfig::load_str(&ramp).unwrap();
+    let m = c.surfaces[0].motion.unwrap();
+    assert_eq!(m.velocity_m_s, [0.0, 0.0, -0.0065]);
+    // And so does the hand, enabled.
+    let hand = text.replace(
+        "enabled = false                      # set true",
+        "enabled = true # set true",
+    );
+    let c = WorldConfig::load_str(&hand).unwrap();
+    assert!(c.hand.enabled && c.hand.path.len() == 3);
+}
