@@ -11,18 +11,52 @@ pub enum DriverKind {
     /// for running the cell's data flow without a simulator.
     #[default]
     Ideal,
+    /// ABB Externally Guided Motion over UDP (a real IRC5 or the simulator's controller
+    /// emulator): see `[robot_io.egm]`.
+    Egm,
+}
+
+/// `[robot_io.egm]`: the EGM driver (used when `driver = "egm"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EgmConfig {
+    /// UDP address robot-io binds; the controller's *Remote Address* / *Remote Port Number*
+    /// (UDPUC transmission protocol entry) must point here. Replies go to the sender of each
+    /// datagram.
+    pub bind: String,
+    /// No `EgmRobot` for this long → the robot is silent: nothing new is published and the
+    /// safety state says `RobotSilent` (ms).
+    pub silence_timeout_ms: f64,
+    /// Also send `speedRef.joints` (deg/s, the reference's own velocity; 0 while holding).
+    pub send_speed_ref: bool,
+}
+
+impl Default for EgmConfig {
+    fn default() -> Self {
+        Self {
+            bind: "0.0.0.0:6510".into(),
+            silence_timeout_ms: 50.0,
+            send_speed_ref: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RobotIoConfig {
     pub driver: DriverKind,
-    /// Robot cycle of the ideal driver (ms). EGM controllers run at 4 ms.
+    /// Robot cycle (ms): the ideal driver's period; for EGM the nominal controller cycle
+    /// (its `\SampleRate`, 4 ms on an IRC5), used when the controller's clock gives no step
+    /// time.
     pub cycle_ms: f64,
     /// A joint command older than this is stale → hold (ms). Default: 2 cycles.
     pub command_timeout_ms: f64,
     /// Start position of the ideal robot (deg).
     pub initial_q_deg: [f64; 6],
+    /// Joint acceleration limit of the outgoing reference (deg/s²). Default: the IRB 120 choice
+    /// of [`crate::supervisor::irb120_max_accel`] (data-sheet speed reached in 0.25 s).
+    pub max_accel_deg_s2: [f64; 6],
+    pub egm: EgmConfig,
 }
 
 impl Default for RobotIoConfig {
@@ -32,6 +66,8 @@ impl Default for RobotIoConfig {
             cycle_ms: 4.0,
             command_timeout_ms: 8.0,
             initial_q_deg: [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
+            max_accel_deg_s2: crate::supervisor::irb120_max_accel().map(f64::to_degrees),
+            egm: EgmConfig::default(),
         }
     }
 }
@@ -62,6 +98,59 @@ impl Validate for RobotIoConfig {
                 -400.0,
                 400.0,
                 "deg",
+            );
+        }
+        for (j, v) in self.max_accel_deg_s2.iter().enumerate() {
+            check_range(
+                errors,
+                format!("{prefix}.max_accel_deg_s2[{j}]"),
+                *v,
+                1.0,
+                100_000.0,
+                "deg/s²",
+            );
+        }
+        self.egm.validate_with(prefix, self.cycle_ms, errors);
+    }
+}
+
+impl RobotIoConfig {
+    /// Joint acceleration limits (rad/s²).
+    pub fn max_accel_rad_s2(&self) -> [f64; 6] {
+        self.max_accel_deg_s2.map(f64::to_radians)
+    }
+}
+
+impl EgmConfig {
+    /// The bind address, parsed.
+    pub fn bind_addr(&self) -> Result<std::net::SocketAddr, String> {
+        self.bind
+            .parse()
+            .map_err(|e| format!("{:?} is not an IP:port like 0.0.0.0:6510 ({e})", self.bind))
+    }
+
+    fn validate_with(&self, prefix: &str, cycle_ms: f64, errors: &mut ConfigErrors) {
+        if let Err(e) = self.bind_addr() {
+            errors.push(format!("{prefix}.egm.bind"), e);
+        }
+        check_range(
+            errors,
+            format!("{prefix}.egm.silence_timeout_ms"),
+            self.silence_timeout_ms,
+            2.0,
+            10_000.0,
+            "ms",
+        );
+        if self.silence_timeout_ms.is_finite()
+            && cycle_ms.is_finite()
+            && self.silence_timeout_ms < 2.0 * cycle_ms
+        {
+            errors.push(
+                format!("{prefix}.egm.silence_timeout_ms"),
+                format!(
+                    "{} ms is shorter than 2 robot cycles ({prefix}.cycle_ms = {cycle_ms} ms)",
+                    self.silence_timeout_ms
+                ),
             );
         }
     }

@@ -178,6 +178,13 @@ impl Supervisor {
     pub fn step(&mut self, i: &CycleInput) -> CycleOutput {
         let measured_ok = i.q_measured.iter().all(|v| v.is_finite());
         let (level, reason, target) = self.decide(i);
+        if reason == SafetyReason::RobotNotReady && measured_ok {
+            // The controller is not following our references (motors off, EGM not running):
+            // the robot may be moved by other means, so hold wherever it is now, and start any
+            // later motion from there, at rest.
+            self.hold_q = None;
+            self.last_ref = None;
+        }
         // Where an active step starts: the last reference, else the measured position.
         let start = self
             .last_ref
@@ -377,6 +384,7 @@ impl Supervisor {
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_range_loop)]
 mod tests {
     use super::*;
     use common::msg::Stamp;
@@ -633,6 +641,9 @@ mod tests {
                 }
                 if out.level == SafetyLevel::Active {
                     hold_start = None;
+                } else if out.reason == SafetyReason::RobotNotReady {
+                    prop_assert_eq!(out.q_ref, q_meas);
+                    hold_start = Some(q_meas);
                 } else {
                     // Hold: the position measured when the hold began, at once.
                     let h = *hold_start.get_or_insert(q_meas);

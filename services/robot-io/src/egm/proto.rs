@@ -443,7 +443,9 @@ fn read_doubles(b: &mut &[u8], wire: u8, out: &mut Vec<f64>) -> Result<(), Proto
     let len = usize::try_from(read_varint(b)?).map_err(|_| ProtoError::Force("length"))?;
     let mut body = take(b, len)?;
     if body.len() % 8 != 0 {
-        return Err(ProtoError::Force("packed doubles: length not a multiple of 8"));
+        return Err(ProtoError::Force(
+            "packed doubles: length not a multiple of 8",
+        ));
     }
     while !body.is_empty() {
         out.push(read_f64(&mut body)?);

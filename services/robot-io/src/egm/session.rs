@@ -17,8 +17,8 @@ use common::msg::{RobotStatus, AXES};
 use serde::Serialize;
 
 use super::proto::{
-    EgmHeader, EgmJoints, EgmPlanned, EgmRobot, EgmSensor, EgmSpeedRef, ForceSchema,
-    MeasuredForce, MciStateType, MessageType, MotorStateType, RapidCtrlExecStateType,
+    EgmHeader, EgmJoints, EgmPlanned, EgmRobot, EgmSensor, EgmSpeedRef, ForceSchema, MciStateType,
+    MeasuredForce, MessageType, MotorStateType, RapidCtrlExecStateType,
 };
 
 /// A seqno jump forward larger than this (or any jump backwards beyond [`REORDER_WINDOW`]) is a
@@ -306,7 +306,10 @@ impl EgmSession {
     pub fn check_silent(&mut self, now_s: f64) -> bool {
         let silent = match self.last_rx_s {
             None => true,
-            Some(t) => !(now_s - t <= self.p.silence_timeout_s),
+            Some(t) => {
+                let age = now_s - t;
+                age.is_nan() || age > self.p.silence_timeout_s
+            }
         };
         if silent && !self.silent {
             self.stats.silences += 1;
@@ -425,7 +428,9 @@ impl EgmSession {
         let schema = if msg.move_index.is_some()
             || msg.collision_info.is_some()
             || msg.rapid_from_robot.is_some()
-            || force.as_ref().is_some_and(|f| f.schema == ForceSchema::Newer)
+            || force
+                .as_ref()
+                .is_some_and(|f| f.schema == ForceSchema::Newer)
         {
             SchemaGuess::Newer
         } else if !has_time {
@@ -440,7 +445,9 @@ impl EgmSession {
         // Joints.
         let joints = match msg.feedback_joints_deg() {
             None => return self.incomplete(FeedbackError::NoJoints),
-            Some(j) if j.len() != AXES => return self.incomplete(FeedbackError::JointCount(j.len())),
+            Some(j) if j.len() != AXES => {
+                return self.incomplete(FeedbackError::JointCount(j.len()))
+            }
             Some(j) if !j.iter().all(|v| v.is_finite()) => {
                 return self.incomplete(FeedbackError::NonFinite)
             }
@@ -555,15 +562,15 @@ impl EgmSession {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::needless_range_loop)]
 mod tests {
     use super::*;
     use crate::egm::proto::{
         joints, EgmClock, EgmFeedBack, EgmMciState, EgmMeasuredForce, EgmMotorState,
         EgmRapidCtrlExecState,
     };
-    use prost::Message;
     use proptest::prelude::*;
+    use prost::Message;
 
     const P: SessionParams = SessionParams {
         nominal_cycle_s: 0.004,
@@ -608,12 +615,18 @@ mod tests {
     fn joints_states_and_velocity() {
         let mut s = EgmSession::new(P);
         let f = s.on_robot(&robot(0, 100, [0.0; 6], true), 1.0).unwrap();
-        assert_eq!(f.events, vec![SessionEvent::Started, SessionEvent::ControllerReady]);
+        assert_eq!(
+            f.events,
+            vec![SessionEvent::Started, SessionEvent::ControllerReady]
+        );
         assert!(f.status.motors_on && f.status.external_control_active && f.status.program_running);
         assert_eq!(f.qd_rad_s, None);
         assert_eq!(f.schema, SchemaGuess::V11);
         let f = s
-            .on_robot(&robot(1, 104, [4.0, 0.0, 0.0, 0.0, 0.0, -90.0], true), 1.004)
+            .on_robot(
+                &robot(1, 104, [4.0, 0.0, 0.0, 0.0, 0.0, -90.0], true),
+                1.004,
+            )
             .unwrap();
         assert!((f.q_rad[5] + std::f64::consts::FRAC_PI_2).abs() < 1e-15);
         let qd = f.qd_rad_s.unwrap();
@@ -640,7 +653,12 @@ mod tests {
         // Wrap-around is a gap, not a restart.
         let mut w = EgmSession::new(P);
         w.on_robot(&robot(u32::MAX, 0, q, true), 0.0).unwrap();
-        assert_eq!(w.on_robot(&robot(1, 8, q, true), 0.008).unwrap().lost_before, 1);
+        assert_eq!(
+            w.on_robot(&robot(1, 8, q, true), 0.008)
+                .unwrap()
+                .lost_before,
+            1
+        );
         // Seqno 0 again: new session, reply seqno restarts.
         s.reply(&[0.0; 6], &[0.0; 6], 0.015).unwrap();
         let f = s.on_robot(&robot(0, 0, q, true), 0.02).unwrap();
@@ -686,7 +704,14 @@ mod tests {
         for j in 0..6 {
             assert!((pj[j] - q[j].to_degrees()).abs() < 1e-12);
         }
-        let sj = &r.speed_ref.as_ref().unwrap().joints.as_ref().unwrap().joints;
+        let sj = &r
+            .speed_ref
+            .as_ref()
+            .unwrap()
+            .joints
+            .as_ref()
+            .unwrap()
+            .joints;
         assert!((sj[5] - 0.5f64.to_degrees()).abs() < 1e-12);
         let r = s.reply(&q, &qd, 1.3).unwrap();
         assert_eq!(r.header.unwrap().seqno, Some(1));

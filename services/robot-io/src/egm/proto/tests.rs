@@ -308,15 +308,7 @@ fn v11_robot_with_force_decodes() {
 #[test]
 fn newer_schema_robot_with_force_decodes() {
     // newer measuredForce: fcActive (1) true, force (2) packed [1, 2, 0.5, 0, 0, -1]
-    let force = cat(&[
-        &[0x08, 0x01, 0x12, 0x30],
-        &D1,
-        &D2,
-        &DHALF,
-        &D0,
-        &D0,
-        &DM1,
-    ]);
+    let force = cat(&[&[0x08, 0x01, 0x12, 0x30], &D1, &D2, &DHALF, &D0, &D0, &DM1]);
     let bytes = cat(&[
         &robot_common(),
         &[0x4A, force.len() as u8],
@@ -401,7 +393,7 @@ fn garbage_and_truncation_give_errors() {
     assert!(MeasuredForce::parse(&[0x0A, 0x03, 0, 0, 0]).is_err()); // packed length % 8
     assert!(MeasuredForce::parse(&[0x09, 0, 0]).is_err()); // truncated double
     assert!(MeasuredForce::parse(&[0x0B]).is_err()); // group wire type
-    // Empty datagram is a valid (empty) message.
+                                                     // Empty datagram is a valid (empty) message.
     assert_eq!(decode_robot(&[]).unwrap(), EgmRobot::default());
 }
 
