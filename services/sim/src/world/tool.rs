@@ -10,8 +10,10 @@
 //!
 //! which is exactly the model the payload identification of `irb120.md` §5.3 inverts
 //! (`f_s = m g_s + f0`, `t_s = c × m g_s + t0`, here with zero offsets: offsets belong to the
-//! sensor emulator). Tool inertia (m·a, ω×Iω) is neglected: the arm's accelerations under a
-//! 10 Hz servo make it small next to contact forces; see the crate docs.
+//! sensor emulator). Tool inertia (m·a, ω×Iω) is neglected: with a 0.5 kg tool and the
+//! accelerations of a 10 Hz servo (a few m/s² at the TCP) it is about 1 N during fast moves and
+//! nothing at rest; a dynamic term would need the TCP acceleration, which the world's API
+//! (q, q̇) does not carry yet.
 
 use kinematics::Wrench;
 use nalgebra::{Isometry3, Vector3};
