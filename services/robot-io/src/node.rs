@@ -327,7 +327,9 @@ impl EgmShell {
                 SessionEvent::ControllerStopped(s) => {
                     tracing::warn!(motor = ?s.motor, mci = ?s.mci, rapid = ?s.rapid, "EGM controller not ready")
                 }
-                other => tracing::info!(event = ?other, seqno = ?fb.seqno, schema = ?fb.schema, "EGM session"),
+                other => {
+                    tracing::info!(event = ?other, seqno = ?fb.seqno, schema = ?fb.schema, "EGM session")
+                }
             }
         }
         self.cycle += 1;
@@ -378,13 +380,11 @@ impl EgmShell {
     }
 }
 
-async fn run_egm(
-    mut sh: Shell,
-    cfg: &RobotIoConfig,
-    mut shutdown: Shutdown,
-) -> anyhow::Result<()> {
+async fn run_egm(mut sh: Shell, cfg: &RobotIoConfig, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let egm = cfg.egm.clone();
-    let addr = egm.bind_addr().map_err(|e| anyhow::anyhow!("robot_io.egm.bind: {e}"))?;
+    let addr = egm
+        .bind_addr()
+        .map_err(|e| anyhow::anyhow!("robot_io.egm.bind: {e}"))?;
     let sock = UdpSocket::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("EGM: cannot bind UDP {addr}: {e}"))?;

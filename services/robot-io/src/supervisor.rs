@@ -560,7 +560,10 @@ mod tests {
         assert_eq!(out.level, SafetyLevel::Active);
         assert!(s.robot_silent(2));
         assert!(!s.robot_silent(3));
-        assert_eq!((s.level(), s.reason()), (SafetyLevel::Hold, SafetyReason::RobotSilent));
+        assert_eq!(
+            (s.level(), s.reason()),
+            (SafetyLevel::Hold, SafetyReason::RobotSilent)
+        );
         assert_eq!(s.since_cycle(), 2);
         // Back: starts from the measured position, at rest.
         let qm = [0.3; 6];

@@ -259,6 +259,8 @@ pub struct EgmSession {
     last_robot_send_s: Option<f64>,
     /// Measured joints of the newest datagram (deg), finite.
     measured_deg: Option<[f64; AXES]>,
+    /// The same in rad, as handed out in [`Feedback::q_rad`].
+    measured_rad: Option<[f64; AXES]>,
     /// The last reference sent (deg), finite.
     sent_deg: Option<[f64; AXES]>,
     silent: bool,
@@ -279,6 +281,7 @@ impl EgmSession {
             min_offset_s: None,
             last_robot_send_s: None,
             measured_deg: None,
+            measured_rad: None,
             sent_deg: None,
             silent: true,
         }
@@ -468,6 +471,7 @@ impl EgmSession {
         };
         self.last_q = Some(q_rad);
         self.measured_deg = Some(q_deg);
+        self.measured_rad = Some(q_rad);
 
         Ok(Feedback {
             seqno,
@@ -500,7 +504,16 @@ impl EgmSession {
         qd_ref_rad_s: &[f64; AXES],
         now_s: f64,
     ) -> Option<EgmSensor> {
-        let q_deg = q_ref_rad.map(f64::to_degrees);
+        let mut q_deg = q_ref_rad.map(f64::to_degrees);
+        // A joint held exactly at its measured value goes back exactly as measured (no
+        // deg → rad → deg rounding).
+        if let (Some(m_rad), Some(m_deg)) = (self.measured_rad, self.measured_deg) {
+            for j in 0..AXES {
+                if q_ref_rad[j] == m_rad[j] {
+                    q_deg[j] = m_deg[j];
+                }
+            }
+        }
         let qd_deg = qd_ref_rad_s.map(f64::to_degrees);
         let finite = q_deg.iter().chain(qd_deg.iter()).all(|v| v.is_finite());
         if finite {

@@ -1,0 +1,461 @@
+//! EGM over real UDP on 127.0.0.1: a fake controller (hand-encoded `EgmRobot` datagrams)
+//! against (1) a small driver loop made of robot-io's pure EGM session + supervisor + a real
+//! `UdpSocket`, and (2) the real `cell-robot-io` binary with `driver = "egm"`.
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)]
+
+use std::{
+    net::{SocketAddr, UdpSocket},
+    process::{Command, Stdio},
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use common::msg::{JointCommand, Stamp};
+use kinematics::JointLimits;
+use robot_io::{
+    egm::{
+        proto::{decode_robot, decode_sensor, encode_sensor, EgmSensor, MessageType},
+        session::{EgmSession, SessionParams},
+    },
+    supervisor::{irb120_max_accel, CycleInput, Supervisor, SupervisorParams},
+};
+
+// ---- the fake controller: hand-encoded EgmRobot ----------------------------------------------
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Length-delimited field (field numbers < 16: one-byte key).
+fn ld(field: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![field << 3 | 2];
+    varint(body.len() as u64, &mut out);
+    out.extend_from_slice(body);
+    out
+}
+
+/// `EgmRobot{header{seqno, tm, DATA}, feedBack{joints (deg, unpacked), time}, motorState,
+/// mciState, rapidExecState RUNNING}` written from the wire format.
+fn robot_bytes(seqno: u32, tm: u32, q_deg: [f64; 6], ready: bool) -> Vec<u8> {
+    let mut header = vec![0x08];
+    varint(u64::from(seqno), &mut header);
+    header.push(0x10);
+    varint(u64::from(tm), &mut header);
+    header.extend_from_slice(&[0x18, 0x02]);
+    let mut joints = Vec::new();
+    for q in q_deg {
+        joints.push(0x09);
+        joints.extend_from_slice(&q.to_le_bytes());
+    }
+    let mut feedback = ld(1, &joints);
+    feedback.extend(ld(4, &[0x08, 0x01, 0x10, 0x00]));
+    let mut out = ld(1, &header);
+    out.extend(ld(2, &feedback));
+    out.extend(ld(4, &[0x08, if ready { 1 } else { 2 }])); // MOTORS_ON / OFF
+    out.extend(ld(5, &[0x08, if ready { 3 } else { 2 }])); // MCI_RUNNING / STOPPED
+    out.extend(ld(8, &[0x08, 0x02])); // RAPID_RUNNING
+    out
+}
+
+fn controller() -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    s
+}
+
+fn recv_reply(s: &UdpSocket) -> Option<(EgmSensor, SocketAddr)> {
+    let mut buf = [0u8; 4096];
+    let (n, from) = s.recv_from(&mut buf).ok()?;
+    Some((decode_sensor(&buf[..n]).unwrap(), from))
+}
+
+fn planned(r: &EgmSensor) -> Vec<f64> {
+    r.planned
+        .as_ref()
+        .unwrap()
+        .joints
+        .as_ref()
+        .unwrap()
+        .joints
+        .clone()
+}
+
+fn seqno(r: &EgmSensor) -> u32 {
+    r.header.as_ref().unwrap().seqno.unwrap()
+}
+
+// ---- the driver under test: pure session + supervisor + a real socket ------------------------
+
+/// What the harness driver answers with.
+#[derive(Clone, Copy)]
+enum Reference {
+    /// Run the supervisor with this joint command (rad), fresh every cycle.
+    Supervised(Option<[f64; 6]>),
+    /// Bypass the supervisor: hand this reference (rad) straight to the session.
+    Raw([f64; 6]),
+}
+
+struct Driver {
+    addr: SocketAddr,
+    reference: Arc<Mutex<Reference>>,
+    malformed: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    handle: Option<thread::JoinHandle<EgmSession>>,
+}
+
+impl Driver {
+    fn start(reference: Reference) -> Self {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(10)))
+            .unwrap();
+        let addr = sock.local_addr().unwrap();
+        let reference = Arc::new(Mutex::new(reference));
+        let malformed = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r, m, st) = (reference.clone(), malformed.clone(), stop.clone());
+        let handle = thread::spawn(move || {
+            let epoch = Instant::now();
+            let mut session = EgmSession::new(SessionParams {
+                nominal_cycle_s: 0.004,
+                silence_timeout_s: 0.05,
+                send_speed_ref: true,
+            });
+            let mut sup = Supervisor::new(SupervisorParams {
+                command_timeout_s: 0.008,
+                limits: JointLimits::irb120(),
+                max_accel: irb120_max_accel(),
+            });
+            let mut buf = [0u8; 65536];
+            let mut cycle = 0u64;
+            while !st.load(Ordering::Relaxed) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                let now = epoch.elapsed().as_secs_f64();
+                let Ok(msg) = decode_robot(&buf[..n]) else {
+                    m.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let reply = match session.on_robot(&msg, now) {
+                    Ok(fb) => {
+                        cycle += 1;
+                        let reference = *r.lock().unwrap();
+                        match reference {
+                            Reference::Raw(q) => session.reply(&q, &[0.0; 6], now),
+                            Reference::Supervised(c) => {
+                                let cmd = c.map(|q| JointCommand {
+                                    stamp: Stamp {
+                                        seq: cycle,
+                                        source_mono_ns: 0,
+                                    },
+                                    q_rad: q,
+                                    ..Default::default()
+                                });
+                                let out = sup.step(&CycleInput {
+                                    cycle,
+                                    now_s: now,
+                                    dt_s: fb.dt_s,
+                                    q_measured: fb.q_rad,
+                                    robot: fb.status,
+                                    command: cmd.as_ref().map(|c| (c, now)),
+                                });
+                                session.reply(&out.q_ref, &out.qd_ref, now)
+                            }
+                        }
+                    }
+                    Err(_) => session.reply_hold(now),
+                };
+                if let Some(reply) = reply {
+                    sock.send_to(&encode_sensor(&reply), from).unwrap();
+                    session.on_reply_sent(epoch.elapsed().as_secs_f64());
+                }
+            }
+            session
+        });
+        Self {
+            addr,
+            reference,
+            malformed,
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn finish(mut self) -> EgmSession {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+const Q0_DEG: [f64; 6] = [10.0, -20.0, 30.0, 0.0, 45.0, 90.0];
+
+#[test]
+fn replies_go_to_the_sender_with_seqno_and_degrees() {
+    let d = Driver::start(Reference::Supervised(None));
+    let a = controller();
+    let b = controller();
+    // No command: every reply holds the measured position, in degrees, seqno +1 each.
+    for k in 0..20u32 {
+        a.send_to(&robot_bytes(k, 4 * k, Q0_DEG, true), d.addr)
+            .unwrap();
+        let (r, from) = recv_reply(&a).expect("reply to controller A");
+        assert_eq!(from, d.addr);
+        assert_eq!(seqno(&r), k);
+        let h = r.header.as_ref().unwrap();
+        assert_eq!(h.mtype(), MessageType::Correction);
+        for (p, q) in planned(&r).iter().zip(Q0_DEG.iter()) {
+            assert!((p - q).abs() < 1e-9, "{:?}", planned(&r));
+        }
+        assert_eq!(
+            r.speed_ref.unwrap().joints.unwrap().joints,
+            vec![0.0; 6],
+            "holding: zero speed"
+        );
+    }
+    // A command 1° away on A1: the reference moves towards it (accelerating from rest) and
+    // stays in degrees.
+    let mut target = Q0_DEG.map(f64::to_radians);
+    target[0] += 1f64.to_radians();
+    *d.reference.lock().unwrap() = Reference::Supervised(Some(target));
+    let mut prev = Q0_DEG[0];
+    for k in 20..40u32 {
+        a.send_to(&robot_bytes(k, 4 * k, Q0_DEG, true), d.addr)
+            .unwrap();
+        let (r, _) = recv_reply(&a).unwrap();
+        assert_eq!(seqno(&r), k);
+        let p = planned(&r);
+        assert!(
+            p[0] >= prev - 1e-12 && p[0] <= Q0_DEG[0] + 1.0 + 1e-9,
+            "{p:?}"
+        );
+        prev = p[0];
+        for j in 1..6 {
+            assert!((p[j] - Q0_DEG[j]).abs() < 1e-9);
+        }
+    }
+    assert!(prev > Q0_DEG[0] + 0.05, "moved towards the command: {prev}");
+    // Another sender (another port): the reply goes there, not to A.
+    b.send_to(&robot_bytes(40, 160, Q0_DEG, true), d.addr)
+        .unwrap();
+    let (r, _) = recv_reply(&b).expect("reply to controller B");
+    assert_eq!(seqno(&r), 40);
+    a.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    assert!(recv_reply(&a).is_none(), "nothing for A");
+    let s = d.finish();
+    assert_eq!(s.stats().replies, 41);
+    assert_eq!(s.stats().lost, 0);
+}
+
+#[test]
+fn non_finite_references_are_never_sent() {
+    let d = Driver::start(Reference::Raw([f64::NAN; 6]));
+    let c = controller();
+    let mut bad = [0.1; 6];
+    for (k, v) in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY]
+        .into_iter()
+        .enumerate()
+    {
+        bad[k] = v;
+        *d.reference.lock().unwrap() = Reference::Raw(bad);
+        let k = k as u32;
+        c.send_to(&robot_bytes(k, 4 * k, Q0_DEG, true), d.addr)
+            .unwrap();
+        let (r, _) = recv_reply(&c).unwrap();
+        assert_eq!(planned(&r), Q0_DEG.to_vec(), "measured position instead");
+        for v in r.speed_ref.unwrap().joints.unwrap().joints {
+            assert!(v.is_finite());
+        }
+    }
+    // Through the supervisor: a NaN command holds.
+    *d.reference.lock().unwrap() = Reference::Supervised(Some([f64::NAN; 6]));
+    c.send_to(&robot_bytes(3, 12, Q0_DEG, true), d.addr)
+        .unwrap();
+    let (r, _) = recv_reply(&c).unwrap();
+    assert_eq!(planned(&r), Q0_DEG.to_vec());
+    let s = d.finish();
+    assert_eq!(s.stats().replaced_non_finite, 3);
+}
+
+#[test]
+fn malformed_datagrams_are_dropped_and_counted() {
+    let d = Driver::start(Reference::Supervised(None));
+    let c = controller();
+    c.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let valid = robot_bytes(0, 0, Q0_DEG, true);
+    for garbage in [
+        vec![0xFF; 7],
+        valid[..valid.len() - 3].to_vec(),
+        vec![0x0A, 0x7F, 0x08],
+    ] {
+        c.send_to(&garbage, d.addr).unwrap();
+        assert!(recv_reply(&c).is_none());
+    }
+    c.send_to(&valid, d.addr).unwrap();
+    assert_eq!(seqno(&recv_reply(&c).unwrap().0), 0);
+    assert_eq!(d.malformed.load(Ordering::Relaxed), 3);
+    d.finish();
+}
+
+/// A closed loop: the fake controller moves to each planned position (an ideal servo), drops
+/// 10 % of its datagrams (seqno gaps) and jitters its period by up to 2 ms; the supervised
+/// reference chases a far command. The robot never exceeds the speed limits, replies stay
+/// finite, and the driver counts exactly the datagrams that were skipped.
+#[test]
+fn closed_loop_with_loss_and_jitter_stays_within_limits() {
+    let mut target = Q0_DEG.map(f64::to_radians);
+    target[0] += 0.5;
+    target[3] -= 0.5;
+    let d = Driver::start(Reference::Supervised(Some(target)));
+    let c = controller();
+    let l = JointLimits::irb120();
+    let mut q = Q0_DEG;
+    let mut skipped = 0u64;
+    let mut lcg: u64 = 12345;
+    let mut rnd = || {
+        lcg = lcg
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (lcg >> 33) as f64 / (1u64 << 31) as f64
+    };
+    let mut tm = 0u32;
+    let mut last_sent_tm = 0u32;
+    for seq in 0..300u32 {
+        tm += 4;
+        if seq > 0 && rnd() < 0.1 {
+            skipped += 1;
+            continue;
+        }
+        let jitter = Duration::from_micros((rnd() * 2000.0) as u64);
+        thread::sleep(Duration::from_millis(2) + jitter);
+        c.send_to(&robot_bytes(seq, tm, q, true), d.addr).unwrap();
+        let (r, _) = recv_reply(&c).unwrap();
+        let p = planned(&r);
+        let dt = f64::from(tm - last_sent_tm) * 1e-3;
+        for j in 0..6 {
+            assert!(p[j].is_finite());
+            let step = (p[j] - q[j]).to_radians().abs();
+            if seq > 0 {
+                assert!(
+                    step <= l.max_speed[j] * dt + 1e-9,
+                    "joint {j} step {step} over {dt}"
+                );
+            }
+            q[j] = p[j];
+        }
+        last_sent_tm = tm;
+    }
+    assert!(
+        (q[0].to_radians() - target[0]).abs() < 1e-6,
+        "arrived: {q:?}"
+    );
+    let s = d.finish();
+    assert_eq!(s.stats().lost, skipped);
+    assert!(s.stats().turnaround.max < 0.1);
+    eprintln!("closed loop over UDP: {}", s.stats().json());
+}
+
+// ---- the real binary ---------------------------------------------------------------------------
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `cell-robot-io` with `driver = "egm"` (no router reachable: the bus is not needed to
+/// answer the robot): replies to the sender, seqno +1, holds the measured position in degrees
+/// without commands, survives garbage, and answers again after a silence.
+#[test]
+fn binary_answers_every_egm_robot() {
+    let port = free_udp_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cell-robot-io"))
+        .args([
+            "--set",
+            "robot_io.driver=\"egm\"",
+            "--set",
+            &format!("robot_io.egm.bind=\"127.0.0.1:{port}\""),
+            "--set",
+            &format!("cell.router=\"tcp/127.0.0.1:{}\"", free_tcp_port()),
+            "--set",
+            &format!("cell.id=\"egmtest{}\"", std::process::id()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let c = controller();
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    // Wait for the driver to come up.
+    let t0 = Instant::now();
+    let first = loop {
+        c.send_to(&robot_bytes(0, 0, Q0_DEG, true), target).unwrap();
+        if let Some(r) = recv_reply(&c) {
+            break r;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no reply from cell-robot-io"
+        );
+    };
+    let mut last = seqno(&first.0);
+    assert_eq!(first.1, target);
+    let mut seq = 1u32;
+    for _ in 0..50 {
+        c.send_to(&robot_bytes(seq, 4 * seq, Q0_DEG, true), target)
+            .unwrap();
+        let (r, from) = recv_reply(&c).unwrap();
+        assert_eq!(from, target);
+        assert_eq!(seqno(&r), last + 1);
+        last = seqno(&r);
+        for (p, q) in planned(&r).iter().zip(Q0_DEG.iter()) {
+            assert!((p - q).abs() < 1e-9);
+        }
+        seq += 1;
+        thread::sleep(Duration::from_millis(4));
+    }
+    // Garbage: no reply, no crash.
+    c.send_to(&[0xFF, 0xFF, 0xFF], target).unwrap();
+    assert!(recv_reply(&c).is_none());
+    // Silence (> 50 ms), then the robot comes back somewhere else (motors were off, it was
+    // moved): the reply holds the new measured position.
+    let moved = [0.0, 0.0, 0.0, 0.0, 30.0, 0.0];
+    c.send_to(&robot_bytes(seq, 4 * seq, moved, false), target)
+        .unwrap();
+    assert_eq!(planned(&recv_reply(&c).unwrap().0), moved.to_vec());
+    seq += 1;
+    c.send_to(&robot_bytes(seq, 4 * seq, moved, true), target)
+        .unwrap();
+    assert_eq!(planned(&recv_reply(&c).unwrap().0), moved.to_vec());
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    // SIGTERM: clean exit.
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
