@@ -420,3 +420,55 @@ async fn ati_reconnects_after_the_device_returns() {
     drop(d);
     emu.kill().await;
 }
+
+/// Both devices at 2 kHz (the topic's upper rate): no samples lost, the rate held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_devices_hold_2_khz() {
+    let (l, addr) = local_listener().await;
+    let sri_emu = sri_emulator(
+        l,
+        SriEmulatorConfig {
+            imperfections: quiet(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut cfg = base_cfg(SensorDriver::Sri);
+    cfg.sri.address = addr;
+    cfg.sri.sample_rate_hz = 2000;
+    let mut d = Driver::start(cfg);
+    d.take(200, Duration::from_secs(5)).await;
+    let s = d.take(4000, Duration::from_secs(6)).await;
+    assert_consecutive(&s, 1 << 16);
+    let sri_rate = rate_hz(&s);
+    drop(d);
+    sri_emu.kill().await;
+
+    let (udp, http, addr, hport) = ati_sockets().await;
+    let ati_emu = ati_emulator(
+        udp,
+        http,
+        AtiEmulatorConfig {
+            rdt_rate_hz: 2000.0,
+            imperfections: quiet(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut cfg = base_cfg(SensorDriver::Ati);
+    cfg.ati.address = addr;
+    cfg.ati.http_port = hport;
+    let mut d = Driver::start(cfg);
+    d.take(200, Duration::from_secs(5)).await;
+    let s = d.take(4000, Duration::from_secs(6)).await;
+    let ati_rate = rate_hz(&s);
+    let lost = d.stats().lost;
+    eprintln!("2 kHz: sri {sri_rate:.0} Hz, ati {ati_rate:.0} Hz (lost {lost})");
+    assert!(
+        sri_rate > 1800.0 && ati_rate > 1800.0,
+        "{sri_rate} {ati_rate}"
+    );
+    assert_eq!(lost, 0);
+    drop(d);
+    ati_emu.kill().await;
+}
