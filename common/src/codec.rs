@@ -7,7 +7,7 @@
 use serde::{de::DeserializeOwned, Serialize};
 
 /// Bumped whenever any message's encoding changes (postcard is positional).
-pub const WIRE_VERSION: u8 = 1;
+pub const WIRE_VERSION: u8 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -133,17 +133,17 @@ mod tests {
             source_mono_ns: 1,
         };
         // version 01, seq 300 = varint ac 02, ns 1 = 01
-        assert_eq!(hex(&encode(&s)), "01ac0201");
+        assert_eq!(hex(&encode(&s)), "02ac0201");
         let e = EStop {
             stamp: s,
             action: EStopAction::Reset,
         };
-        assert_eq!(hex(&encode(&e)), "01ac020101");
+        assert_eq!(hex(&encode(&e)), "02ac020101");
         let m = ModeCommand {
             stamp: s,
             mode: Mode::Hybrid,
         };
-        assert_eq!(hex(&encode(&m)), "01ac020103");
+        assert_eq!(hex(&encode(&m)), "02ac020103");
     }
 
     #[test]
@@ -166,7 +166,7 @@ mod tests {
         let zero = "0000000000000000";
         let minus_two = "00000000000000c0";
         let expected = format!(
-            "01010205{one}{z4}{minus_two}{z6}010001",
+            "02010205{one}{z4}{minus_two}{z6}010001",
             z4 = zero.repeat(4),
             z6 = zero.repeat(6)
         );
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(
             hex(&encode(&w)),
             format!(
-                "0102030400{z2}{one}{z3}",
+                "0202030400{z2}{one}{z3}",
                 z2 = zero.repeat(2),
                 z3 = zero.repeat(3)
             )
@@ -205,6 +205,6 @@ mod tests {
             cycle: 9,
             target: CartesianTarget::Hold,
         };
-        assert_eq!(hex(&encode(&c)), "0101010900");
+        assert_eq!(hex(&encode(&c)), "0201010900");
     }
 }

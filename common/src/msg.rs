@@ -224,6 +224,8 @@ pub struct WrenchEstimate {
     pub tool: Wrench,
     /// The same at the TCP, base axes.
     pub base: Wrench,
+    /// The same at the origin of the configured constraint frame, in its axes.
+    pub constraint: Wrench,
 }
 
 /// Control modes. Restart always comes up in `Idle`.
@@ -454,7 +456,8 @@ impl Check for WrenchEstimate {
     fn check(&self) -> Result<(), String> {
         wrench("sensor", &self.sensor)?;
         wrench("tool", &self.tool)?;
-        wrench("base", &self.base)
+        wrench("base", &self.base)?;
+        wrench("constraint", &self.constraint)
     }
 }
 

@@ -37,8 +37,15 @@ async fn line_through_wrist_singularity_respects_speed_limits() {
         .unwrap();
     let first = js_sub.recv_async().await.unwrap();
     let js: JointState = codec::decode(&first.payload().to_bytes()).unwrap();
-    // An undrained subscriber would back-pressure the router: drop it now.
     drop(js_sub);
+    // Like control, tag each command with the newest robot cycle (a ring of one never
+    // back-pressures the router).
+    let latest_js = s
+        .declare_subscriber(topic::JOINT_STATE.key(&c.cell.id))
+        .with(zenoh::handlers::RingChannel::new(1))
+        .await
+        .unwrap();
+    let mut cycle = js.cycle;
     // Default start: q5 = 30°. End: q5 = −20°, so the path crosses the wrist singularity.
     let q0 = js.q_rad;
     let q1 = [0.05, 0.15, 0.1, 0.0, (-20f64).to_radians(), 0.1];
@@ -54,6 +61,11 @@ async fn line_through_wrist_singularity_respects_speed_limits() {
     let mut tick = tokio::time::interval(Duration::from_millis(4));
     for k in 0..=n + 100 {
         tick.tick().await;
+        while let Ok(Some(sample)) = latest_js.try_recv() {
+            if let Ok(j) = codec::decode::<JointState>(&sample.payload().to_bytes()) {
+                cycle = j.cycle;
+            }
+        }
         let sfrac = (k.min(n)) as f64 / n as f64;
         let t = p0.translation.vector.lerp(&p1.translation.vector, sfrac);
         let r = p0.rotation.slerp(&p1.rotation, sfrac);
@@ -62,7 +74,7 @@ async fn line_through_wrist_singularity_respects_speed_limits() {
                 seq: k as u64 + 1,
                 source_mono_ns: common::clock::mono_ns(),
             },
-            cycle: 0,
+            cycle,
             target: CartesianTarget::Pose(to_msg_pose(&Isometry3::from_parts(t.into(), r))),
         };
         s.put(&key, codec::encode(&cmd)).await.unwrap();
@@ -77,6 +89,10 @@ async fn line_through_wrist_singularity_respects_speed_limits() {
     let mut crossed = false;
     let mut speed_limited = 0;
     for w in cmds.windows(2) {
+        if w[1].cycle == w[0].cycle {
+            // Same robot cycle: the second replaces the first; compare with the one before.
+            continue;
+        }
         for j in 0..6 {
             // The service limits each step to max_speed × its estimate of the robot cycle
             // (4 ms here); allow 25 % for that estimate.

@@ -269,3 +269,125 @@ pub async fn move_to(
     )
     .await
 }
+
+/// Sends a JSON request to a request/reply queryable and returns the JSON answer.
+pub async fn request(
+    s: &Session,
+    key: &str,
+    body: Option<String>,
+    timeout: Duration,
+) -> anyhow::Result<serde_json::Value> {
+    let mut get = s.get(key).timeout(timeout);
+    if let Some(b) = body {
+        get = get.payload(b);
+    }
+    let replies = get.await.map_err(|e| anyhow::anyhow!("query {key}: {e}"))?;
+    let reply = replies
+        .recv_async()
+        .await
+        .map_err(|_| anyhow::anyhow!("no reply from {key} (is the service running?)"))?;
+    match reply.result() {
+        Ok(sample) => serde_json::from_slice(&sample.payload().to_bytes())
+            .map_err(|e| anyhow::anyhow!("{key}: reply is not JSON: {e}")),
+        Err(e) => {
+            let text = e
+                .payload()
+                .try_to_string()
+                .map(|s| s.to_string())
+                .unwrap_or_default();
+            let msg = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_string))
+                .unwrap_or(text);
+            anyhow::bail!("{msg}")
+        }
+    }
+}
+
+/// Waits until the tool pose is within `tol_m`/`tol_rad` of `target` and (nearly) still.
+pub async fn wait_at_pose(
+    s: &Session,
+    cell: &CellSection,
+    target: &Pose,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let sub = s
+        .declare_subscriber(topic::TOOL_POSE.key(&cell.id))
+        .with(zenoh::handlers::RingChannel::new(1))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    let deadline = Instant::now() + timeout;
+    let mut still_since: Option<Instant> = None;
+    while Instant::now() < deadline {
+        let Ok(sample) = tokio::time::timeout(Duration::from_millis(200), sub.recv_async()).await
+        else {
+            continue;
+        };
+        let Ok(sample) = sample else { break };
+        let Ok(p) = codec::decode::<msg::ToolPose>(&sample.payload().to_bytes()) else {
+            continue;
+        };
+        let d: f64 = (0..3)
+            .map(|i| (p.tcp_in_base.position_m[i] - target.position_m[i]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let dot: f64 = (0..4)
+            .map(|i| p.tcp_in_base.quat_wxyz[i] * target.quat_wxyz[i])
+            .sum::<f64>()
+            .abs()
+            .min(1.0);
+        let ang = 2.0 * dot.acos();
+        let speed: f64 = p
+            .tcp_twist_base
+            .linear_m_s
+            .iter()
+            .map(|v| v * v)
+            .sum::<f64>()
+            .sqrt();
+        let rot: f64 = p
+            .tcp_twist_base
+            .angular_rad_s
+            .iter()
+            .map(|v| v * v)
+            .sum::<f64>()
+            .sqrt();
+        if d < 5e-4 && ang < 5e-3 && speed < 1e-3 && rot < 5e-3 {
+            let since = *still_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_millis(300) {
+                return Ok(());
+            }
+        } else {
+            still_since = None;
+        }
+    }
+    anyhow::bail!("the robot did not settle at the target pose within {timeout:?}")
+}
+
+/// Writes the identified payload into `[force.payload]` of a cell config, keeping comments.
+pub fn write_payload(file: &std::path::Path, payload: &serde_json::Value) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let mut doc = text
+        .parse::<toml_edit::DocumentMut>()
+        .with_context(|| format!("parsing {}", file.display()))?;
+    let force = doc
+        .entry("force")
+        .or_insert(toml_edit::table())
+        .as_table_mut()
+        .context("[force] is not a table")?;
+    let mut t = toml_edit::Table::new();
+    let arr = |v: &serde_json::Value| {
+        let mut a = toml_edit::Array::new();
+        for x in v.as_array().into_iter().flatten() {
+            a.push(x.as_f64().unwrap_or(0.0));
+        }
+        toml_edit::value(a)
+    };
+    t["mass_kg"] = toml_edit::value(payload["mass_kg"].as_f64().unwrap_or(0.0));
+    t["com_m"] = arr(&payload["com_m"]);
+    t["force_offset_n"] = arr(&payload["force_offset_n"]);
+    t["torque_offset_nm"] = arr(&payload["torque_offset_nm"]);
+    force["payload"] = toml_edit::Item::Table(t);
+    std::fs::write(file, doc.to_string()).with_context(|| format!("writing {}", file.display()))?;
+    Ok(())
+}

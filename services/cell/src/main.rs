@@ -1,6 +1,6 @@
 //! `cell`: launcher/supervisor of the cell's services and the operator CLI.
 
-use std::process::ExitCode;
+use std::{process::ExitCode, time::Duration};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -77,6 +77,13 @@ enum Cmd {
         #[arg(long, default_value_t = 30.0)]
         rot_speed_deg_s: f64,
     },
+    /// Tare the F/T sensor (robot still, no contact): averages samples in force processing.
+    Tare,
+    /// Tool payload (mass, centre of mass, sensor offsets).
+    Payload {
+        #[command(subcommand)]
+        cmd: PayloadCmd,
+    },
     /// Engage the e-stop (latches in robot-io until `cell reset`).
     Estop,
     /// Reset the e-stop latch.
@@ -85,6 +92,20 @@ enum Cmd {
     Kin {
         #[command(subcommand)]
         cmd: KinCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum PayloadCmd {
+    /// Visit the configured pose set (`force.identification_poses_deg`), average the sensor at
+    /// each, and identify mass, centre of mass and offsets by least squares.
+    Identify {
+        /// Store the result in this cell config's `[force.payload]` (comments kept).
+        #[arg(long)]
+        write: Option<std::path::PathBuf>,
+        /// Move speed (mm/s).
+        #[arg(long, default_value_t = 150.0)]
+        speed_mm_s: f64,
     },
 }
 
@@ -153,12 +174,12 @@ fn main() -> ExitCode {
     let cell = loader.cell();
     let launcher_cfg: launcher::LauncherConfig = loader.section("launcher");
     let arm_cfg: ArmSection = loader.section("arm");
+    let force_cfg: force::node::ForceConfig = loader.section("force");
     if matches!(args.cmd, Cmd::Up) || args.cfg.check_config {
         // The launcher validates every table, so a bad config fails before anything starts.
         let _: robot_io::config::RobotIoConfig = loader.section("robot_io");
         let _: kinematics::node::KinematicsConfig = loader.section("kinematics");
         let _: control::node::ControlConfig = loader.section("control");
-        let _: force::node::ForceConfig = loader.section("force");
         let _: sensor::node::SensorConfig = loader.section("sensor");
     }
     if let Err(e) = loader.finish() {
@@ -190,7 +211,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = rt.block_on(run(args, cell, launcher_cfg));
+    let arm = arm_cfg.build().unwrap_or_else(|_| Arm::irb120());
+    let result = rt.block_on(run(args, cell, launcher_cfg, arm, force_cfg));
     let code = match result {
         Ok(true) => 0,
         Ok(false) => 1,
@@ -212,6 +234,8 @@ async fn run(
     args: Args,
     cell: CellSection,
     launcher_cfg: launcher::LauncherConfig,
+    arm: Arm,
+    force_cfg: force::node::ForceConfig,
 ) -> anyhow::Result<bool> {
     if let Cmd::Up = args.cmd {
         launcher::up(
@@ -316,11 +340,65 @@ async fn run(
             )
             .await?;
         }
+        Cmd::Tare => {
+            let v = cli::request(
+                &s,
+                &force::node::rpc_key(&cell.id, "tare"),
+                None,
+                Duration::from_secs(10),
+            )
+            .await?;
+            println!("{v}");
+        }
+        Cmd::Payload {
+            cmd: PayloadCmd::Identify { write, speed_mm_s },
+        } => {
+            let v = payload_identify(&s, &cell, &arm, &force_cfg, speed_mm_s).await?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            if let Some(file) = write {
+                cli::write_payload(&file, &v["payload"])?;
+                eprintln!("stored in {} [force.payload]", file.display());
+            }
+        }
         Cmd::Estop => cli::estop(&s, &cell, EStopAction::Engage).await?,
         Cmd::Reset => cli::estop(&s, &cell, EStopAction::Reset).await?,
     }
     let _ = s.close().await;
     Ok(true)
+}
+
+/// Moves through the identification poses, captures a static average at each, identifies.
+async fn payload_identify(
+    s: &zenoh::Session,
+    cell: &CellSection,
+    arm: &Arm,
+    force_cfg: &force::node::ForceConfig,
+    speed_mm_s: f64,
+) -> anyhow::Result<serde_json::Value> {
+    let timeout = Duration::from_secs(10);
+    cli::request(s, &force::node::rpc_key(&cell.id, "clear"), None, timeout).await?;
+    for (k, q_deg) in force_cfg.identification_poses_deg.iter().enumerate() {
+        let q = q_deg.map(f64::to_radians);
+        let target = arm.fk(&q).map_err(|e| anyhow::anyhow!("pose {k}: {e}"))?;
+        let pose = kinematics::node::to_msg_pose(&target);
+        cli::move_to(s, cell, pose, speed_mm_s * 1e-3, 60f64.to_radians()).await?;
+        let settle = Duration::from_secs(30);
+        cli::wait_at_pose(s, cell, &pose, settle)
+            .await
+            .with_context(|| format!("pose {k} {q_deg:?}"))?;
+        let v = cli::request(s, &force::node::rpc_key(&cell.id, "capture"), None, timeout)
+            .await
+            .with_context(|| format!("capture at pose {k}"))?;
+        eprintln!("pose {k} {q_deg:?}: {v}");
+    }
+    let id = cli::request(
+        s,
+        &force::node::rpc_key(&cell.id, "identify"),
+        None,
+        timeout,
+    )
+    .await?;
+    Ok(id)
 }
 
 fn kin_cmd(mut arm: Arm, cmd: &KinCmd) -> anyhow::Result<()> {

@@ -1,7 +1,14 @@
 //! force: force processing. Raw sensor-frame samples in, a wrench estimate out, per sample.
 //!
-//! Now: the estimate carries the raw wrench in the sensor frame, flagged `NotTared` so that no
-//! force mode may use it. Bias removal, tool gravity compensation, filtering, frame transforms
-//! and validity checks arrive with the force-sensing issue.
+//! Pure cores: [`filter`] (Butterworth low-pass, smooth dead band), [`payload`] (least-squares
+//! payload identification, gravity compensation), [`pipeline`] (checks, bias/tare, gravity,
+//! filter, frames, with explicit state). Shell: [`node`] (bus, stale detection, the tare and
+//! identification request/reply queryables).
+//!
+//! It does not talk to the sensor (sensor does) nor move the robot (`cell payload identify`
+//! moves it through control).
 
+pub mod filter;
 pub mod node;
+pub mod payload;
+pub mod pipeline;

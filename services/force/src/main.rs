@@ -2,11 +2,12 @@
 
 use clap::Parser;
 use common::{bus::BusArgs, service::ConfigArgs};
+use kinematics::{config::ArmSection, Arm};
 
 #[derive(Parser)]
 #[command(
     version,
-    about = "Force processing: raw wrench samples → wrench estimate"
+    about = "Force processing: raw wrench samples → bias/gravity-compensated, filtered wrench estimate"
 )]
 struct Args {
     #[command(flatten)]
@@ -21,7 +22,12 @@ fn main() -> std::process::ExitCode {
         "force",
         args.bus,
         args.cfg,
-        |l| l.section::<force::node::ForceConfig>("force"),
+        |l| {
+            let f: force::node::ForceConfig = l.section("force");
+            let arm: ArmSection = l.section("arm");
+            // Problems were recorded by `section`; the fallback is never run.
+            (f, arm.build().unwrap_or_else(|_| Arm::irb120()))
+        },
         force::node::run,
     )
 }

@@ -1,6 +1,7 @@
-//! force's shell.
+//! force's shell: one estimate per raw sample, stale flagging, and the request/reply
+//! queryables `cell/<id>/force/rpc/{tare,capture,identify,clear}` (JSON answers).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{
     bus::Node,
@@ -9,40 +10,188 @@ use common::{
     service::Shutdown,
     topic,
 };
-use serde::{Deserialize, Serialize};
+use kinematics::{node::from_msg_pose, Arm};
+use zenoh::{query::Query, Wait};
+
+use crate::pipeline::{to_msg, Pipeline, PipelineParams, PoseInput, WindowOutcome};
 
 /// `[force]` table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
-pub struct ForceConfig {}
+pub type ForceConfig = PipelineParams;
 
-impl Validate for ForceConfig {
-    fn validate(&self, _prefix: &str, _errors: &mut ConfigErrors) {}
+impl Validate for PipelineParams {
+    fn validate(&self, prefix: &str, errors: &mut ConfigErrors) {
+        for (k, v) in self.problems() {
+            errors.push(format!("{prefix}.{k}"), v);
+        }
+    }
 }
 
-pub async fn run(node: Node, _cfg: ForceConfig, mut shutdown: Shutdown) -> anyhow::Result<()> {
+/// Key of a force request/reply queryable.
+pub fn rpc_key(cell_id: &str, op: &str) -> String {
+    format!("cell/{cell_id}/force/rpc/{op}")
+}
+
+fn reply_json(q: &Query, v: serde_json::Value) {
+    let key = q.key_expr().clone();
+    if let Err(e) = q
+        .reply(key, v.to_string())
+        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
+        .wait()
+    {
+        tracing::debug!("reply failed: {e}");
+    }
+}
+
+fn reply_err(q: &Query, msg: String) {
+    if let Err(e) = q
+        .reply_err(serde_json::json!({ "error": msg }).to_string())
+        .wait()
+    {
+        tracing::debug!("reply failed: {e}");
+    }
+}
+
+pub async fn run(
+    node: Node,
+    cfg: (ForceConfig, Arm),
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let (cfg, arm) = cfg;
+    let constraint = cfg
+        .constraint_in_base
+        .to_isometry("constraint_in_base")
+        .map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+    let mut pl =
+        Pipeline::new(cfg.clone(), arm.sensor_in_tcp(), constraint).map_err(anyhow::Error::msg)?;
     let mut raw = node.latest(topic::WRENCH_RAW).await?;
-    let _poses = node.latest(topic::TOOL_POSE).await?;
+    let poses = node.latest(topic::TOOL_POSE).await?;
     let mut est_pub = node.publisher(topic::WRENCH_ESTIMATE).await?;
+    let mut queryables = Vec::new();
+    for op in ["tare", "capture", "identify", "clear"] {
+        let key = rpc_key(&node.cell_id, op);
+        let q = node
+            .session
+            .declare_queryable(key.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("queryable {key}: {e}"))?;
+        queryables.push(q);
+    }
+    let [q_tare, q_capture, q_identify, q_clear] =
+        <[_; 4]>::try_from(queryables).map_err(|_| anyhow::anyhow!("queryables"))?;
     let _presence = node.announce().await?;
-    let mut status_tick = tokio::time::interval(Duration::from_millis(500));
-    let mut n = 0u64;
+
+    let stale_after = Duration::from_secs_f64(cfg.stale_ms * 1e-3);
+    let pose_max_age = Duration::from_secs_f64(cfg.pose_max_age_ms * 1e-3);
+    let mut last_sample: Option<Instant> = None;
+    let mut last_seq = 0u64;
+    let mut pending: Option<Query> = None;
+    let mut counts = std::collections::BTreeMap::<String, u64>::new();
+    let mut stale_tick = tokio::time::interval(Duration::from_millis(5));
+    let mut status_tick = tokio::time::interval(Duration::from_millis(250));
+    let mut last_fault = WrenchFault::None;
+
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             Some(s) = raw.changed() => {
-                let est = WrenchEstimate {
+                last_sample = Some(s.at);
+                last_seq = s.msg.stamp.seq;
+                let pose = poses.get().filter(|p| p.at.elapsed() <= pose_max_age).map(|p| {
+                    let t = p.msg.tcp_twist_base;
+                    let n = |v: [f64; 3]| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
+                    PoseInput {
+                        tcp_in_base: from_msg_pose(&p.msg.tcp_in_base),
+                        linear_speed_m_s: n(t.linear_m_s),
+                        angular_speed_rad_s: n(t.angular_rad_s),
+                    }
+                });
+                let w = s.msg.wrench_sensor;
+                let sample = [w.force_n[0], w.force_n[1], w.force_n[2], w.torque_nm[0], w.torque_nm[1], w.torque_nm[2]];
+                let e = pl.step(sample, s.msg.device_status, pose.as_ref());
+                *counts.entry(format!("{:?}", e.fault)).or_default() += 1;
+                last_fault = e.fault;
+                let msg = WrenchEstimate {
                     stamp: est_pub.next_stamp(),
                     sample_seq: s.msg.stamp.seq,
-                    fault: WrenchFault::NotTared,
-                    sensor: s.msg.wrench_sensor,
-                    ..Default::default()
+                    fault: e.fault,
+                    sensor: to_msg(&e.sensor),
+                    tool: to_msg(&e.tool),
+                    base: to_msg(&e.base),
+                    constraint: to_msg(&e.constraint),
                 };
-                est_pub.put(&est);
-                n += 1;
+                est_pub.put(&msg);
+                if let Some(outcome) = pl.take_outcome() {
+                    if let Some(q) = pending.take() {
+                        match outcome {
+                            WindowOutcome::Tared { force_offset_n, torque_offset_nm } => reply_json(&q, serde_json::json!({
+                                "tared": true, "force_offset_n": force_offset_n, "torque_offset_nm": torque_offset_nm,
+                            })),
+                            WindowOutcome::Captured { pose } => reply_json(&q, serde_json::json!({ "captured": pose })),
+                            WindowOutcome::Refused(why) => reply_err(&q, why),
+                        }
+                    }
+                }
+            }
+            _ = stale_tick.tick() => {
+                if let Some(t) = last_sample {
+                    if t.elapsed() > stale_after {
+                        // Say so, at 200 Hz, until samples return.
+                        last_fault = WrenchFault::Stale;
+                        let msg = WrenchEstimate {
+                            stamp: est_pub.next_stamp(),
+                            sample_seq: last_seq,
+                            fault: WrenchFault::Stale,
+                            ..Default::default()
+                        };
+                        est_pub.put(&msg);
+                        if let Some(q) = pending.take() {
+                            reply_err(&q, "sensor stale: no samples".into());
+                        }
+                    }
+                }
+            }
+            Ok(q) = q_tare.recv_async() => {
+                if pending.is_some() || pl.averaging() {
+                    reply_err(&q, "busy: a tare or capture is in progress".into());
+                } else if last_sample.is_none_or(|t| t.elapsed() > stale_after) {
+                    reply_err(&q, "no sensor samples".into());
+                } else {
+                    pl.start_tare();
+                    pending = Some(q);
+                }
+            }
+            Ok(q) = q_capture.recv_async() => {
+                if pending.is_some() || pl.averaging() {
+                    reply_err(&q, "busy: a tare or capture is in progress".into());
+                } else if last_sample.is_none_or(|t| t.elapsed() > stale_after) {
+                    reply_err(&q, "no sensor samples".into());
+                } else {
+                    pl.start_capture();
+                    pending = Some(q);
+                }
+            }
+            Ok(q) = q_identify.recv_async() => {
+                match pl.identify() {
+                    Ok(id) => {
+                        tracing::info!("payload identified: {:?}", id.payload);
+                        reply_json(&q, serde_json::to_value(id).unwrap_or_default());
+                    }
+                    Err(e) => reply_err(&q, e.to_string()),
+                }
+            }
+            Ok(q) = q_clear.recv_async() => {
+                pl.clear_captures();
+                reply_json(&q, serde_json::json!({ "cleared": true }));
             }
             _ = status_tick.tick() => {
-                node.set_detail(serde_json::json!({ "estimates": n, "fault": "NotTared" }));
+                node.set_detail(serde_json::json!({
+                    "tared": pl.is_tared(),
+                    "payload": pl.payload(),
+                    "captures": pl.captures(),
+                    "last_fault": format!("{last_fault:?}"),
+                    "estimates_by_fault": counts,
+                    "sample_age_ms": last_sample.map(|t| t.elapsed().as_secs_f64() * 1e3),
+                }));
             }
         }
     }

@@ -16,7 +16,7 @@ use zenoh::Wait;
 
 use crate::{
     jacobian::JacobianFrame,
-    servo::{Servo, ServoTarget},
+    servo::{Servo, ServoInput, ServoTarget},
     Arm, Twist,
 };
 
@@ -24,14 +24,16 @@ use crate::{
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KinematicsConfig {
-    /// Restart the command path from the measured joints when they differ from the last
-    /// command by more than this (deg).
-    pub resync_deg: f64,
+    /// Restart the command path from the measured joints after a pause in the Cartesian
+    /// command stream longer than this (ms).
+    pub resync_after_ms: f64,
 }
 
 impl Default for KinematicsConfig {
     fn default() -> Self {
-        Self { resync_deg: 3.0 }
+        Self {
+            resync_after_ms: 50.0,
+        }
     }
 }
 
@@ -39,11 +41,11 @@ impl Validate for KinematicsConfig {
     fn validate(&self, prefix: &str, errors: &mut ConfigErrors) {
         check_range(
             errors,
-            format!("{prefix}.resync_deg"),
-            self.resync_deg,
-            0.01,
-            45.0,
-            "deg",
+            format!("{prefix}.resync_after_ms"),
+            self.resync_after_ms,
+            1.0,
+            10_000.0,
+            "ms",
         );
     }
 }
@@ -71,19 +73,36 @@ fn to_twist(t: &MsgTwist) -> Twist {
     Twist::new(Vector3::from(t.linear_m_s), Vector3::from(t.angular_rad_s))
 }
 
-/// Estimates the robot cycle from joint-state stamps (EMA, clamped to 0.5..50 ms).
-#[derive(Debug, Clone, Copy)]
+/// Estimates the robot cycle from joint-state stamps: the median of the last 31 periods
+/// (robust to late wake-ups on a loaded host, which only ever lengthen single periods),
+/// clamped to 0.5..50 ms.
+#[derive(Debug, Clone)]
 struct CycleEstimate {
     last_ns: Option<u64>,
+    periods: std::collections::VecDeque<f64>,
     dt_s: f64,
 }
 
 impl CycleEstimate {
+    fn new() -> Self {
+        Self {
+            last_ns: None,
+            periods: std::collections::VecDeque::with_capacity(32),
+            dt_s: 0.004,
+        }
+    }
+
     fn update(&mut self, ns: u64) {
         if let Some(prev) = self.last_ns {
             let dt = ns.saturating_sub(prev) as f64 * 1e-9;
             if dt > 0.0 && dt < 0.1 {
-                self.dt_s = (0.9 * self.dt_s + 0.1 * dt).clamp(0.0005, 0.05);
+                if self.periods.len() == 31 {
+                    self.periods.pop_front();
+                }
+                self.periods.push_back(dt);
+                let mut sorted: Vec<f64> = self.periods.iter().copied().collect();
+                sorted.sort_by(f64::total_cmp);
+                self.dt_s = sorted[sorted.len() / 2].clamp(0.0005, 0.05);
             }
         }
         self.last_ns = Some(ns);
@@ -103,11 +122,9 @@ pub async fn run(
     let rpc = declare_rpc(&node, &arm).await?;
     let _presence = node.announce().await?;
     let mut servo = Servo::new(arm.clone());
-    servo.resync_rad = cfg.resync_deg.to_radians();
-    let mut cycle = CycleEstimate {
-        last_ns: None,
-        dt_s: 0.004,
-    };
+    servo.resync_after_s = cfg.resync_after_ms * 1e-3;
+    let mut last_cmd_at: Option<std::time::Instant> = None;
+    let mut cycle = CycleEstimate::new();
     let mut counts = (0u64, 0u64, 0u64, 0u64); // poses, commands, unreachable, limited
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));
 
@@ -154,7 +171,7 @@ pub async fn run(
                     node.set_error("Cartesian command before any joint state: ignored");
                     continue;
                 };
-                let cmd = cmd.msg;
+                let (cmd, cmd_at) = (cmd.msg, cmd.at);
                 let target = match cmd.target {
                     CartesianTarget::Hold => ServoTarget::Hold,
                     CartesianTarget::Pose(p) => ServoTarget::Pose(from_msg_pose(&p)),
@@ -164,7 +181,15 @@ pub async fn run(
                     CartesianTarget::Twist { dt_s, .. } => dt_s,
                     _ => cycle.dt_s,
                 };
-                let out = servo.step(&js.msg.q_rad, &target, dt);
+                let since = last_cmd_at.map_or(f64::INFINITY, |t| cmd_at.duration_since(t).as_secs_f64());
+                last_cmd_at = Some(cmd_at);
+                let out = servo.step(&ServoInput {
+                    q_measured: &js.msg.q_rad,
+                    target: &target,
+                    dt,
+                    since_last_s: since,
+                    cycle: cmd.cycle,
+                });
                 if out.flags.unreachable {
                     counts.2 += 1;
                 }

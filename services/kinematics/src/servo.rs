@@ -41,14 +41,31 @@ pub struct ServoOutput {
     pub flags: ServoFlags,
 }
 
+/// One cycle's inputs.
+#[derive(Debug, Clone, Copy)]
+pub struct ServoInput<'a> {
+    pub q_measured: &'a Joints,
+    pub target: &'a ServoTarget,
+    /// Robot cycle (s).
+    pub dt: f64,
+    /// Time since the previous call (s).
+    pub since_last_s: f64,
+    /// The robot cycle (joint-state counter) the command was computed from. Several commands
+    /// for the same cycle replace each other instead of adding up: the reference never runs
+    /// ahead of the robot by more than one step per cycle.
+    pub cycle: u64,
+}
+
 /// Explicit state: the last commanded joints.
 #[derive(Debug, Clone)]
 pub struct Servo {
     arm: Arm,
     last: Option<Joints>,
-    /// If the measured joints are further than this (rad, any joint) from the last command,
-    /// restart from the measurement (the robot did not follow: hold, stop, restart).
-    pub resync_rad: f64,
+    /// The base the last output was computed from, and its cycle.
+    last_base: Option<(u64, Joints)>,
+    /// If no command was computed for longer than this (s), the stream was interrupted:
+    /// restart from the measurement.
+    pub resync_after_s: f64,
 }
 
 impl Servo {
@@ -56,7 +73,8 @@ impl Servo {
         Self {
             arm,
             last: None,
-            resync_rad: 0.05,
+            last_base: None,
+            resync_after_s: 0.05,
         }
     }
 
@@ -67,20 +85,30 @@ impl Servo {
     /// Forgets the last command (next cycle starts from the measurement).
     pub fn reset(&mut self) {
         self.last = None;
+        self.last_base = None;
     }
 
-    /// Computes this cycle's joint reference. `dt` is the robot cycle (s).
-    pub fn step(&mut self, q_measured: &Joints, target: &ServoTarget, dt: f64) -> ServoOutput {
+    /// Computes this cycle's joint reference.
+    pub fn step(&mut self, input: &ServoInput) -> ServoOutput {
+        let ServoInput {
+            q_measured,
+            target,
+            dt,
+            since_last_s,
+            cycle,
+        } = *input;
         let measured_ok = q_measured.iter().all(|v| v.is_finite());
-        let base = match self.last {
-            Some(l)
-                if !measured_ok
-                    || l.iter()
-                        .zip(q_measured.iter())
-                        .all(|(a, b)| (a - b).abs() <= self.resync_rad) =>
-            {
-                l
-            }
+        let fresh = since_last_s.is_finite() && since_last_s <= self.resync_after_s;
+        let previous = match self.last_base {
+            // Another command for the cycle already served: redo that cycle's step.
+            Some((c, b)) if c == cycle && fresh => Some(b),
+            _ => self.last,
+        };
+        // Continue from the last command while the stream is fresh, however far the robot lags
+        // (robot-io limits speed and acceleration itself, so a fast reference legitimately
+        // leads the measurement); restart from the measurement after a pause.
+        let base = match previous {
+            Some(l) if fresh || !measured_ok => l,
             _ if measured_ok => *q_measured,
             _ => {
                 // Neither a previous command nor a usable measurement: nothing safe to say.
@@ -94,6 +122,7 @@ impl Servo {
                 };
             }
         };
+        self.last_base = Some((cycle, base));
         let mut flags = ServoFlags::default();
         let dt = if dt.is_finite() && dt > 0.0 {
             dt
@@ -171,6 +200,12 @@ impl Servo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static CYCLE: AtomicU64 = AtomicU64::new(1);
+    fn next_cycle() -> u64 {
+        CYCLE.fetch_add(1, Ordering::Relaxed)
+    }
     use nalgebra::{Translation3, UnitQuaternion, Vector3};
 
     fn within_speed(arm: &Arm, a: &Joints, b: &Joints, dt: f64) -> bool {
@@ -195,7 +230,13 @@ mod tests {
             let t = p0.translation.vector.lerp(&p1.translation.vector, s);
             let r = p0.rotation.slerp(&p1.rotation, s);
             let target = Isometry3::from_parts(Translation3::from(t), r);
-            let out = servo.step(&q_meas, &ServoTarget::Pose(target), dt);
+            let out = servo.step(&ServoInput {
+                q_measured: &q_meas,
+                target: &ServoTarget::Pose(target),
+                dt,
+                since_last_s: dt,
+                cycle: next_cycle(),
+            });
             assert!(
                 within_speed(&arm, &q_meas, &out.q, dt),
                 "step {k}: {:?} → {:?}",
@@ -214,10 +255,69 @@ mod tests {
         );
         // It gets to the end (a few more hold cycles allowed for DLS lag).
         for _ in 0..200 {
-            q_meas = servo.step(&q_meas, &ServoTarget::Pose(p1), dt).q;
+            q_meas = servo
+                .step(&ServoInput {
+                    q_measured: &q_meas,
+                    target: &ServoTarget::Pose(p1),
+                    dt,
+                    since_last_s: dt,
+                    cycle: next_cycle(),
+                })
+                .q;
         }
         let reached = arm.fk(&q_meas).expect("fk");
         assert!((reached.translation.vector - p1.translation.vector).norm() < 1e-3);
+    }
+
+    #[test]
+    fn continues_from_last_command_despite_lag_but_resyncs_after_a_pause() {
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm.clone());
+        let q0: Joints = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0];
+        let p = arm.fk(&[0.0, 0.0, 0.0, 0.0, 0.6, 0.0]).expect("fk");
+        let a = servo.step(&ServoInput {
+            q_measured: &q0,
+            target: &ServoTarget::Pose(p),
+            dt: 0.004,
+            since_last_s: f64::INFINITY,
+            cycle: next_cycle(),
+        });
+        // The robot lags (measured still q0): the next step continues from the last command.
+        let b = servo.step(&ServoInput {
+            q_measured: &q0,
+            target: &ServoTarget::Pose(p),
+            dt: 0.004,
+            since_last_s: 0.004,
+            cycle: next_cycle(),
+        });
+        assert!(within_speed(&arm, &a.q, &b.q, 0.004));
+        // A second command for the same robot cycle replaces the step instead of adding one.
+        let cyc = next_cycle();
+        let p2 = arm.fk(&[0.0, 0.0, 0.0, 0.0, 0.9, 0.0]).expect("fk");
+        let d1 = servo.step(&ServoInput {
+            q_measured: &q0,
+            target: &ServoTarget::Pose(p2),
+            dt: 0.004,
+            since_last_s: 0.004,
+            cycle: cyc,
+        });
+        let d2 = servo.step(&ServoInput {
+            q_measured: &q0,
+            target: &ServoTarget::Pose(p2),
+            dt: 0.004,
+            since_last_s: 0.001,
+            cycle: cyc,
+        });
+        assert_eq!(d1.q, d2.q);
+        // After a pause in the stream it restarts from the measurement.
+        let c = servo.step(&ServoInput {
+            q_measured: &q0,
+            target: &ServoTarget::Hold,
+            dt: 0.004,
+            since_last_s: 1.0,
+            cycle: next_cycle(),
+        });
+        assert_eq!(c.q, q0);
     }
 
     #[test]
@@ -227,7 +327,13 @@ mod tests {
         let q0: Joints = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0];
         let far =
             Isometry3::from_parts(Translation3::new(3.0, 0.0, 0.5), UnitQuaternion::identity());
-        let out = servo.step(&q0, &ServoTarget::Pose(far), 0.004);
+        let out = servo.step(&ServoInput {
+            q_measured: &q0,
+            target: &ServoTarget::Pose(far),
+            dt: 0.004,
+            since_last_s: 0.004,
+            cycle: next_cycle(),
+        });
         assert!(out.flags.unreachable);
         assert_eq!(out.q, q0);
         assert_eq!(out.qd, [0.0; 6]);
@@ -239,19 +345,25 @@ mod tests {
         let mut servo = Servo::new(arm.clone());
         let q0: Joints = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0];
         let p0 = arm.fk(&q0).expect("fk");
-        let out = servo.step(
-            &q0,
-            &ServoTarget::Twist(Twist::new(Vector3::new(0.0, 0.0, 0.1), Vector3::zeros())),
-            0.004,
-        );
+        let slow = ServoTarget::Twist(Twist::new(Vector3::new(0.0, 0.0, 0.1), Vector3::zeros()));
+        let out = servo.step(&ServoInput {
+            q_measured: &q0,
+            target: &slow,
+            dt: 0.004,
+            since_last_s: 0.004,
+            cycle: next_cycle(),
+        });
         let p1 = arm.fk(&out.q).expect("fk");
         let dz = p1.translation.vector.z - p0.translation.vector.z;
         assert!((dz - 0.0004).abs() < 2e-5, "dz {dz}");
-        let fast = servo.step(
-            &out.q,
-            &ServoTarget::Twist(Twist::new(Vector3::new(0.0, 0.0, 100.0), Vector3::zeros())),
-            0.004,
-        );
+        let quick = ServoTarget::Twist(Twist::new(Vector3::new(0.0, 0.0, 100.0), Vector3::zeros()));
+        let fast = servo.step(&ServoInput {
+            q_measured: &out.q,
+            target: &quick,
+            dt: 0.004,
+            since_last_s: 0.004,
+            cycle: next_cycle(),
+        });
         assert!(fast.flags.speed_limited);
         assert!(within_speed(&arm, &out.q, &fast.q, 0.004));
     }
