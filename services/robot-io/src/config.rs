@@ -53,9 +53,11 @@ pub struct RobotIoConfig {
     pub command_timeout_ms: f64,
     /// Start position of the ideal robot (deg).
     pub initial_q_deg: [f64; 6],
-    /// Joint acceleration limit of the outgoing reference (deg/s²). Default: the IRB 120 choice
-    /// of [`crate::supervisor::irb120_max_accel`] (data-sheet speed reached in 0.25 s).
-    pub max_accel_deg_s2: [f64; 6],
+    /// Joint acceleration limit of the outgoing reference (deg/s²). Unset: for `egm` the IRB 120
+    /// choice of [`crate::supervisor::irb120_max_accel`] (1000, 1000, 1000, 1280, 1280,
+    /// 1680 — the data-sheet speed reached in 0.25 s); for `ideal` none (speed and position
+    /// limits only, the ideal robot's behaviour is unchanged).
+    pub max_accel_deg_s2: Option<[f64; 6]>,
     pub egm: EgmConfig,
 }
 
@@ -66,7 +68,7 @@ impl Default for RobotIoConfig {
             cycle_ms: 4.0,
             command_timeout_ms: 8.0,
             initial_q_deg: [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
-            max_accel_deg_s2: crate::supervisor::irb120_max_accel().map(f64::to_degrees),
+            max_accel_deg_s2: None,
             egm: EgmConfig::default(),
         }
     }
@@ -100,7 +102,7 @@ impl Validate for RobotIoConfig {
                 "deg",
             );
         }
-        for (j, v) in self.max_accel_deg_s2.iter().enumerate() {
+        for (j, v) in self.max_accel_deg_s2.iter().flatten().enumerate() {
             check_range(
                 errors,
                 format!("{prefix}.max_accel_deg_s2[{j}]"),
@@ -115,9 +117,13 @@ impl Validate for RobotIoConfig {
 }
 
 impl RobotIoConfig {
-    /// Joint acceleration limits (rad/s²).
+    /// Joint acceleration limits (rad/s²; infinite = none), defaults resolved per driver.
     pub fn max_accel_rad_s2(&self) -> [f64; 6] {
-        self.max_accel_deg_s2.map(f64::to_radians)
+        match (self.max_accel_deg_s2, self.driver) {
+            (Some(a), _) => a.map(f64::to_radians),
+            (None, DriverKind::Egm) => crate::supervisor::irb120_max_accel(),
+            (None, DriverKind::Ideal) => [f64::INFINITY; 6],
+        }
     }
 }
 

@@ -37,7 +37,9 @@ pub struct SupervisorParams {
     /// A command older than this (by local arrival time) is stale.
     pub command_timeout_s: f64,
     pub limits: JointLimits,
-    /// Maximum joint acceleration of the outgoing reference (rad/s², > 0).
+    /// Maximum joint acceleration of the outgoing reference (rad/s², > 0). `f64::INFINITY`
+    /// = no acceleration limit on that joint (then only speed and position limits apply, as
+    /// for the ideal driver by default).
     pub max_accel: [f64; AXES],
 }
 
@@ -329,6 +331,15 @@ impl Supervisor {
         for j in 0..AXES {
             let a = self.p.max_accel[j];
             let vmax = l.max_speed[j];
+            let e = target[j] - prev[j];
+            v_des[j] = e / dt;
+            if !(a.is_finite() && a > 0.0) {
+                // No acceleration limit: speed limits only (position limits: the final clamp).
+                lo[j] = -vmax;
+                hi[j] = vmax;
+                cap_t[j] = f64::INFINITY;
+                continue;
+            }
             let brake = |d: f64| -a * dt + ((a * dt).powi(2) + 2.0 * a * d.max(0.0)).sqrt();
             let v0 = self.last_v[j];
             lo[j] = (-vmax).max(v0 - a * dt).max(-brake(prev[j] - l.min[j]));
@@ -339,8 +350,6 @@ impl Supervisor {
                 lo[j] = v;
                 hi[j] = v;
             }
-            let e = target[j] - prev[j];
-            v_des[j] = e / dt;
             let v_target = self.last_target.map_or(0.0, |lt| (target[j] - lt[j]) / dt);
             cap_t[j] = v_target.abs() + brake(e.abs());
         }
@@ -376,7 +385,13 @@ impl Supervisor {
         }
         let mut q = prev;
         for j in 0..AXES {
-            q[j] = (prev[j] + v[j] * dt).clamp(l.min[j], l.max[j]);
+            // A step taken whole lands exactly on the target (no rounding through v·dt).
+            let next = if v[j] == v_des[j] {
+                target[j]
+            } else {
+                prev[j] + v[j] * dt
+            };
+            q[j] = next.clamp(l.min[j], l.max[j]);
             v[j] = (q[j] - prev[j]) / dt;
         }
         (q, v)
@@ -540,6 +555,28 @@ mod tests {
         }
         assert!((q[5] - l.max[5]).abs() < 1e-9);
         assert!(v_prev.abs() < 1e-9);
+    }
+
+    #[test]
+    fn without_acceleration_limit_only_speed_limits_apply() {
+        // The ideal driver's default: the previous behaviour (whole step scaled to the speed
+        // limits, direction kept, no ramp).
+        let mut s = Supervisor::new(SupervisorParams {
+            command_timeout_s: 0.008,
+            limits: JointLimits::irb120(),
+            max_accel: [f64::INFINITY; 6],
+        });
+        let q0 = [0.0; 6];
+        s.step(&input(1, 0.0, q0, None));
+        let far = cmd(1, [10.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+        let out = s.step(&input(2, 0.004, q0, Some((&far, 0.004))));
+        let step = 250f64.to_radians() * 0.004;
+        assert!((out.q_ref[0] - step).abs() < 1e-12);
+        assert!((out.q_ref[1] - step * 1.0 / 165f64.to_radians()).abs() < 1e-12);
+        let near = cmd(2, [0.001; 6]);
+        let out = s.step(&input(3, 0.008, out.q_ref, Some((&near, 0.008))));
+        assert_eq!(out.q_ref, [0.001; 6]);
+        assert!(out.q_ref.iter().all(|v| v.is_finite()));
     }
 
     #[test]
