@@ -2,8 +2,9 @@
 //!
 //! It publishes the measured joint state once per robot cycle and answers the robot with the
 //! newest joint command — or holds the measured position when that command is stale, invalid
-//! or an e-stop is latched ([`supervisor`], pure). Drivers: [`ideal`] (in-process ideal robot).
-//! The ABB EGM driver arrives with the robot I/O issue.
+//! or an e-stop is latched ([`supervisor`], pure). Drivers: [`ideal`] (in-process ideal robot)
+//! and ABB EGM over UDP ([`egm`]: the protobuf codec in [`egm::proto`], reusable by a controller
+//! emulator, and the pure session logic in [`egm::session`]; the socket is in [`node`]).
 //!
 //! It does not compute kinematics or control laws.
 
