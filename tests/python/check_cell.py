@@ -28,7 +28,7 @@ def varint(buf, i):
 
 def main():
     endpoint, cell_id = sys.argv[1], sys.argv[2]
-    expected = sorted(sys.argv[3:]) or ["control", "force", "kinematics", "robot-io", "sensor"]
+    expected = sorted(sys.argv[3:]) or ["control", "force", "kinematics", "robot-io", "sensor", "sim"]
     conf = zenoh.Config.from_json5(json.dumps({
         "mode": "peer",
         "connect": {"endpoints": [endpoint]},

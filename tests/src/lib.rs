@@ -56,7 +56,15 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// A running cell (`cell up`) with its own router port and cell id.
+/// A free UDP port on loopback (bound then released).
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("free udp port")
+}
+
+/// A running cell (`cell up`) with its own router port, cell id and device ports.
 pub struct TestCell {
     pub child: Child,
     pub cell: CellSection,
@@ -79,6 +87,25 @@ impl TestCell {
             .arg(format!("cell.router=\"{router}\""))
             .arg("--set")
             .arg(format!("cell.id=\"{id}\""));
+        // Private device ports, so tests can run in parallel.
+        let egm = free_udp_port();
+        let ctl = free_udp_port();
+        let sri = free_port();
+        let rdt = free_udp_port();
+        let http = free_port();
+        for s in [
+            format!("robot_io.egm.bind=\"127.0.0.1:{egm}\""),
+            format!("sim.egm.robot_io=\"127.0.0.1:{egm}\""),
+            format!("sim.egm.bind=\"127.0.0.1:{ctl}\""),
+            format!("sim.sri.bind=\"127.0.0.1:{sri}\""),
+            format!("sensor.sri.address=\"127.0.0.1:{sri}\""),
+            format!("sim.ati.rdt_bind=\"127.0.0.1:{rdt}\""),
+            format!("sim.ati.http_bind=\"127.0.0.1:{http}\""),
+            format!("sensor.ati.address=\"127.0.0.1:{rdt}\""),
+            format!("sensor.ati.http_port={http}"),
+        ] {
+            cmd.arg("--set").arg(s);
+        }
         for s in sets {
             cmd.arg("--set").arg(s);
         }
@@ -209,4 +236,11 @@ pub async fn statuses(
 }
 
 /// The services of the default config.
-pub const DEFAULT_SERVICES: &[&str] = &["control", "force", "kinematics", "robot-io", "sensor"];
+pub const DEFAULT_SERVICES: &[&str] = &[
+    "control",
+    "force",
+    "kinematics",
+    "robot-io",
+    "sensor",
+    "sim",
+];

@@ -113,10 +113,13 @@ async fn liveliness_and_json_status_for_every_service() {
         assert_eq!(v["state"].as_str().map(|s| !s.is_empty()), Some(true));
         assert!(v["inputs"].is_array() && v["outputs"].is_array());
     }
-    let rate = st["robot-io"]["detail"]["cycle"]["rate_hz"]
-        .as_f64()
-        .unwrap();
+    // robot-io reports the EGM cycle statistics of the simulated IRC5 (4 ms).
+    let egm = &st["robot-io"]["detail"]["egm"];
+    let rate = egm["rate_hz"].as_f64().unwrap();
     assert!((200.0..300.0).contains(&rate), "robot cycle rate {rate}");
+    for k in ["lost", "jitter_std_ms", "robot_to_reply_ms", "period_ms"] {
+        assert!(!egm[k].is_null(), "robot-io status lacks egm.{k}: {egm}");
+    }
 }
 
 /// SIGKILL a service: the launcher restarts it (new pid) and it is live again.

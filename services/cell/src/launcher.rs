@@ -52,10 +52,17 @@ pub struct LauncherConfig {
 impl Default for LauncherConfig {
     fn default() -> Self {
         Self {
-            services: ["robot-io", "kinematics", "control", "force", "sensor"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            services: [
+                "sim",
+                "robot-io",
+                "kinematics",
+                "control",
+                "force",
+                "sensor",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
             restart_backoff_ms: 250,
             restart_backoff_max_ms: 8000,
             stop_timeout_ms: 1000,
@@ -203,7 +210,6 @@ pub async fn up(
 
     shutdown.await;
     tracing::info!("stopping the cell: services first, robot-io last (holding)");
-    // Phase 1: everything but robot-io, in parallel.
     let (last, first): (Vec<_>, Vec<_>) =
         handles.into_iter().partition(|(n, _, _)| n == "robot-io");
     for phase in [first, last] {

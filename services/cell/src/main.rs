@@ -180,7 +180,8 @@ fn main() -> ExitCode {
         let _: robot_io::config::RobotIoConfig = loader.section("robot_io");
         let _: kinematics::node::KinematicsConfig = loader.section("kinematics");
         let _: control::node::ControlConfig = loader.section("control");
-        let _: sensor::node::SensorConfig = loader.section("sensor");
+        let _: sensor::config::SensorConfig = loader.section("sensor");
+        let _: sim::node::SimConfig = loader.section("sim");
     }
     if let Err(e) = loader.finish() {
         eprintln!("cell: {e}");

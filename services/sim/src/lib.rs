@@ -9,8 +9,12 @@
 //!   scenarios live in `deploy/config/scenarios/`). No I/O, clocks or threads: time is a
 //!   parameter.
 //!
-//! The process (`cell-sim`: EGM controller emulator, sensor emulators) is wired separately;
-//! until then the default cell runs robot-io's in-process ideal robot.
+//! * [`controller`]: the EGM controller side (pure): `EgmRobot` out, `EgmSensor` in, servo.
+//! * [`sensor`]: SRI M8128 and ATI Net F/T device emulators.
+//! * [`node`]: the `cell-sim` process: EGM over UDP, a sensor emulator fed by the world,
+//!   run-time faults and injected forces.
 
+pub mod controller;
+pub mod node;
 pub mod sensor;
 pub mod world;

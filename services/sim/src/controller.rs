@@ -1,0 +1,229 @@
+//! The EGM *controller* side, as an IRC5 running `EGMRunJoint` would behave. Pure: the shell
+//! owns the UDP socket and the clock.
+//!
+//! Each cycle the controller sends one `EgmRobot` (header seqno/tm/DATA, measured joints in
+//! degrees, planned joints, motor/MCI/RAPID states) and applies the newest `EgmSensor`'s
+//! `planned.joints` (degrees) as the servo reference. Without a fresh reply the reference stays
+//! where it was (EGM keeps the last position) — robot-io's own supervisor decides holds.
+
+use robot_io::egm::proto::{
+    self, EgmFeedBack, EgmHeader, EgmMciState, EgmMotorState, EgmPlanned, EgmRapidCtrlExecState,
+    EgmRobot, MciStateType, MessageType, MotorStateType, RapidCtrlExecStateType,
+};
+
+use crate::world::servo::ServoModel;
+
+/// Controller states the emulator reports (and that faults change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerState {
+    pub motors_on: bool,
+    pub egm_running: bool,
+    pub rapid_running: bool,
+}
+
+impl Default for ControllerState {
+    fn default() -> Self {
+        Self {
+            motors_on: true,
+            egm_running: true,
+            rapid_running: true,
+        }
+    }
+}
+
+/// Counters of the emulated controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ControllerStats {
+    pub sent: u64,
+    pub replies: u64,
+    pub malformed_replies: u64,
+    pub nonfinite_replies: u64,
+}
+
+/// The emulated controller: a joint servo plus the EGM message logic.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    servo: ServoModel,
+    q_ref: [f64; 6],
+    seqno: u32,
+    pub state: ControllerState,
+    pub stats: ControllerStats,
+}
+
+impl Controller {
+    pub fn new(servo: ServoModel) -> Self {
+        let q_ref = servo.q();
+        Self {
+            servo,
+            q_ref,
+            seqno: 0,
+            state: ControllerState::default(),
+            stats: ControllerStats::default(),
+        }
+    }
+
+    /// Measured joints (rad) and velocities (rad/s).
+    pub fn joints(&self) -> ([f64; 6], [f64; 6]) {
+        (self.servo.q(), self.servo.qd())
+    }
+
+    /// Advances the servo by `dt` towards the current reference.
+    pub fn step(&mut self, dt: f64) -> ([f64; 6], [f64; 6]) {
+        self.servo.set_motors_on(self.state.motors_on);
+        if self.state.motors_on && self.state.egm_running {
+            self.servo.step(&self.q_ref, dt)
+        } else {
+            // Not under EGM control: the controller holds where it is.
+            let q = self.servo.q();
+            self.q_ref = q;
+            self.servo.step(&q, dt)
+        }
+    }
+
+    /// The `EgmRobot` for this cycle; `tm_ms` is the controller's clock.
+    pub fn robot_message(&mut self, tm_ms: u32) -> EgmRobot {
+        self.seqno = self.seqno.wrapping_add(1);
+        let (q, _) = self.joints();
+        let deg: Vec<f64> = q.iter().map(|v| v.to_degrees()).collect();
+        let planned: Vec<f64> = self.q_ref.iter().map(|v| v.to_degrees()).collect();
+        let s = self.state;
+        EgmRobot {
+            header: Some(EgmHeader {
+                seqno: Some(self.seqno),
+                tm: Some(tm_ms),
+                mtype: Some(MessageType::Data as i32),
+            }),
+            feed_back: Some(EgmFeedBack {
+                joints: Some(proto::joints(&deg)),
+                cartesian: None,
+                external_joints: None,
+                time: None,
+            }),
+            planned: Some(EgmPlanned {
+                joints: Some(proto::joints(&planned)),
+                cartesian: None,
+                external_joints: None,
+                time: None,
+            }),
+            motor_state: Some(EgmMotorState {
+                state: if s.motors_on {
+                    MotorStateType::On
+                } else {
+                    MotorStateType::Off
+                } as i32,
+            }),
+            mci_state: Some(EgmMciState {
+                state: if s.egm_running {
+                    MciStateType::Running
+                } else {
+                    MciStateType::Stopped
+                } as i32,
+            }),
+            mci_convergence_met: Some(true),
+            test_signals: None,
+            rapid_exec_state: Some(EgmRapidCtrlExecState {
+                state: if s.rapid_running {
+                    RapidCtrlExecStateType::Running
+                } else {
+                    RapidCtrlExecStateType::Stopped
+                } as i32,
+            }),
+            measured_force: None,
+            utilization_rate: None,
+            move_index: None,
+            collision_info: None,
+            rapid_from_robot: None,
+        }
+    }
+
+    /// Applies one `EgmSensor` datagram: its planned joints (degrees) become the reference.
+    /// Malformed or non-finite replies are counted and ignored.
+    pub fn apply_reply(&mut self, datagram: &[u8]) {
+        let Ok(msg) = proto::decode_sensor(datagram) else {
+            self.stats.malformed_replies += 1;
+            return;
+        };
+        let Some(j) = msg.planned.as_ref().and_then(|p| p.joints.as_ref()) else {
+            self.stats.malformed_replies += 1;
+            return;
+        };
+        if j.joints.len() < 6 {
+            self.stats.malformed_replies += 1;
+            return;
+        }
+        if !j.joints.iter().take(6).all(|v| v.is_finite()) {
+            self.stats.nonfinite_replies += 1;
+            return;
+        }
+        self.stats.replies += 1;
+        if self.state.motors_on && self.state.egm_running {
+            for (r, v) in self.q_ref.iter_mut().zip(j.joints.iter()) {
+                *r = v.to_radians();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::world::servo::ServoParams;
+    use kinematics::JointLimits;
+    use robot_io::egm::proto::EgmSensor;
+
+    fn ctl() -> Controller {
+        Controller::new(ServoModel::new(
+            ServoParams::default(),
+            JointLimits::irb120(),
+            [0.0, 0.0, 0.0, 0.0, 0.5, 0.0],
+        ))
+    }
+
+    #[test]
+    fn robot_message_round_trips_in_degrees() {
+        let mut c = ctl();
+        let m = c.robot_message(1234);
+        let bytes = proto::encode_robot(&m);
+        let back = proto::decode_robot(&bytes).unwrap();
+        assert_eq!(back.seqno(), Some(1));
+        assert_eq!(back.tm(), Some(1234));
+        let j = back.feedback_joints_deg().unwrap();
+        assert!((j[4] - 0.5f64.to_degrees()).abs() < 1e-12);
+        assert_eq!(c.robot_message(0).seqno(), Some(2));
+    }
+
+    #[test]
+    fn replies_drive_the_servo_and_bad_ones_are_ignored() {
+        let mut c = ctl();
+        let reply = |deg: [f64; 6]| {
+            proto::encode_sensor(&EgmSensor {
+                header: None,
+                planned: Some(EgmPlanned {
+                    joints: Some(proto::joints(&deg)),
+                    cartesian: None,
+                    external_joints: None,
+                    time: None,
+                }),
+                speed_ref: None,
+                rapid_to_robot: None,
+            })
+        };
+        c.apply_reply(&reply([10.0, 0.0, 0.0, 0.0, 30.0, 0.0]));
+        for _ in 0..1000 {
+            c.step(0.004);
+        }
+        assert!((c.joints().0[0] - 10f64.to_radians()).abs() < 1e-3);
+        c.apply_reply(&reply([f64::NAN, 0.0, 0.0, 0.0, 30.0, 0.0]));
+        c.apply_reply(b"\xff\xff\xff");
+        assert_eq!(c.stats.nonfinite_replies, 1);
+        assert_eq!(c.stats.malformed_replies, 1);
+        // Motors off: the reference follows the measurement, nothing moves.
+        c.state.motors_on = false;
+        c.apply_reply(&reply([-10.0, 0.0, 0.0, 0.0, 30.0, 0.0]));
+        for _ in 0..100 {
+            c.step(0.004);
+        }
+        assert!((c.joints().0[0] - 10f64.to_radians()).abs() < 1e-3);
+    }
+}
