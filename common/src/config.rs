@@ -140,6 +140,24 @@ pub struct RawConfig {
     pub origin: String,
 }
 
+static CONFIG_DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Resolves a path given in the config: a relative path is taken relative to the directory of
+/// the config file (when that file exists there), else as given (relative to the working
+/// directory).
+pub fn resolve_path(p: &str) -> std::path::PathBuf {
+    let path = std::path::Path::new(p);
+    if path.is_relative() {
+        if let Some(dir) = CONFIG_DIR.get() {
+            let candidate = dir.join(path);
+            if candidate.exists() {
+                return candidate;
+            }
+        }
+    }
+    path.to_path_buf()
+}
+
 /// Environment variable prefix for overrides.
 pub const ENV_PREFIX: &str = "CELL__";
 
@@ -163,6 +181,9 @@ impl RawConfig {
                     errs.push(path.display().to_string(), format!("not valid TOML: {e}"));
                     errs
                 })?;
+                if let Some(dir) = path.parent() {
+                    let _ = CONFIG_DIR.set(dir.to_path_buf());
+                }
                 (tree, path.display().to_string())
             }
             None => (toml::Table::new(), "built-in defaults".to_string()),

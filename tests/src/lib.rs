@@ -69,6 +69,8 @@ pub struct TestCell {
     pub child: Child,
     pub cell: CellSection,
     pub log: PathBuf,
+    /// Every `--set` the cell was started with (for CLI calls against it).
+    pub sets: Vec<String>,
 }
 
 impl TestCell {
@@ -80,13 +82,13 @@ impl TestCell {
         let log = std::env::temp_dir().join(format!("cell-test-{id}.log"));
         let logf = std::fs::File::create(&log).expect("log file");
         let mut cmd = Command::new(bin_dir().join("cell"));
+        let mut all_sets = vec![
+            format!("cell.router=\"{router}\""),
+            format!("cell.id=\"{id}\""),
+        ];
         cmd.current_dir(repo_root())
             .arg("--config")
-            .arg("deploy/config/sim.toml")
-            .arg("--set")
-            .arg(format!("cell.router=\"{router}\""))
-            .arg("--set")
-            .arg(format!("cell.id=\"{id}\""));
+            .arg("deploy/config/sim.toml");
         // Private device ports, so tests can run in parallel.
         let egm = free_udp_port();
         let ctl = free_udp_port();
@@ -104,9 +106,10 @@ impl TestCell {
             format!("sensor.ati.address=\"127.0.0.1:{rdt}\""),
             format!("sensor.ati.http_port={http}"),
         ] {
-            cmd.arg("--set").arg(s);
+            all_sets.push(s);
         }
-        for s in sets {
+        all_sets.extend(sets.iter().map(|s| s.to_string()));
+        for s in &all_sets {
             cmd.arg("--set").arg(s);
         }
         cmd.arg("up")
@@ -123,7 +126,25 @@ impl TestCell {
                 zenoh_config: None,
             },
             log,
+            sets: all_sets,
         }
+    }
+
+    /// Runs the `cell` CLI against this cell; returns (success, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let mut cmd = Command::new(bin_dir().join("cell"));
+        cmd.current_dir(repo_root())
+            .arg("--config")
+            .arg("deploy/config/sim.toml");
+        for s in &self.sets {
+            cmd.arg("--set").arg(s);
+        }
+        let out = cmd.args(args).output().expect("run cell CLI");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     }
 
     /// Opens a zenoh client session to the cell's router, retrying until it is up.

@@ -67,10 +67,13 @@ enum Cmd {
     /// Straight-line TCP move (position in mm, ABB quaternion w x y z; default: keep the
     /// zero-pose orientation).
     Move {
+        #[arg(allow_negative_numbers = true)]
         x_mm: f64,
+        #[arg(allow_negative_numbers = true)]
         y_mm: f64,
+        #[arg(allow_negative_numbers = true)]
         z_mm: f64,
-        #[arg(num_args = 4, value_names = ["QW", "QX", "QY", "QZ"])]
+        #[arg(num_args = 4, allow_negative_numbers = true, value_names = ["QW", "QX", "QY", "QZ"])]
         quat: Option<Vec<f64>>,
         #[arg(long, default_value_t = 100.0)]
         speed_mm_s: f64,

@@ -86,7 +86,7 @@ pub async fn run(
     let mut last_seq = 0u64;
     let mut pending: Option<Query> = None;
     let mut counts = std::collections::BTreeMap::<String, u64>::new();
-    let mut stale_tick = tokio::time::interval(Duration::from_millis(5));
+    let mut stale_tick = tokio::time::interval(Duration::from_millis(1));
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));
     let mut last_fault = WrenchFault::None;
 
@@ -135,7 +135,7 @@ pub async fn run(
             _ = stale_tick.tick() => {
                 if let Some(t) = last_sample {
                     if t.elapsed() > stale_after {
-                        // Say so, at 200 Hz, until samples return.
+                        // Say so, at 1 kHz, until samples return.
                         last_fault = WrenchFault::Stale;
                         let msg = WrenchEstimate {
                             stamp: est_pub.next_stamp(),

@@ -73,7 +73,7 @@ impl Default for PipelineParams {
             still_angular_rad_s: 0.01,
             tare_max_contact_n: 3.0,
             constraint_in_base: kinematics::FrameParams::identity(),
-            stale_ms: 10.0,
+            stale_ms: 9.0,
             pose_max_age_ms: 50.0,
             identification_poses_deg: default_identification_poses(),
         }

@@ -40,6 +40,16 @@ pub struct ControllerStats {
     pub nonfinite_replies: u64,
 }
 
+/// What the emulator observes of the references it receives.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ReferenceStats {
+    /// Largest reference speed seen, as a fraction of the joint's speed limit:
+    /// max over joints of |Δref| / (max_speed · cycles elapsed · dt).
+    pub peak_speed_ratio: f64,
+    /// References outside the joint limits.
+    pub out_of_limits: u64,
+}
+
 /// The emulated controller: a joint servo plus the EGM message logic.
 #[derive(Debug, Clone)]
 pub struct Controller {
@@ -48,6 +58,13 @@ pub struct Controller {
     seqno: u32,
     pub state: ControllerState,
     pub stats: ControllerStats,
+    pub refs: ReferenceStats,
+    cycle: u64,
+    last_ref_cycle: u64,
+    last_dt: f64,
+    /// The newest reply received since the last cycle (applied at the next cycle, as an IRC5
+    /// takes the newest correction each cycle).
+    pending: Option<[f64; 6]>,
 }
 
 impl Controller {
@@ -59,6 +76,11 @@ impl Controller {
             seqno: 0,
             state: ControllerState::default(),
             stats: ControllerStats::default(),
+            refs: ReferenceStats::default(),
+            cycle: 0,
+            last_ref_cycle: 0,
+            last_dt: 0.004,
+            pending: None,
         }
     }
 
@@ -69,6 +91,11 @@ impl Controller {
 
     /// Advances the servo by `dt` towards the current reference.
     pub fn step(&mut self, dt: f64) -> ([f64; 6], [f64; 6]) {
+        self.cycle += 1;
+        self.last_dt = dt;
+        if let Some(new) = self.pending.take() {
+            self.apply_reference(new);
+        }
         self.servo.set_motors_on(self.state.motors_on);
         if self.state.motors_on && self.state.egm_running {
             self.servo.step(&self.q_ref, dt)
@@ -156,11 +183,28 @@ impl Controller {
             return;
         }
         self.stats.replies += 1;
-        if self.state.motors_on && self.state.egm_running {
-            for (r, v) in self.q_ref.iter_mut().zip(j.joints.iter()) {
-                *r = v.to_radians();
-            }
+        let mut q = [0.0; 6];
+        for (dst, v) in q.iter_mut().zip(j.joints.iter()) {
+            *dst = v.to_radians();
         }
+        self.pending = Some(q);
+    }
+
+    fn apply_reference(&mut self, new: [f64; 6]) {
+        if !(self.state.motors_on && self.state.egm_running) {
+            return;
+        }
+        let lim = *self.servo.limits();
+        let cycles = self.cycle.saturating_sub(self.last_ref_cycle).max(1) as f64;
+        for (i, (r, v)) in self.q_ref.iter_mut().zip(new.iter()).enumerate() {
+            let ratio = (v - *r).abs() / (lim.max_speed[i] * cycles * self.last_dt);
+            self.refs.peak_speed_ratio = self.refs.peak_speed_ratio.max(ratio);
+            if *v < lim.min[i] - 1e-9 || *v > lim.max[i] + 1e-9 {
+                self.refs.out_of_limits += 1;
+            }
+            *r = *v;
+        }
+        self.last_ref_cycle = self.cycle;
     }
 }
 

@@ -75,8 +75,8 @@ impl Default for EgmSimConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct SimConfig {
-    /// World scenario file (TOML, see `deploy/config/scenarios/`); none = free space with the
-    /// default tool.
+    /// World scenario file (TOML, see `deploy/config/scenarios/`; a relative path is relative
+    /// to the cell config's directory); none = free space with the default tool.
     pub scenario: Option<String>,
     pub egm: EgmSimConfig,
     pub sensor: SimSensor,
@@ -120,7 +120,7 @@ impl Validate for SimConfig {
             "ms",
         );
         if let Some(s) = &self.scenario {
-            if let Err(errs) = WorldConfig::load_file(std::path::Path::new(s)) {
+            if let Err(errs) = WorldConfig::load_file(&common::config::resolve_path(s)) {
                 for x in errs {
                     errors.push(format!("{prefix}.scenario"), x);
                 }
@@ -160,7 +160,7 @@ impl Rng {
 pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> anyhow::Result<()> {
     let (cfg, arm) = cfg;
     let world_cfg = match &cfg.scenario {
-        Some(s) => WorldConfig::load_file(std::path::Path::new(s))
+        Some(s) => WorldConfig::load_file(&common::config::resolve_path(s))
             .map_err(|e| anyhow::anyhow!(e.join("; ")))?,
         None => WorldConfig::default(),
     };
@@ -252,6 +252,8 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     let mut last_status = Instant::now();
     let mut in_contact = false;
     let mut last_truth = [0.0; 6];
+    let mut cycles: u64 = 0;
+    let mut peak_joint_speed_ratio: f64 = 0.0;
 
     loop {
         tokio::select! {
@@ -274,6 +276,9 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             changed
         });
         let (q, qd) = ctl.step(dt);
+        for (v, m) in qd.iter().zip(arm.limits().max_speed.iter()) {
+            peak_joint_speed_ratio = peak_joint_speed_ratio.max(v.abs() / m);
+        }
         let t = start.elapsed().as_secs_f64();
         match world.sensor_wrench(&q, &qd, t, dt) {
             Ok(truth) => {
@@ -298,6 +303,11 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             Err(e) => node.set_error(format!("world: {e}")),
         }
         if !f.controller_stopped {
+            // The datagram is built (its seqno used) even when the network loses it.
+            // The IRC5's clock advances one cycle per cycle, whatever this host's timer jitter.
+            cycles += 1;
+            let tm_ms = (cycles as f64 * cfg.egm.cycle_ms).round() as u32;
+            let msg = ctl.robot_message(tm_ms);
             if rng.next_f64() < f.packet_loss {
                 dropped += 1;
             } else {
@@ -307,7 +317,6 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     ))
                     .await;
                 }
-                let msg = ctl.robot_message((t * 1e3) as u32);
                 let bytes = robot_io::egm::proto::encode_robot(&msg);
                 if sock.send_to(&bytes, target).await.is_ok() {
                     ctl.stats.sent += 1;
@@ -320,6 +329,9 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 "egm": { "sent": ctl.stats.sent, "replies": ctl.stats.replies, "dropped": dropped,
                          "malformed_replies": ctl.stats.malformed_replies,
                          "nonfinite_replies": ctl.stats.nonfinite_replies,
+                         "reference_peak_speed_ratio": ctl.refs.peak_speed_ratio,
+                         "joint_peak_speed_ratio": peak_joint_speed_ratio,
+                         "reference_out_of_limits": ctl.refs.out_of_limits,
                          "q_deg": q.map(f64::to_degrees), "qd_deg_s": qd.map(f64::to_degrees) },
                 "faults": f,
                 "sensor": format!("{:?}", cfg.sensor),
