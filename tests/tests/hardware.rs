@@ -187,6 +187,9 @@ async fn payload_identification_and_gravity_compensation() {
         &[
             "sim.sri.imperfections.bias=[3.0, -2.0, 5.0, 0.1, -0.05, 0.02]",
             "sim.sri.imperfections.noise_std=[0.02, 0.02, 0.02, 0.0005, 0.0005, 0.0005]",
+            // Judge the compensation itself: no dead band hiding residuals.
+            "force.deadband_force_n=0.0",
+            "force.deadband_torque_nm=0.0",
         ],
     );
     let s = up(&c).await;

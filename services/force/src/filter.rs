@@ -84,12 +84,13 @@ impl LowPass {
     }
 }
 
-/// Smooth dead band: `y = x − d·tanh(x/d)`. Continuous with continuous slope, monotone,
-/// ≈ x³/(3d²) near zero (noise below `d` barely moves the output), and x − d·sign(x) far out.
-/// `d ≤ 0` disables it.
+/// Smooth dead band: `y = x·(1 − exp(−(x/d)²))`. Smooth, odd, monotone, ≈ x³/d² near zero
+/// (noise well below `d` barely moves the output) and → x far out (no bias on real forces:
+/// at 3d the output is within 0.02 % of the input). `d ≤ 0` disables it.
 pub fn smooth_deadband(x: f64, d: f64) -> f64 {
     if d > 0.0 {
-        x - d * (x / d).tanh()
+        let u = x / d;
+        x * (1.0 - (-u * u).exp())
     } else {
         x
     }
@@ -154,9 +155,10 @@ mod tests {
     #[test]
     fn deadband_shape() {
         assert_eq!(smooth_deadband(0.0, 3.0), 0.0);
-        assert!(smooth_deadband(1.0, 3.0).abs() < 0.04);
-        assert!((smooth_deadband(30.0, 3.0) - 27.0).abs() < 1e-6);
-        assert!((smooth_deadband(-30.0, 3.0) + 27.0).abs() < 1e-6);
+        assert!(smooth_deadband(1.0, 3.0).abs() < 0.11);
+        assert!((smooth_deadband(0.3, 3.0) - 0.3f64.powi(3) / 9.0).abs() < 1e-4);
+        assert!((smooth_deadband(9.0, 3.0) - 9.0).abs() < 2e-3);
+        assert!((smooth_deadband(-30.0, 3.0) + 30.0).abs() < 1e-12);
         assert_eq!(smooth_deadband(2.0, 0.0), 2.0);
     }
 
