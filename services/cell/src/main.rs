@@ -87,6 +87,10 @@ enum Cmd {
         #[command(subcommand)]
         cmd: PayloadCmd,
     },
+    /// Simulator faults and injections: prints them, or merges a JSON object into them, e.g.
+    /// '{"packet_loss":0.1,"jitter_ms":2}', '{"sensor_unplugged":true}',
+    /// '{"external_force_base_n":[0,0,-10]}', '{"controller_stopped":true}'.
+    SimFault { json: Option<String> },
     /// Engage the e-stop (latches in robot-io until `cell reset`).
     Estop,
     /// Reset the e-stop latch.
@@ -363,6 +367,11 @@ async fn run(
                 cli::write_payload(&file, &v["payload"])?;
                 eprintln!("stored in {} [force.payload]", file.display());
             }
+        }
+        Cmd::SimFault { json } => {
+            let key = format!("cell/{}/sim/rpc/fault", cell.id);
+            let v = cli::request(&s, &key, json, Duration::from_secs(3)).await?;
+            println!("{v}");
         }
         Cmd::Estop => cli::estop(&s, &cell, EStopAction::Engage).await?,
         Cmd::Reset => cli::estop(&s, &cell, EStopAction::Reset).await?,
