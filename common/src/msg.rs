@@ -336,6 +336,36 @@ pub struct EStop {
     pub action: EStopAction,
 }
 
+/// State of the simulated Raibert–Craig 2-DOF plant (revolute + prismatic, planar), published
+/// by cell-sim each plant period. Joint 1 in rad, joint 2 in m; plane coordinates in m.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct PlantState {
+    pub stamp: Stamp,
+    /// Plant time (s).
+    pub t_s: f64,
+    /// Joint positions: revolute (rad), prismatic (m).
+    pub q: [f64; 2],
+    /// Joint velocities (rad/s, m/s).
+    pub qd: [f64; 2],
+    /// Hand position in the plane (m).
+    pub hand_pos_m: [f64; 2],
+    /// Force the wrist spring puts on the hand (what a wrist force sensor reads), plane axes (N).
+    pub wrist_force_n: [f64; 2],
+    /// Force of the reaction surface on the hand (N).
+    pub contact_force_n: [f64; 2],
+    pub in_contact: bool,
+    /// Effort actually applied (after limits): N·m, N.
+    pub effort_applied: [f64; 2],
+}
+
+/// Effort command for the simulated 2-DOF plant: the torque-command variant of the robot
+/// interface (revolute torque N·m, prismatic force N).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct PlantEffortCommand {
+    pub stamp: Stamp,
+    pub effort: [f64; 2],
+}
+
 /// The JSON status every service answers on its status queryable
 /// (JSON, not postcard, so that any zenoh tool can read it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -487,6 +517,20 @@ impl Check for MoveTarget {
             }
         }
         Ok(())
+    }
+}
+
+impl Check for PlantState {
+    fn check(&self) -> Result<(), String> {
+        finite("q", &self.q)?;
+        finite("qd", &self.qd)?;
+        finite("wrist_force_n", &self.wrist_force_n)
+    }
+}
+
+impl Check for PlantEffortCommand {
+    fn check(&self) -> Result<(), String> {
+        finite("effort", &self.effort)
     }
 }
 

@@ -131,6 +131,16 @@ topics! {
         suffix: "control/task", publisher: "cell CLI", subscribers: "control",
         rate: "event", qos: QOS_CMD, frame: "constraint / base",
     },
+    /// State of the simulated Raibert–Craig 2-DOF plant (when `sim.plant.enabled`).
+    PLANT_STATE: msg::PlantState = {
+        suffix: "sim/plant/state", publisher: "sim", subscribers: "control (hybrid experiments)",
+        rate: "plant period (1 kHz)", qos: QOS_HOT, frame: "plant plane",
+    },
+    /// Effort command for the simulated 2-DOF plant (silence → zero effort).
+    PLANT_EFFORT: msg::PlantEffortCommand = {
+        suffix: "sim/plant/effort_cmd", publisher: "control (hybrid experiments)", subscribers: "sim",
+        rate: "plant period", qos: QOS_HOT, frame: "plant joints",
+    },
     /// Straight-line TCP move target (switches control to mode Move).
     MOVE_TARGET: msg::MoveTarget = {
         suffix: "control/move", publisher: "cell CLI, tests", subscribers: "control",

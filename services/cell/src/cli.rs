@@ -109,6 +109,10 @@ pub fn decode_json(t: &TopicInfo, bytes: &[u8]) -> Result<serde_json::Value, Str
         to_json::<msg::HybridTask>(bytes)
     } else if is(&topic::MOVE_TARGET.info) {
         to_json::<msg::MoveTarget>(bytes)
+    } else if is(&topic::PLANT_STATE.info) {
+        to_json::<msg::PlantState>(bytes)
+    } else if is(&topic::PLANT_EFFORT.info) {
+        to_json::<msg::PlantEffortCommand>(bytes)
     } else {
         Err(format!("no decoder for {s}"))
     }

@@ -144,8 +144,11 @@ pub async fn run(
                             ..Default::default()
                         };
                         est_pub.put(&msg);
-                        if let Some(q) = pending.take() {
-                            reply_err(&q, "sensor stale: no samples".into());
+                        // A short gap does not spoil a static average; a lost sensor does.
+                        if t.elapsed() > Duration::from_millis(250) {
+                            if let Some(q) = pending.take() {
+                                reply_err(&q, "sensor stale: no samples".into());
+                            }
                         }
                     }
                 }

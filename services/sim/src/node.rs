@@ -71,6 +71,28 @@ impl Default for EgmSimConfig {
     }
 }
 
+/// `[sim.plant]`: the Raibert–Craig 2-DOF plant, driven by effort commands over the bus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlantSimConfig {
+    pub enabled: bool,
+    /// Control period at which the plant takes commands and publishes its state (Hz); the
+    /// plant integrates internally at its own ≥ 10 kHz rate.
+    pub rate_hz: f64,
+    /// An effort command older than this is stale → zero effort (ms).
+    pub command_timeout_ms: f64,
+}
+
+impl Default for PlantSimConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            rate_hz: 1000.0,
+            command_timeout_ms: 5.0,
+        }
+    }
+}
+
 /// `[sim]` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -82,6 +104,7 @@ pub struct SimConfig {
     pub sensor: SimSensor,
     pub sri: SriEmulatorConfig,
     pub ati: AtiEmulatorConfig,
+    pub plant: PlantSimConfig,
 }
 
 impl Validate for SimConfig {
@@ -239,6 +262,23 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     let (plug_tx, plug_rx) = watch::channel(true);
     let sensor_task = tokio::spawn(sensor_supervisor(cfg.clone(), truth, plug_rx));
 
+    // The 2-DOF plant, on its own task.
+    let plant_task = if cfg.plant.enabled {
+        let plant = world
+            .rc_plant()
+            .map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+        let cmds = node.latest(common::topic::PLANT_EFFORT).await?;
+        let state_pub = node.publisher(common::topic::PLANT_STATE).await?;
+        Some(tokio::spawn(run_plant(
+            plant,
+            cfg.plant.clone(),
+            cmds,
+            state_pub,
+        )))
+    } else {
+        None
+    };
+
     // EGM controller.
     let sock = UdpSocket::bind(&cfg.egm.bind).await?;
     let target: SocketAddr = cfg.egm.robot_io.parse()?;
@@ -342,6 +382,9 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     }
     let _ = plug_tx.send(false);
     sensor_task.abort();
+    if let Some(t) = plant_task {
+        t.abort();
+    }
     drop(_presence);
     node.close().await;
     Ok(())
@@ -378,5 +421,39 @@ async fn sensor_supervisor(cfg: SimConfig, truth: Truth, mut plugged: watch::Rec
         } else {
             tracing::info!("sensor emulator unplugged");
         }
+    }
+}
+
+/// Steps the plant at the control period with the newest fresh effort command (zero effort when
+/// the command stream is silent) and publishes its state.
+async fn run_plant(
+    mut plant: crate::world::RcPlant,
+    cfg: PlantSimConfig,
+    cmds: common::bus::Latest<common::msg::PlantEffortCommand>,
+    mut state_pub: common::bus::Publisher<common::msg::PlantState>,
+) {
+    let dt = 1.0 / cfg.rate_hz;
+    let timeout = Duration::from_secs_f64(cfg.command_timeout_ms * 1e-3);
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(dt));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        let effort = cmds
+            .get()
+            .filter(|c| c.at.elapsed() <= timeout)
+            .map_or([0.0; 2], |c| c.msg.effort);
+        let st = plant.step(effort, dt);
+        let msg = common::msg::PlantState {
+            stamp: state_pub.next_stamp(),
+            t_s: st.t,
+            q: st.q,
+            qd: st.qd,
+            hand_pos_m: st.hand_pos,
+            wrist_force_n: st.wrist_force,
+            contact_force_n: st.contact_force,
+            in_contact: st.in_contact,
+            effort_applied: st.torque_applied,
+        };
+        state_pub.put(&msg);
     }
 }
