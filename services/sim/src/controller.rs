@@ -7,8 +7,9 @@
 //! where it was (EGM keeps the last position) — robot-io's own supervisor decides holds.
 
 use robot_io::egm::proto::{
-    self, EgmFeedBack, EgmHeader, EgmMciState, EgmMotorState, EgmPlanned, EgmRapidCtrlExecState,
-    EgmRobot, MciStateType, MessageType, MotorStateType, RapidCtrlExecStateType,
+    self, EgmCartesian, EgmFeedBack, EgmHeader, EgmMciState, EgmMotorState, EgmPlanned, EgmPose,
+    EgmQuaternion, EgmRapidCtrlExecState, EgmRobot, MciStateType, MessageType, MotorStateType,
+    RapidCtrlExecStateType,
 };
 
 use crate::world::servo::ServoModel;
@@ -107,8 +108,9 @@ impl Controller {
         }
     }
 
-    /// The `EgmRobot` for this cycle; `tm_ms` is the controller's clock.
-    pub fn robot_message(&mut self, tm_ms: u32) -> EgmRobot {
+    /// The `EgmRobot` for this cycle; `tm_ms` is the controller's clock; `tool0` the measured
+    /// flange pose (mm, quaternion w x y z) for the Cartesian feedback, when known.
+    pub fn robot_message(&mut self, tm_ms: u32, tool0: Option<([f64; 3], [f64; 4])>) -> EgmRobot {
         self.seqno = self.seqno.wrapping_add(1);
         let (q, _) = self.joints();
         let deg: Vec<f64> = q.iter().map(|v| v.to_degrees()).collect();
@@ -122,7 +124,20 @@ impl Controller {
             }),
             feed_back: Some(EgmFeedBack {
                 joints: Some(proto::joints(&deg)),
-                cartesian: None,
+                cartesian: tool0.map(|(p, q)| EgmPose {
+                    pos: Some(EgmCartesian {
+                        x: p[0],
+                        y: p[1],
+                        z: p[2],
+                    }),
+                    orient: Some(EgmQuaternion {
+                        u0: q[0],
+                        u1: q[1],
+                        u2: q[2],
+                        u3: q[3],
+                    }),
+                    euler: None,
+                }),
                 external_joints: None,
                 time: None,
             }),
@@ -227,14 +242,20 @@ mod tests {
     #[test]
     fn robot_message_round_trips_in_degrees() {
         let mut c = ctl();
-        let m = c.robot_message(1234);
+        let m = c.robot_message(1234, Some(([374.0, 0.0, 630.0], [0.5, 0.5, 0.5, 0.5])));
         let bytes = proto::encode_robot(&m);
         let back = proto::decode_robot(&bytes).unwrap();
         assert_eq!(back.seqno(), Some(1));
         assert_eq!(back.tm(), Some(1234));
         let j = back.feedback_joints_deg().unwrap();
         assert!((j[4] - 0.5f64.to_degrees()).abs() < 1e-12);
-        assert_eq!(c.robot_message(0).seqno(), Some(2));
+        let cart = back
+            .feed_back
+            .as_ref()
+            .and_then(|f| f.cartesian.as_ref())
+            .unwrap();
+        assert_eq!(cart.pos.as_ref().map(|p| p.x), Some(374.0));
+        assert_eq!(c.robot_message(0, None).seqno(), Some(2));
     }
 
     #[test]

@@ -347,7 +347,11 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             // The IRC5's clock advances one cycle per cycle, whatever this host's timer jitter.
             cycles += 1;
             let tm_ms = (cycles as f64 * cfg.egm.cycle_ms).round() as u32;
-            let msg = ctl.robot_message(tm_ms);
+            let tool0 = arm
+                .fk_tool0(&q)
+                .ok()
+                .map(|p| kinematics::pose::pose_to_abb(&p));
+            let msg = ctl.robot_message(tm_ms, tool0);
             if rng.next_f64() < f.packet_loss {
                 dropped += 1;
             } else {
