@@ -17,4 +17,5 @@ pub mod codec;
 pub mod config;
 pub mod msg;
 pub mod service;
+pub mod testing;
 pub mod topic;

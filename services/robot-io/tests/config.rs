@@ -1,31 +1,10 @@
 //! The `cell-robot-io` binary validates its configuration at start-up: a bad file fails with
 //! exit code 2 and names every offending key; the shipped configs pass.
 
-use std::process::Command;
+const EXE: &str = env!("CARGO_BIN_EXE_cell-robot-io");
 
 fn run_check(toml: &str) -> (i32, String) {
-    let dir = std::env::temp_dir().join(
-        format!(
-            "{:?}-cfgtest-robot-io-{}",
-            std::thread::current().id(),
-            std::process::id()
-        )
-        .replace(['(', ')'], ""),
-    );
-    std::fs::create_dir_all(&dir).expect("tmp dir");
-    let file = dir.join("bad.toml");
-    std::fs::write(&file, toml).expect("write config");
-    let out = Command::new(env!("CARGO_BIN_EXE_cell-robot-io"))
-        .arg("--config")
-        .arg(&file)
-        .arg("--check-config")
-        .output()
-        .expect("run binary");
-    let _ = std::fs::remove_dir_all(&dir);
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    common::testing::check_config(EXE, &[], toml)
 }
 
 #[test]
@@ -47,25 +26,7 @@ fn bad_config_fails_naming_every_key() {
 
 #[test]
 fn shipped_configs_are_valid() {
-    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/config"))
-        .expect("deploy/config")
-    {
-        let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            let out = Command::new(env!("CARGO_BIN_EXE_cell-robot-io"))
-                .arg("--config")
-                .arg(&path)
-                .arg("--check-config")
-                .output()
-                .expect("run binary");
-            assert!(
-                out.status.success(),
-                "{}: {}",
-                path.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
+    common::testing::assert_shipped_configs_valid(EXE, &[]);
 }
 
 #[test]
