@@ -116,7 +116,10 @@ impl TestCell {
             .stdin(Stdio::null())
             .stdout(logf.try_clone().expect("log"))
             .stderr(logf)
-            .env("RUST_LOG", "info,zenoh=warn");
+            .env("RUST_LOG", "info,zenoh=warn")
+            // The test build already made every binary; never run cargo from inside a test.
+            .env("CELL_NO_AUTOBUILD", "1")
+            .env_remove("CARGO");
         let child = cmd.spawn().expect("spawn cell up");
         TestCell {
             child,

@@ -156,6 +156,44 @@ fn bin_dir(cfg: &LauncherConfig) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// On a fresh checkout `cargo run --bin cell` builds only `cell`. Under `cargo run` (the
+/// `CARGO` variable is set) and when a service binary is missing, build every binary of the
+/// workspace (same profile and target directory) before starting. After a code change,
+/// `cargo build --release --workspace` rebuilds them. `CELL_NO_AUTOBUILD=1` turns this off.
+fn build_services_if_missing(dir: &Path, services: &[String]) -> anyhow::Result<()> {
+    let exe = |s: &String| dir.join(format!("cell-{s}"));
+    let missing = services.iter().any(|s| !exe(s).exists());
+    let Ok(cargo) = std::env::var("CARGO") else {
+        return Ok(());
+    };
+    if std::env::var_os("CELL_NO_AUTOBUILD").is_some() {
+        return Ok(());
+    }
+    if !missing {
+        return Ok(());
+    }
+    // The workspace this binary was built from (services/cell → ../..).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if !root.join("Cargo.toml").exists() {
+        return Ok(());
+    }
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.current_dir(&root)
+        .args(["build", "--workspace", "--bins"]);
+    if dir.ends_with("release") {
+        cmd.arg("--release");
+    }
+    tracing::info!("building the service binaries ({})", root.display());
+    let status = cmd
+        .status()
+        .context("running cargo build for the services")?;
+    anyhow::ensure!(
+        status.success(),
+        "cargo build of the service binaries failed"
+    );
+    Ok(())
+}
+
 /// Runs the cell until `shutdown` resolves. Returns after every child has exited.
 pub async fn up(
     cell: CellSection,
@@ -165,6 +203,9 @@ pub async fn up(
     shutdown: common::service::Shutdown,
 ) -> anyhow::Result<()> {
     let dir = bin_dir(&cfg)?;
+    if cfg.bin_dir.is_none() {
+        build_services_if_missing(&dir, &cfg.services)?;
+    }
     let mut missing = Vec::new();
     for s in &cfg.services {
         let exe = dir.join(format!("cell-{s}"));
