@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use common::{bus::BusArgs, service::ConfigArgs};
-use kinematics::{config::ArmSection, Arm};
+use kinematics::config::load_arm;
 
 #[derive(Parser)]
 #[command(
@@ -24,9 +24,7 @@ fn main() -> std::process::ExitCode {
         args.cfg,
         |l| {
             let f: force::node::ForceConfig = l.section("force");
-            let arm: ArmSection = l.section("arm");
-            // Problems were recorded by `section`; the fallback is never run.
-            (f, arm.build().unwrap_or_else(|_| Arm::irb120()))
+            (f, load_arm(l))
         },
         force::node::run,
     )

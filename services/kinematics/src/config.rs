@@ -89,6 +89,14 @@ impl common::config::Validate for ArmSection {
     }
 }
 
+/// Reads `[arm]` from a service's config loader and builds the arm. Problems are recorded in
+/// the loader (start-up then fails listing them), so the IRB 120 fallback is never run.
+#[cfg(feature = "node")]
+pub fn load_arm(l: &mut common::service::Loader) -> Arm {
+    let arm: ArmSection = l.section("arm");
+    arm.build().unwrap_or_else(|_| Arm::irb120())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

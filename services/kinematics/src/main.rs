@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use common::{bus::BusArgs, service::ConfigArgs};
-use kinematics::{config::ArmSection, node::KinematicsConfig, Arm};
+use kinematics::{config::load_arm, node::KinematicsConfig};
 
 #[derive(Parser)]
 #[command(
@@ -24,9 +24,7 @@ fn main() -> std::process::ExitCode {
         args.cfg,
         |l| {
             let k: KinematicsConfig = l.section("kinematics");
-            let arm: ArmSection = l.section("arm");
-            // Problems were recorded by `section`; the fallback is never run.
-            (k, arm.build().unwrap_or_else(|_| Arm::irb120()))
+            (k, load_arm(l))
         },
         kinematics::node::run,
     )

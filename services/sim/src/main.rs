@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use common::{bus::BusArgs, service::ConfigArgs};
-use kinematics::{config::ArmSection, Arm};
+use kinematics::config::load_arm;
 
 #[derive(Parser)]
 #[command(
@@ -25,9 +25,7 @@ fn main() -> std::process::ExitCode {
         args.cfg,
         |l| {
             let s: sim::node::SimConfig = l.section("sim");
-            let arm: ArmSection = l.section("arm");
-            // Problems were recorded by `section`; the fallback is never run.
-            (s, arm.build().unwrap_or_else(|_| Arm::irb120()))
+            (s, load_arm(l))
         },
         sim::node::run,
     )
