@@ -133,12 +133,31 @@ impl KinFlags {
     }
 }
 
+/// Which motion a command belongs to, and which robot-io instance it was started against.
+///
+/// Control gives every operator-started motion a new `motion_id` (never 0) and records the
+/// `robot_boot` id robot-io published in its [`SafetyState`] when the motion started;
+/// kinematics copies the tag from each [`CartesianCommand`] into its [`JointCommand`].
+/// robot-io refuses a command whose `robot_boot` is not its own (a motion computed for an
+/// instance that crashed never moves the restarted one) and a command of a motion that an
+/// outage ended (see `SafetyReason::MotionEnded`). Nothing moves again after an outage until
+/// an operator command starts a new motion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MotionTag {
+    /// robot-io's boot id (random per process start, never 0).
+    pub robot_boot: u64,
+    /// Per-motion id chosen by the commanding service (never 0 for a real motion).
+    pub motion_id: u64,
+}
+
 /// Joint-space reference for the robot, published by kinematics for robot-io.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct JointCommand {
     pub stamp: Stamp,
     /// The robot cycle (JointState::cycle) this command was computed from.
     pub cycle: u64,
+    /// The motion this command belongs to (copied from the Cartesian command).
+    pub motion: MotionTag,
     pub q_rad: [f64; AXES],
     /// Feed-forward joint velocity (EGM speedRef), may be zero.
     pub qd_rad_s: [f64; AXES],
@@ -169,10 +188,10 @@ pub enum CartesianTarget {
     #[default]
     Hold,
     Pose(Pose),
-    /// Move the TCP with this twist (base axes) for one cycle of `dt_s`.
+    /// Move the TCP with this twist (base axes) for one robot cycle (kinematics integrates it
+    /// over its own robot-cycle estimate, never over a sender's time step).
     Twist {
         twist: Twist,
-        dt_s: f64,
     },
 }
 
@@ -182,6 +201,8 @@ pub struct CartesianCommand {
     pub stamp: Stamp,
     /// The robot cycle this command was computed from.
     pub cycle: u64,
+    /// The motion this command belongs to (see [`MotionTag`]).
+    pub motion: MotionTag,
     pub target: CartesianTarget,
 }
 
@@ -308,6 +329,13 @@ pub enum SafetyReason {
     /// The robot stopped sending (EGM: no `EgmRobot` within `robot_io.egm.silence_timeout_ms`):
     /// nothing can be commanded; the controller holds by itself.
     RobotSilent,
+    /// A command of a motion that an outage (robot not ready, silent, command stale, stop)
+    /// ended: refused until a new motion starts.
+    MotionEnded,
+    /// A command started against another robot-io instance (before a restart): refused.
+    OtherRobotBoot,
+    /// Protective stop: a joint was measured outside its configured limits.
+    MeasuredOutOfLimits,
 }
 
 /// Published by robot-io on every change and periodically.
@@ -320,6 +348,10 @@ pub struct SafetyState {
     pub since_cycle: u64,
     /// Commands rejected since start (limits, NaN, stale).
     pub rejected_commands: u64,
+    /// robot-io's boot id (random per process start, never 0): commands must carry it.
+    pub robot_boot: u64,
+    /// The motion being executed (0 = none).
+    pub motion_id: u64,
 }
 
 /// Emergency-stop request. `Engage` latches; only `Reset` clears it.
@@ -327,7 +359,10 @@ pub struct SafetyState {
 pub enum EStopAction {
     #[default]
     Engage,
+    /// Clears the e-stop latch and a protective stop.
     Reset,
+    /// Clears a protective stop only (never an e-stop).
+    ResetProtective,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -463,14 +498,9 @@ impl Check for CartesianCommand {
         match &self.target {
             CartesianTarget::Hold => Ok(()),
             CartesianTarget::Pose(p) => pose("target pose", p),
-            CartesianTarget::Twist { twist, dt_s } => {
+            CartesianTarget::Twist { twist } => {
                 finite("twist", &twist.linear_m_s)?;
-                finite("twist", &twist.angular_rad_s)?;
-                if dt_s.is_finite() && *dt_s > 0.0 && *dt_s <= 0.1 {
-                    Ok(())
-                } else {
-                    Err(format!("dt_s {dt_s} outside (0, 0.1] s"))
-                }
+                finite("twist", &twist.angular_rad_s)
             }
         }
     }
@@ -570,8 +600,10 @@ mod tests {
         });
         assert!(cmd.check().is_err());
         cmd.target = CartesianTarget::Twist {
-            twist: Twist::default(),
-            dt_s: 0.0,
+            twist: Twist {
+                linear_m_s: [f64::NAN, 0.0, 0.0],
+                angular_rad_s: [0.0; 3],
+            },
         };
         assert!(cmd.check().is_err());
         let mt = MoveTarget {

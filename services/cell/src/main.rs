@@ -91,10 +91,15 @@ enum Cmd {
     /// '{"packet_loss":0.1,"jitter_ms":2}', '{"sensor_unplugged":true}',
     /// '{"external_force_base_n":[0,0,-10]}', '{"controller_stopped":true}'.
     SimFault { json: Option<String> },
-    /// Engage the e-stop (latches in robot-io until `cell reset`).
+    /// Engage the e-stop (latches in robot-io, survives its restart, until `cell reset`).
+    /// Waits for robot-io's acknowledgement; exits non-zero when none comes within 0.5 s.
     Estop,
-    /// Reset the e-stop latch.
-    Reset,
+    /// Reset the e-stop latch and a protective stop (waits for the acknowledgement).
+    Reset {
+        /// Reset a protective stop only, never an e-stop.
+        #[arg(long)]
+        protective: bool,
+    },
     /// Offline kinematics of the configured arm (no running cell needed).
     Kin {
         #[command(subcommand)]
@@ -182,9 +187,11 @@ fn main() -> ExitCode {
     let launcher_cfg: launcher::LauncherConfig = loader.section("launcher");
     let arm_cfg: ArmSection = loader.section("arm");
     let force_cfg: force::node::ForceConfig = loader.section("force");
+    let mut latch_file = None;
     if matches!(args.cmd, Cmd::Up) || args.cfg.check_config {
         // The launcher validates every table, so a bad config fails before anything starts.
-        let _: robot_io::config::RobotIoConfig = loader.section("robot_io");
+        let rio: robot_io::config::RobotIoConfig = loader.section("robot_io");
+        latch_file = Some(rio.latch_path(&cell.id));
         let _: kinematics::node::KinematicsConfig = loader.section("kinematics");
         let _: control::node::ControlConfig = loader.section("control");
         let _: sensor::config::SensorConfig = loader.section("sensor");
@@ -220,7 +227,7 @@ fn main() -> ExitCode {
         }
     };
     let arm = arm_cfg.build().unwrap_or_else(|_| Arm::irb120());
-    let result = rt.block_on(run(args, cell, launcher_cfg, arm, force_cfg));
+    let result = rt.block_on(run(args, cell, launcher_cfg, arm, force_cfg, latch_file));
     let code = match result {
         Ok(true) => 0,
         Ok(false) => 1,
@@ -244,8 +251,18 @@ async fn run(
     launcher_cfg: launcher::LauncherConfig,
     arm: Arm,
     force_cfg: force::node::ForceConfig,
+    latch_file: Option<std::path::PathBuf>,
 ) -> anyhow::Result<bool> {
     if let Cmd::Up = args.cmd {
+        // A deliberate start comes up unlatched (and idle); the launcher's restarts of a
+        // crashed robot-io keep the latch file, so an e-stop survives them.
+        if let Some(f) = &latch_file {
+            if f.exists() {
+                tracing::warn!(path = %f.display(), "clearing the safety latch of an earlier run (deliberate start)");
+            }
+            robot_io::latch::clear(f)
+                .map_err(|e| anyhow::anyhow!("cannot clear the safety latch {}: {e}", f.display()))?;
+        }
         launcher::up(
             cell,
             launcher_cfg,
@@ -373,8 +390,19 @@ async fn run(
             let v = cli::request(&s, &key, json, Duration::from_secs(3)).await?;
             println!("{v}");
         }
-        Cmd::Estop => cli::estop(&s, &cell, EStopAction::Engage).await?,
-        Cmd::Reset => cli::estop(&s, &cell, EStopAction::Reset).await?,
+        Cmd::Estop => {
+            let st = cli::estop(&s, &cell, EStopAction::Engage).await?;
+            println!("e-stop engaged: robot-io {:?} ({:?})", st.level, st.reason);
+        }
+        Cmd::Reset { protective } => {
+            let action = if protective {
+                EStopAction::ResetProtective
+            } else {
+                EStopAction::Reset
+            };
+            let st = cli::estop(&s, &cell, action).await?;
+            println!("reset: robot-io {:?} ({:?}); nothing moves until a new command", st.level, st.reason);
+        }
     }
     let _ = s.close().await;
     Ok(true)

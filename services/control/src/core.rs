@@ -4,10 +4,24 @@
 //! TCP pose captured on entry) and `Move` (straight-line TCP move with a smooth, speed-bounded
 //! profile, then hold at the target). Lead-through, hybrid force control and playback arrive
 //! with their issues; requesting them is refused with a clear error, never faked.
+//!
+//! **Every motion is tied to robot-io** (item 2 of the command-path review): entering a mode
+//! that moves the robot starts a new motion with a new id and the boot id robot-io published
+//! in its safety state ([`MotionTag`]); every command carries it. A drop of robot-io's safety
+//! level from `Active` during the motion (robot not ready, robot silent, command stale, stop),
+//! a different robot-io boot id (a restart), or no acceptance within
+//! [`ACCEPT_TIMEOUT_S`] ends the motion: control goes `Idle` and says why
+//! ([`ControlCore::stop_reason`]). Nothing moves again until an operator command starts a new
+//! motion from the measured pose.
 
-use common::msg::{CartesianTarget, Mode, MoveTarget, SafetyLevel};
+use common::msg::{
+    CartesianTarget, Mode, MotionTag, MoveTarget, SafetyLevel, SafetyReason, SafetyState,
+};
 use kinematics::node::{from_msg_pose, to_msg_pose};
 use nalgebra::Isometry3;
+
+/// A motion robot-io has not accepted (level `Active` with its id) within this time ends.
+pub const ACCEPT_TIMEOUT_S: f64 = 1.0;
 
 /// A straight-line move in progress.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -23,6 +37,10 @@ struct MoveState {
 pub enum ModeError {
     NotAvailable(Mode),
     SafetyStop(SafetyLevel),
+    /// robot-io has not published its safety state yet.
+    RobotIoUnknown,
+    /// robot-io says the robot cannot move now.
+    RobotNotReady(SafetyReason),
 }
 
 impl std::fmt::Display for ModeError {
@@ -30,8 +48,22 @@ impl std::fmt::Display for ModeError {
         match self {
             ModeError::NotAvailable(m) => write!(f, "mode {m:?} is not available in this build"),
             ModeError::SafetyStop(l) => write!(f, "refused: robot-io is in {l:?}; reset first"),
+            ModeError::RobotIoUnknown => {
+                write!(f, "refused: no safety state from robot-io yet (is it running?)")
+            }
+            ModeError::RobotNotReady(r) => write!(f, "refused: robot-io reports {r:?}"),
         }
     }
+}
+
+/// The motion in progress and what robot-io said about it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Motion {
+    tag: MotionTag,
+    /// Time of the first step of the motion (s), set on that step.
+    start_s: Option<f64>,
+    /// robot-io executed this motion at least once.
+    accepted: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -40,7 +72,13 @@ pub struct ControlCore {
     hold: Option<Isometry3<f64>>,
     mv: Option<MoveState>,
     pending_move: Option<MoveTarget>,
-    safety: SafetyLevel,
+    safety: Option<SafetyState>,
+    motion: Option<Motion>,
+    /// Motion ids: `id_base` + counter (the base differs per process so that a restarted
+    /// control never reuses an id robot-io has seen end).
+    id_base: u64,
+    next_id: u64,
+    stop_reason: Option<String>,
 }
 
 /// Duration of a smoothstep move whose peak speeds stay within the limits.
@@ -60,9 +98,31 @@ pub fn interpolate(from: &Isometry3<f64>, to: &Isometry3<f64>, tau: f64) -> Isom
     Isometry3::from_parts(p.into(), r)
 }
 
+fn is_stop(l: SafetyLevel) -> bool {
+    matches!(l, SafetyLevel::ProtectiveStop | SafetyLevel::EmergencyStop)
+}
+
 impl ControlCore {
+    /// A core whose motion ids start above `id_base` (give each process a different one).
+    pub fn new(id_base: u64) -> Self {
+        Self {
+            id_base,
+            ..Default::default()
+        }
+    }
+
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Why the last motion ended without an operator asking (cleared by a new motion).
+    pub fn stop_reason(&self) -> Option<&str> {
+        self.stop_reason.as_deref()
+    }
+
+    /// The tag every command of the current motion carries.
+    pub fn motion_tag(&self) -> Option<MotionTag> {
+        self.motion.map(|m| m.tag)
     }
 
     /// Whether a move is done (or no move active).
@@ -70,16 +130,71 @@ impl ControlCore {
         self.mv.is_none_or(|m| now_s >= m.start_s + m.duration_s)
     }
 
-    /// Safety state from robot-io: a protective or emergency stop drops to Idle.
-    pub fn on_safety(&mut self, level: SafetyLevel) {
-        self.safety = level;
-        if matches!(
-            level,
-            SafetyLevel::ProtectiveStop | SafetyLevel::EmergencyStop
-        ) && self.mode != Mode::Idle
-        {
+    fn end_motion(&mut self, why: String) {
+        if self.mode != Mode::Idle {
+            self.stop_reason = Some(why);
             self.enter(Mode::Idle);
         }
+    }
+
+    /// Safety state from robot-io: a stop, a restart of robot-io, or a drop from `Active`
+    /// during the motion ends it (→ `Idle`, reason kept).
+    pub fn on_safety(&mut self, s: &SafetyState) {
+        self.safety = Some(*s);
+        if is_stop(s.level) {
+            self.end_motion(format!("robot-io {:?} ({:?})", s.level, s.reason));
+            return;
+        }
+        let Some(m) = self.motion.as_mut() else {
+            return;
+        };
+        if s.robot_boot != m.tag.robot_boot {
+            self.end_motion("robot-io restarted during the motion".into());
+            return;
+        }
+        if s.level == SafetyLevel::Active && s.motion_id == m.tag.motion_id {
+            m.accepted = true;
+        } else if m.accepted && s.level != SafetyLevel::Active {
+            self.end_motion(format!(
+                "robot-io dropped from Active to {:?} ({:?})",
+                s.level, s.reason
+            ));
+        } else if !m.accepted
+            && matches!(
+                s.reason,
+                SafetyReason::RobotNotReady | SafetyReason::RobotSilent
+            )
+        {
+            self.end_motion(format!("robot-io reports {:?}", s.reason));
+        }
+    }
+
+    /// Checks that a motion may start now; returns robot-io's boot id.
+    fn may_move(&self) -> Result<u64, ModeError> {
+        let s = self.safety.ok_or(ModeError::RobotIoUnknown)?;
+        if is_stop(s.level) {
+            return Err(ModeError::SafetyStop(s.level));
+        }
+        if matches!(
+            s.reason,
+            SafetyReason::RobotNotReady | SafetyReason::RobotSilent
+        ) {
+            return Err(ModeError::RobotNotReady(s.reason));
+        }
+        Ok(s.robot_boot)
+    }
+
+    fn start_motion(&mut self, robot_boot: u64) {
+        self.next_id += 1;
+        self.motion = Some(Motion {
+            tag: MotionTag {
+                robot_boot,
+                motion_id: self.id_base.wrapping_add(self.next_id).max(1),
+            },
+            start_s: None,
+            accepted: false,
+        });
+        self.stop_reason = None;
     }
 
     pub fn request_mode(&mut self, mode: Mode) -> Result<(), ModeError> {
@@ -88,38 +203,26 @@ impl ControlCore {
                 self.enter(Mode::Idle);
                 Ok(())
             }
-            _ if matches!(
-                self.safety,
-                SafetyLevel::ProtectiveStop | SafetyLevel::EmergencyStop
-            ) =>
-            {
-                Err(ModeError::SafetyStop(self.safety))
-            }
-            Mode::Hold => {
-                self.enter(Mode::Hold);
-                Ok(())
-            }
-            // Move needs a target (`request_move`); without one it holds where it is.
-            Mode::Move => {
-                self.enter(Mode::Hold);
-                Ok(())
-            }
             m @ (Mode::LeadThrough | Mode::Hybrid | Mode::Playback) => {
                 Err(ModeError::NotAvailable(m))
+            }
+            // Move needs a target (`request_move`); without one it holds where it is.
+            Mode::Hold | Mode::Move => {
+                let boot = self.may_move()?;
+                self.enter(Mode::Hold);
+                self.start_motion(boot);
+                Ok(())
             }
         }
     }
 
-    /// Starts a straight-line move on the next step (switches to `Move`).
+    /// Starts a straight-line move on the next step (switches to `Move`), from the measured
+    /// pose, as a new motion.
     pub fn request_move(&mut self, target: MoveTarget) -> Result<(), ModeError> {
-        if matches!(
-            self.safety,
-            SafetyLevel::ProtectiveStop | SafetyLevel::EmergencyStop
-        ) {
-            return Err(ModeError::SafetyStop(self.safety));
-        }
+        let boot = self.may_move()?;
         self.enter(Mode::Move);
         self.pending_move = Some(target);
+        self.start_motion(boot);
         Ok(())
     }
 
@@ -128,11 +231,27 @@ impl ControlCore {
         self.hold = None;
         self.mv = None;
         self.pending_move = None;
+        if mode == Mode::Idle {
+            self.motion = None;
+        }
     }
 
     /// One cycle: the measured TCP pose and the cycle time → the Cartesian target, or `None`
     /// (Idle: robot-io holds by itself).
     pub fn step(&mut self, tcp: &Isometry3<f64>, now_s: f64) -> Option<CartesianTarget> {
+        if let Some(m) = self.motion.as_mut() {
+            let start = *m.start_s.get_or_insert(now_s);
+            if !m.accepted && now_s - start > ACCEPT_TIMEOUT_S {
+                let why = match self.safety {
+                    Some(s) => format!(
+                        "robot-io did not accept the motion within {ACCEPT_TIMEOUT_S} s ({:?}, {:?})",
+                        s.level, s.reason
+                    ),
+                    None => "robot-io did not accept the motion".into(),
+                };
+                self.end_motion(why);
+            }
+        }
         match self.mode {
             Mode::Idle => None,
             Mode::Hold => {
@@ -168,6 +287,25 @@ mod tests {
     use common::msg::Pose;
     use nalgebra::{Translation3, UnitQuaternion, Vector3};
 
+    const BOOT: u64 = 9;
+
+    fn safety(level: SafetyLevel, reason: SafetyReason, motion_id: u64) -> SafetyState {
+        SafetyState {
+            level,
+            reason,
+            robot_boot: BOOT,
+            motion_id,
+            ..Default::default()
+        }
+    }
+
+    /// A core that has seen robot-io idle (holding, no command).
+    fn ready() -> ControlCore {
+        let mut c = ControlCore::new(100);
+        c.on_safety(&safety(SafetyLevel::Hold, SafetyReason::CommandStale, 0));
+        c
+    }
+
     fn pose(x: f64, y: f64, z: f64) -> Isometry3<f64> {
         Isometry3::from_parts(
             Translation3::new(x, y, z),
@@ -177,7 +315,7 @@ mod tests {
 
     #[test]
     fn idle_publishes_nothing_and_hold_captures_pose() {
-        let mut c = ControlCore::default();
+        let mut c = ready();
         assert_eq!(c.step(&pose(0.3, 0.0, 0.5), 0.0), None);
         c.request_mode(Mode::Hold).expect("hold");
         let a = c.step(&pose(0.3, 0.0, 0.5), 0.0);
@@ -187,7 +325,7 @@ mod tests {
 
     #[test]
     fn move_is_speed_bounded_and_ends_at_target() {
-        let mut c = ControlCore::default();
+        let mut c = ready();
         let start = pose(0.374, 0.0, 0.63);
         let target = pose(0.374, 0.1, 0.53);
         let v = 0.1;
@@ -222,16 +360,89 @@ mod tests {
 
     #[test]
     fn unavailable_modes_and_safety_stop_are_refused() {
-        let mut c = ControlCore::default();
+        let mut c = ready();
         assert_eq!(
             c.request_mode(Mode::Hybrid),
             Err(ModeError::NotAvailable(Mode::Hybrid))
         );
         c.request_mode(Mode::Hold).expect("hold");
-        c.on_safety(SafetyLevel::EmergencyStop);
+        c.on_safety(&safety(SafetyLevel::EmergencyStop, SafetyReason::EStop, 0));
         assert_eq!(c.mode(), Mode::Idle);
         assert!(c.request_mode(Mode::Hold).is_err());
-        c.on_safety(SafetyLevel::Hold);
+        c.on_safety(&safety(SafetyLevel::Hold, SafetyReason::NoCommandYet, 0));
         assert!(c.request_mode(Mode::Hold).is_ok());
+        // Nothing known of robot-io: refused.
+        let mut u = ControlCore::new(0);
+        assert_eq!(u.request_mode(Mode::Hold), Err(ModeError::RobotIoUnknown));
+    }
+
+    fn start_move(c: &mut ControlCore) -> MotionTag {
+        c.request_move(MoveTarget {
+            tcp_in_base: to_msg_pose(&pose(0.374, 0.1, 0.53)),
+            max_speed_m_s: 0.1,
+            max_rot_speed_rad_s: 1.0,
+            ..Default::default()
+        })
+        .expect("move");
+        c.motion_tag().expect("a motion")
+    }
+
+    #[test]
+    fn an_outage_mid_move_ends_the_motion_and_nothing_resumes() {
+        // Before the fix control kept its motion clock running through an outage and went on
+        // publishing when robot-io came back.
+        for reason in [
+            SafetyReason::CommandStale,
+            SafetyReason::RobotNotReady,
+            SafetyReason::RobotSilent,
+        ] {
+            let mut c = ready();
+            let tag = start_move(&mut c);
+            assert_eq!(tag.robot_boot, BOOT);
+            assert!(c.step(&pose(0.374, 0.0, 0.63), 0.0).is_some());
+            c.on_safety(&safety(SafetyLevel::Active, SafetyReason::None, tag.motion_id));
+            assert!(c.step(&pose(0.374, 0.0, 0.63), 0.004).is_some());
+            c.on_safety(&safety(SafetyLevel::Hold, reason, 0));
+            assert_eq!(c.mode(), Mode::Idle, "{reason:?}");
+            assert!(c.stop_reason().unwrap().contains(&format!("{reason:?}")));
+            // robot-io back to normal: nothing is published until a new command.
+            c.on_safety(&safety(SafetyLevel::Hold, SafetyReason::NoCommandYet, 0));
+            assert_eq!(c.step(&pose(0.374, 0.0, 0.63), 1.0), None);
+            // A new command is a new motion with a new id.
+            let tag2 = start_move(&mut c);
+            assert_ne!(tag2.motion_id, tag.motion_id);
+            assert!(c.stop_reason().is_none());
+        }
+    }
+
+    #[test]
+    fn a_robot_io_restart_ends_the_motion() {
+        let mut c = ready();
+        let tag = start_move(&mut c);
+        c.step(&pose(0.374, 0.0, 0.63), 0.0);
+        let mut s = safety(SafetyLevel::Hold, SafetyReason::NoCommandYet, 0);
+        s.robot_boot = BOOT + 1;
+        c.on_safety(&s);
+        assert_eq!(c.mode(), Mode::Idle);
+        assert!(c.stop_reason().unwrap().contains("restarted"));
+        // The next motion carries the new boot id.
+        assert_eq!(start_move(&mut c).robot_boot, BOOT + 1);
+        assert_ne!(tag.robot_boot, BOOT + 1);
+    }
+
+    #[test]
+    fn a_motion_robot_io_never_accepts_ends_after_the_timeout() {
+        let mut c = ready();
+        start_move(&mut c);
+        assert!(c.step(&pose(0.374, 0.0, 0.63), 0.0).is_some());
+        assert!(c.step(&pose(0.374, 0.0, 0.63), 0.5).is_some());
+        assert_eq!(c.step(&pose(0.374, 0.0, 0.63), ACCEPT_TIMEOUT_S + 0.01), None);
+        assert_eq!(c.mode(), Mode::Idle);
+        // Robot not ready: refused outright.
+        c.on_safety(&safety(SafetyLevel::Hold, SafetyReason::RobotNotReady, 0));
+        assert_eq!(
+            c.request_mode(Mode::Hold),
+            Err(ModeError::RobotNotReady(SafetyReason::RobotNotReady))
+        );
     }
 }

@@ -41,17 +41,18 @@ impl Validate for ControlConfig {
 pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let mut poses = node.latest(topic::TOOL_POSE).await?;
     let wrench = node.latest(topic::WRENCH_ESTIMATE).await?;
-    let safety = node.latest(topic::SAFETY_STATE).await?;
+    // Every safety state, in order (a drop from Active must not be coalesced away).
+    let mut safety = node.events_unbounded(topic::SAFETY_STATE).await?;
     let mut modes = node.events(topic::MODE_COMMAND, 16).await?;
     let mut moves = node.events(topic::MOVE_TARGET, 16).await?;
     let mut tasks = node.events(topic::HYBRID_TASK, 16).await?;
     let mut cmd_pub = node.publisher(topic::CARTESIAN_COMMAND).await?;
     let _presence = node.announce().await?;
 
-    let mut core = ControlCore::default();
-    if cfg.initial_mode == InitialMode::Hold {
-        let _ = core.request_mode(Mode::Hold);
-    }
+    // Motion ids differ per process start (a restarted control never reuses an id).
+    let mut core = ControlCore::new(common::clock::mono_ns() ^ (u64::from(std::process::id()) << 40));
+    // `initial_mode = "hold"` is applied once robot-io's safety state is known.
+    let mut initial_hold = cfg.initial_mode == InitialMode::Hold;
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));
     let mut published = 0u64;
 
@@ -73,16 +74,37 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
             Some(_t) = tasks.rx.recv() => {
                 node.set_error("hybrid tasks are not available in this build");
             }
-            Some(p) = poses.changed() => {
-                if let Some(s) = safety.get() {
-                    core.on_safety(s.msg.level);
+            Some(s) = safety.rx.recv() => {
+                let before = core.mode();
+                core.on_safety(&s.msg);
+                if before != core.mode() {
+                    if let Some(why) = core.stop_reason() {
+                        tracing::warn!("motion ended: {why}; idle until a new command");
+                        node.set_error(format!("motion ended: {why}"));
+                    }
                 }
+                if initial_hold {
+                    initial_hold = false;
+                    if let Err(e) = core.request_mode(Mode::Hold) {
+                        node.set_error(format!("initial_mode hold: {e}"));
+                    }
+                }
+            }
+            Some(p) = poses.changed() => {
                 let pose = p.msg;
                 let now_s = pose.stamp.source_mono_ns as f64 * 1e-9;
-                if let Some(target) = core.step(&from_msg_pose(&pose.tcp_in_base), now_s) {
-                    let cmd = CartesianCommand { stamp: cmd_pub.next_stamp(), cycle: pose.cycle, target };
-                    cmd_pub.put(&cmd);
-                    published += 1;
+                let target = core.step(&from_msg_pose(&pose.tcp_in_base), now_s);
+                match (target, core.motion_tag()) {
+                    (Some(target), Some(motion)) => {
+                        let cmd = CartesianCommand { stamp: cmd_pub.next_stamp(), cycle: pose.cycle, motion, target };
+                        cmd_pub.put(&cmd);
+                        published += 1;
+                    }
+                    _ => {
+                        if let Some(why) = core.stop_reason() {
+                            node.set_error(format!("motion ended: {why}"));
+                        }
+                    }
                 }
             }
             _ = status_tick.tick() => {
@@ -90,6 +112,11 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
                 node.set_detail(serde_json::json!({
                     "mode": format!("{:?}", core.mode()),
                     "commands": published,
+                    "motion": core.motion_tag().map(|m| serde_json::json!({
+                        "motion_id": m.motion_id,
+                        "robot_boot": format!("{:016x}", m.robot_boot),
+                    })),
+                    "stop_reason": core.stop_reason(),
                     "wrench_fault": w,
                 }));
             }

@@ -49,7 +49,9 @@ pub struct RobotIoConfig {
     /// (its `\SampleRate`, 4 ms on an IRC5), used when the controller's clock gives no step
     /// time.
     pub cycle_ms: f64,
-    /// A joint command older than this is stale → hold (ms). Default: 2 cycles.
+    /// A joint command older than this (by its local arrival time) is stale → hold (ms). A
+    /// fixed time, not a cycle count: the default 8 ms is 2 cycles of the 4 ms EGM cycle; it
+    /// must be at least one `cycle_ms` (checked at start-up).
     pub command_timeout_ms: f64,
     /// Start position of the ideal robot (deg).
     pub initial_q_deg: [f64; 6],
@@ -58,6 +60,15 @@ pub struct RobotIoConfig {
     /// 1680 — the data-sheet speed reached in 0.25 s); for `ideal` none (speed and position
     /// limits only, the ideal robot's behaviour is unchanged).
     pub max_accel_deg_s2: Option<[f64; 6]>,
+    /// A joint measured further than this outside its position limits raises a protective
+    /// stop `MeasuredOutOfLimits` (deg).
+    pub measured_limit_margin_deg: f64,
+    /// Where the e-stop and protective-stop latches are persisted so that they survive a
+    /// crash and restart of robot-io (small JSON file, written atomically by rename). Empty:
+    /// `<temp dir>/cell-<cell id>/robot-io-latch.json` (on a systemd host point it at
+    /// `/run/cell/…`: cleared at boot). `cell up` deletes it when it starts the cell
+    /// deliberately; the launcher's restarts of a crashed robot-io keep it.
+    pub latch_file: String,
     pub egm: EgmConfig,
 }
 
@@ -69,6 +80,8 @@ impl Default for RobotIoConfig {
             command_timeout_ms: 8.0,
             initial_q_deg: [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
             max_accel_deg_s2: None,
+            measured_limit_margin_deg: 0.5,
+            latch_file: String::new(),
             egm: EgmConfig::default(),
         }
     }
@@ -91,6 +104,26 @@ impl Validate for RobotIoConfig {
             1.0,
             1000.0,
             "ms",
+        );
+        if self.command_timeout_ms.is_finite()
+            && self.cycle_ms.is_finite()
+            && self.command_timeout_ms < self.cycle_ms
+        {
+            errors.push(
+                format!("{prefix}.command_timeout_ms"),
+                format!(
+                    "{} ms is shorter than one robot cycle ({prefix}.cycle_ms = {} ms): every command would be stale",
+                    self.command_timeout_ms, self.cycle_ms
+                ),
+            );
+        }
+        check_range(
+            errors,
+            format!("{prefix}.measured_limit_margin_deg"),
+            self.measured_limit_margin_deg,
+            0.0,
+            10.0,
+            "deg",
         );
         for (j, v) in self.initial_q_deg.iter().enumerate() {
             check_range(
@@ -117,6 +150,17 @@ impl Validate for RobotIoConfig {
 }
 
 impl RobotIoConfig {
+    /// The latch file of cell `cell_id` (see `latch_file`).
+    pub fn latch_path(&self, cell_id: &str) -> std::path::PathBuf {
+        if self.latch_file.is_empty() {
+            std::env::temp_dir()
+                .join(format!("cell-{cell_id}"))
+                .join("robot-io-latch.json")
+        } else {
+            common::config::resolve_path(&self.latch_file)
+        }
+    }
+
     /// Joint acceleration limits (rad/s²; infinite = none), defaults resolved per driver.
     pub fn max_accel_rad_s2(&self) -> [f64; 6] {
         match (self.max_accel_deg_s2, self.driver) {

@@ -6,10 +6,14 @@
 //! and ABB EGM over UDP ([`egm`]: the protobuf codec in [`egm::proto`], reusable by a controller
 //! emulator, and the pure session logic in [`egm::session`]; the socket is in [`node`]).
 //!
+//! Its e-stop and protective-stop latches survive a restart ([`latch`]); every command must
+//! carry this instance's boot id, so a restarted robot-io never continues an old motion.
+//!
 //! It does not compute kinematics or control laws.
 
 pub mod config;
 pub mod egm;
 pub mod ideal;
+pub mod latch;
 pub mod node;
 pub mod supervisor;

@@ -2,11 +2,17 @@
 //!
 //! - `ideal`: a local timer is the robot cycle; the in-process ideal robot applies each
 //!   reference.
-//! - `egm`: the controller is the clock. Every `EgmRobot` datagram is decoded (malformed →
-//!   counted and dropped), run through the supervisor with the newest joint command, answered
-//!   at once with an `EgmSensor` to the datagram's sender address, then published as one
-//!   `JointState`. No datagram for `egm.silence_timeout_ms` → nothing new is published and the
-//!   safety state says `RobotSilent`.
+//! - `egm`: the controller is the clock. Every `EgmRobot` datagram goes through the pure
+//!   [`EgmCore`] (session + supervisor: malformed → counted, not answered; late or duplicate
+//!   → the last reference resent; otherwise one supervisor step), the reply goes at once to
+//!   the datagram's sender address, then the `JointState` is handed to the publishing task.
+//!   No datagram for `egm.silence_timeout_ms` → nothing new is published and the safety
+//!   state says `RobotSilent`.
+//!
+//! Nothing in the per-datagram path waits on the network except the UDP reply: joint and
+//! safety states go through an unbounded channel to a separate publishing task (item 5 of
+//! the command-path review). The e-stop latch is persisted ([`crate::latch`]) before the stop
+//! is acknowledged on the bus, and restored at start-up.
 
 use std::{
     net::SocketAddr,
@@ -15,6 +21,7 @@ use std::{
 
 use common::{
     bus::{Events, Latest, Node, Publisher},
+    clock,
     msg::{EStop, EStopAction, JointCommand, JointState, SafetyState},
     service::Shutdown,
     topic,
@@ -25,12 +32,54 @@ use tokio::{net::UdpSocket, time::MissedTickBehavior};
 use crate::{
     config::{DriverKind, EgmConfig, RobotIoConfig},
     egm::{
+        cycle::{Datagram, EgmCore},
         proto,
         session::{EgmSession, SessionEvent, SessionParams},
     },
     ideal::IdealRobot,
-    supervisor::{CycleInput, CycleOutput, Supervisor, SupervisorParams},
+    latch,
+    supervisor::{CycleInput, CycleOutput, Latches, Supervisor, SupervisorParams},
 };
+
+/// A message for the publishing task.
+enum Outbound {
+    Joint(JointState),
+    Safety(SafetyState),
+}
+
+/// Publishes what the cycle path hands over, so that a congested link never delays the
+/// handling of the next datagram. Stamps keep the time the content was produced.
+async fn publish_task(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Outbound>,
+    mut js_pub: Publisher<JointState>,
+    mut safety_pub: Publisher<SafetyState>,
+) {
+    while let Some(m) = rx.recv().await {
+        match m {
+            Outbound::Joint(mut js) => {
+                let produced = js.stamp.source_mono_ns;
+                js.stamp = js_pub.next_stamp();
+                js.stamp.source_mono_ns = produced;
+                js_pub.put(&js);
+            }
+            Outbound::Safety(mut st) => {
+                let produced = st.stamp.source_mono_ns;
+                st.stamp = safety_pub.next_stamp();
+                st.stamp.source_mono_ns = produced;
+                safety_pub.put(&st);
+            }
+        }
+    }
+}
+
+/// A random, non-zero boot id for this process.
+pub fn new_boot_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(clock::mono_ns());
+    h.write_u32(std::process::id());
+    h.finish().max(1)
+}
 
 /// Cycle timing statistics (for status).
 #[derive(Debug, Default)]
@@ -74,11 +123,14 @@ struct Shell {
     node: Node,
     commands: Latest<JointCommand>,
     estops: Events<EStop>,
-    js_pub: Publisher<JointState>,
-    safety_pub: Publisher<SafetyState>,
-    sup: Supervisor,
+    out: tokio::sync::mpsc::UnboundedSender<Outbound>,
     epoch: Instant,
     last_safety_pub: Instant,
+    robot_boot: u64,
+    latch_path: std::path::PathBuf,
+    /// Latches as last written to the file.
+    persisted: Latches,
+    latch_errors: u64,
 }
 
 impl Shell {
@@ -86,17 +138,45 @@ impl Shell {
         t.duration_since(self.epoch).as_secs_f64()
     }
 
-    fn drain_estops(&mut self) {
+    /// Applies every pending e-stop request, then persists the latches if they changed
+    /// (before anything acknowledges them on the bus).
+    /// Returns true when the safety state changed (then it must be published).
+    fn drain_estops(&mut self, sup: &mut Supervisor) -> bool {
+        let mut changed = false;
         while let Ok(e) = self.estops.rx.try_recv() {
-            match e.msg.action {
+            changed |= match e.msg.action {
                 EStopAction::Engage => {
                     tracing::warn!("e-stop engaged");
-                    self.sup.engage_estop();
+                    sup.engage_estop()
                 }
                 EStopAction::Reset => {
-                    tracing::info!("e-stop reset");
-                    self.sup.reset_estop();
+                    tracing::info!("e-stop reset (and protective stop)");
+                    sup.reset_estop()
                 }
+                EStopAction::ResetProtective => {
+                    tracing::info!("protective stop reset");
+                    sup.reset_protective()
+                }
+            };
+        }
+        self.persist(sup);
+        if changed {
+            self.publish_safety(sup, true);
+        }
+        changed
+    }
+
+    /// Writes the latch file when the supervisor's latches differ from the file's.
+    fn persist(&mut self, sup: &Supervisor) {
+        let l = sup.latches();
+        if l == self.persisted {
+            return;
+        }
+        match latch::store(&self.latch_path, &l) {
+            Ok(()) => self.persisted = l,
+            Err(e) => {
+                self.latch_errors += 1;
+                tracing::error!(path = %self.latch_path.display(), "cannot persist the safety latch: {e}");
             }
         }
     }
@@ -104,69 +184,91 @@ impl Shell {
     /// One supervisor cycle with the newest joint command.
     fn step(
         &mut self,
+        sup: &mut Supervisor,
         cycle: u64,
         now: Instant,
         dt_s: f64,
         q: [f64; 6],
         robot: common::msg::RobotStatus,
     ) -> CycleOutput {
-        self.drain_estops();
+        self.drain_estops(sup);
         let latest = self.commands.get();
         let cmd = latest.as_ref().map(|r| (&r.msg, self.secs(r.at)));
-        let out = self.sup.step(&CycleInput {
+        let out = sup.step(&CycleInput {
             cycle,
             now_s: self.secs(now),
             dt_s,
-            q_measured: q,
+            q_measured: Some(q),
             robot,
             command: cmd,
         });
         if out.changed {
             tracing::info!(level = ?out.level, reason = ?out.reason, cycle, "safety state");
+            self.persist(sup);
         }
         out
     }
 
-    /// Publishes the safety state when `changed`, else at 10 Hz.
-    fn publish_safety(&mut self, changed: bool) {
+    fn safety_state(&self, sup: &Supervisor) -> SafetyState {
+        SafetyState {
+            stamp: common::msg::Stamp {
+                seq: 0,
+                source_mono_ns: clock::mono_ns(),
+            },
+            level: sup.level(),
+            reason: sup.reason(),
+            since_cycle: sup.since_cycle(),
+            rejected_commands: sup.rejected(),
+            robot_boot: self.robot_boot,
+            motion_id: sup.active_motion().unwrap_or(0),
+        }
+    }
+
+    /// Hands the safety state to the publishing task when `changed`, else at 10 Hz.
+    fn publish_safety(&mut self, sup: &Supervisor, changed: bool) {
         if changed || self.last_safety_pub.elapsed() >= Duration::from_millis(100) {
-            let st = SafetyState {
-                stamp: self.safety_pub.next_stamp(),
-                level: self.sup.level(),
-                reason: self.sup.reason(),
-                since_cycle: self.sup.since_cycle(),
-                rejected_commands: self.sup.rejected(),
-            };
-            self.safety_pub.put(&st);
+            let _ = self.out.send(Outbound::Safety(self.safety_state(sup)));
             self.last_safety_pub = Instant::now();
         }
     }
 
-    fn safety_json(&self) -> serde_json::Value {
+    fn publish_joints(&self, cycle: u64, q: [f64; 6], qd: [f64; 6], robot: common::msg::RobotStatus) {
+        let js = JointState {
+            stamp: common::msg::Stamp {
+                seq: 0,
+                source_mono_ns: clock::mono_ns(),
+            },
+            cycle,
+            q_rad: q,
+            qd_rad_s: qd,
+            robot,
+        };
+        let _ = self.out.send(Outbound::Joint(js));
+    }
+
+    fn safety_json(&self, sup: &Supervisor) -> serde_json::Value {
         serde_json::json!({
-            "level": format!("{:?}", self.sup.level()),
-            "reason": format!("{:?}", self.sup.reason()),
-            "since_cycle": self.sup.since_cycle(),
-            "rejected_commands": self.sup.rejected(),
-            "estop_latched": self.sup.estop_latched(),
-            "limited_cycles": self.sup.limited_cycles(),
-            "per_joint_limited_cycles": self.sup.per_joint_cycles(),
+            "level": format!("{:?}", sup.level()),
+            "reason": format!("{:?}", sup.reason()),
+            "since_cycle": sup.since_cycle(),
+            "rejected_commands": sup.rejected(),
+            "estop_latched": sup.estop_latched(),
+            "protective_stop": sup.latches().protective.map(|r| format!("{r:?}")),
+            "robot_boot": format!("{:016x}", self.robot_boot),
+            "active_motion": sup.active_motion(),
+            "ended_motion": sup.ended_motion(),
+            "latch_file": self.latch_path.display().to_string(),
+            "latch_write_errors": self.latch_errors,
+            "limited_cycles": sup.limited_cycles(),
+            "per_joint_limited_cycles": sup.per_joint_cycles(),
         })
     }
 
-    /// Terminal state: hold where the robot is, and say so.
-    fn publish_shutdown(&mut self, cycle: u64, out: &CycleOutput) {
-        let st = SafetyState {
-            stamp: self.safety_pub.next_stamp(),
-            level: out.level,
-            reason: out.reason,
-            since_cycle: cycle,
-            rejected_commands: self.sup.rejected(),
-        };
-        self.safety_pub.put(&st);
-    }
-
-    async fn close(self) {
+    /// Terminal state: hold where the robot is, say so, and let the publishing task drain.
+    async fn close(self, sup: &Supervisor, publisher: tokio::task::JoinHandle<()>) {
+        let _ = self.out.send(Outbound::Safety(self.safety_state(sup)));
+        drop(self.out);
+        let _ = tokio::time::timeout(Duration::from_millis(200), publisher).await;
         self.node.set_state("stopped (holding)");
         self.node.close().await;
     }
@@ -179,29 +281,54 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let (cfg, limits) = cfg;
     let commands = node.latest(topic::JOINT_COMMAND).await?;
-    let estops = node.events(topic::ESTOP, 16).await?;
+    // Lossless: an e-stop is never shed by a full queue.
+    let estops = node.events_unbounded(topic::ESTOP).await?;
     let js_pub = node.publisher(topic::JOINT_STATE).await?;
     let safety_pub = node.publisher(topic::SAFETY_STATE).await?;
     let presence = node.announce().await?;
 
-    let sup = Supervisor::new(SupervisorParams {
+    let robot_boot = new_boot_id();
+    let mut sup = Supervisor::new(SupervisorParams {
         command_timeout_s: cfg.command_timeout_ms * 1e-3,
         limits,
         max_accel: cfg.max_accel_rad_s2(),
+        robot_boot,
+        measured_limit_margin_rad: cfg.measured_limit_margin_deg.to_radians(),
     });
-    let shell = Shell {
+    let latch_path = cfg.latch_path(&node.cell_id);
+    let (restored, problem) = latch::load(&latch_path);
+    if let Some(p) = problem {
+        tracing::error!("{p}");
+        node.set_error(p);
+    }
+    if restored != Latches::default() {
+        tracing::warn!(
+            estop = restored.estop,
+            protective = ?restored.protective,
+            path = %latch_path.display(),
+            "safety latch restored from before a restart: holding until `cell reset`"
+        );
+    }
+    sup.restore(restored);
+    let (out, rx) = tokio::sync::mpsc::unbounded_channel();
+    let publisher = tokio::spawn(publish_task(rx, js_pub, safety_pub));
+    let mut shell = Shell {
         node,
         commands,
         estops,
-        js_pub,
-        safety_pub,
-        sup,
+        out,
         epoch: Instant::now(),
         last_safety_pub: Instant::now(),
+        robot_boot,
+        latch_path,
+        persisted: restored,
+        latch_errors: 0,
     };
+    tracing::info!(robot_boot = format!("{robot_boot:016x}"), "robot-io boot id");
+    shell.publish_safety(&sup, true);
     let result = match cfg.driver {
-        DriverKind::Ideal => run_ideal(shell, &cfg, shutdown).await,
-        DriverKind::Egm => run_egm(shell, &cfg, shutdown).await,
+        DriverKind::Ideal => run_ideal(shell, sup, &cfg, shutdown, publisher).await,
+        DriverKind::Egm => run_egm(shell, sup, &cfg, shutdown, publisher).await,
     };
     drop(presence);
     result
@@ -209,8 +336,10 @@ pub async fn run(
 
 async fn run_ideal(
     mut sh: Shell,
+    mut sup: Supervisor,
     cfg: &RobotIoConfig,
     mut shutdown: Shutdown,
+    publisher: tokio::task::JoinHandle<()>,
 ) -> anyhow::Result<()> {
     let mut q0 = [0.0; 6];
     for (q, d) in q0.iter_mut().zip(cfg.initial_q_deg.iter()) {
@@ -235,49 +364,44 @@ async fn run_ideal(
         cycle += 1;
         let (q, qd, status) = robot.feedback();
         q_meas = q;
-        let js = JointState {
-            stamp: sh.js_pub.next_stamp(),
-            cycle,
-            q_rad: q,
-            qd_rad_s: qd,
-            robot: status,
-        };
-        sh.js_pub.put(&js);
+        sh.publish_joints(cycle, q, qd, status);
 
-        let out = sh.step(cycle, now, dt_s, q, status);
-        robot.apply(out.q_ref, out.qd_ref);
-        sh.publish_safety(out.changed);
+        let out = sh.step(&mut sup, cycle, now, dt_s, q, status);
+        if let Some(r) = out.q_ref {
+            robot.apply(r, out.qd_ref);
+        }
+        sh.publish_safety(&sup, out.changed);
         if last_status.elapsed() >= Duration::from_millis(250) {
             sh.node.set_detail(serde_json::json!({
                 "driver": "ideal",
                 "cycle": stats.json(),
-                "safety": sh.safety_json(),
+                "safety": sh.safety_json(&sup),
                 "q_deg": q.iter().map(|v| v.to_degrees()).collect::<Vec<_>>(),
             }));
             last_status = Instant::now();
         }
     }
 
-    let out = sh.sup.shutdown(cycle, q_meas);
-    robot.apply(out.q_ref, out.qd_ref);
-    sh.publish_shutdown(cycle, &out);
-    sh.close().await;
+    let out = sup.shutdown(cycle, Some(q_meas));
+    if let Some(r) = out.q_ref {
+        robot.apply(r, out.qd_ref);
+    }
+    sh.close(&sup, publisher).await;
     Ok(())
 }
 
-/// EGM driver state beyond the pure session.
+/// EGM driver state beyond the pure core.
 struct EgmShell {
     sock: UdpSocket,
-    session: EgmSession,
+    core: EgmCore,
     cfg: EgmConfig,
-    cycle: u64,
-    q_meas: Option<[f64; 6]>,
     peer: Option<SocketAddr>,
     malformed: u64,
     last_malformed: Option<String>,
     send_errors: u64,
     recv_errors: u64,
     incomplete_last: Option<String>,
+    repeats: u64,
 }
 
 impl EgmShell {
@@ -285,7 +409,7 @@ impl EgmShell {
     async fn send(&mut self, sh: &Shell, reply: &proto::EgmSensor, to: SocketAddr) {
         let bytes = proto::encode_sensor(reply);
         match self.sock.send_to(&bytes, to).await {
-            Ok(_) => self.session.on_reply_sent(sh.secs(Instant::now())),
+            Ok(_) => self.core.session.on_reply_sent(sh.secs(Instant::now())),
             Err(e) => {
                 self.send_errors += 1;
                 tracing::debug!("EGM reply to {to}: {e}");
@@ -293,11 +417,19 @@ impl EgmShell {
         }
     }
 
-    /// Handles one datagram: decode, supervise, reply to the sender, publish.
+    /// Handles one datagram: core (decode, session, supervisor), reply to the sender, then
+    /// hand the joint state to the publishing task.
     async fn on_datagram(&mut self, sh: &mut Shell, bytes: &[u8], from: SocketAddr, rx: Instant) {
-        let msg = match proto::decode_robot(bytes) {
-            Ok(m) => m,
-            Err(e) => {
+        let rx_s = sh.secs(rx);
+        sh.drain_estops(&mut self.core.sup);
+        let latest = sh.commands.get();
+        let cmd = latest.as_ref().map(|r| (&r.msg, sh.secs(r.at)));
+        let h = self.core.on_datagram(bytes, rx_s, cmd);
+        if let Some(r) = &h.reply {
+            self.send(sh, r, from).await;
+        }
+        match &h.datagram {
+            Datagram::Malformed(e) => {
                 self.malformed += 1;
                 if self.malformed.is_power_of_two() {
                     tracing::warn!(from = %from, count = self.malformed, "malformed EGM datagram: {e}");
@@ -305,53 +437,38 @@ impl EgmShell {
                 self.last_malformed = Some(format!("{from}: {e}"));
                 return;
             }
-        };
-        let rx_s = sh.secs(rx);
+            Datagram::Repeat(_) => {
+                self.repeats += 1;
+                return;
+            }
+            Datagram::Incomplete(e) => self.incomplete_last = Some(e.to_string()),
+            Datagram::Cycle(fb) => {
+                for ev in &fb.events {
+                    match ev {
+                        SessionEvent::ControllerStopped(s) => {
+                            tracing::warn!(motor = ?s.motor, mci = ?s.mci, rapid = ?s.rapid, "EGM controller not ready")
+                        }
+                        other => {
+                            tracing::info!(event = ?other, seqno = ?fb.seqno, schema = ?fb.schema, "EGM session")
+                        }
+                    }
+                }
+                sh.publish_joints(h.cycle, fb.q_rad, fb.qd_rad_s.unwrap_or([0.0; 6]), fb.status);
+            }
+        }
         if self.peer != Some(from) {
             tracing::info!(peer = %from, "EGM controller");
             self.peer = Some(from);
         }
-        let fb = match self.session.on_robot(&msg, rx_s) {
-            Ok(fb) => fb,
-            Err(e) => {
-                // Still answered (holding) so the controller's session does not stall.
-                self.incomplete_last = Some(e.to_string());
-                if let Some(r) = self.session.reply_hold(rx_s) {
-                    self.send(sh, &r, from).await;
-                }
-                return;
-            }
-        };
-        for ev in &fb.events {
-            match ev {
-                SessionEvent::ControllerStopped(s) => {
-                    tracing::warn!(motor = ?s.motor, mci = ?s.mci, rapid = ?s.rapid, "EGM controller not ready")
-                }
-                other => {
-                    tracing::info!(event = ?other, seqno = ?fb.seqno, schema = ?fb.schema, "EGM session")
-                }
-            }
+        if h.safety_changed {
+            tracing::info!(level = ?self.core.sup.level(), reason = ?self.core.sup.reason(), cycle = h.cycle, "safety state");
+            sh.persist(&self.core.sup);
         }
-        self.cycle += 1;
-        let out = sh.step(self.cycle, rx, fb.dt_s, fb.q_rad, fb.status);
-        let reply = self.session.reply(&out.q_ref, &out.qd_ref, rx_s);
-        if let Some(r) = reply {
-            self.send(sh, &r, from).await;
-        }
-        self.q_meas = Some(fb.q_rad);
-        let js = JointState {
-            stamp: sh.js_pub.next_stamp(),
-            cycle: self.cycle,
-            q_rad: fb.q_rad,
-            qd_rad_s: fb.qd_rad_s.unwrap_or([0.0; 6]),
-            robot: fb.status,
-        };
-        sh.js_pub.put(&js);
-        sh.publish_safety(out.changed);
+        sh.publish_safety(&self.core.sup, h.safety_changed);
     }
 
     fn status_json(&self, sh: &Shell, silent: bool) -> serde_json::Value {
-        let mut egm = self.session.stats().json();
+        let mut egm = self.core.session.stats().json();
         if let Some(o) = egm.as_object_mut() {
             o.insert("malformed".into(), self.malformed.into());
             o.insert(
@@ -362,6 +479,7 @@ impl EgmShell {
                 "last_incomplete".into(),
                 serde_json::to_value(&self.incomplete_last).unwrap_or_default(),
             );
+            o.insert("repeats_resent".into(), self.repeats.into());
             o.insert("send_errors".into(), self.send_errors.into());
             o.insert("recv_errors".into(), self.recv_errors.into());
         }
@@ -370,17 +488,23 @@ impl EgmShell {
             "bind": self.cfg.bind,
             "peer": self.peer.map(|p| p.to_string()),
             "silent": silent,
-            "cycles": self.cycle,
+            "cycles": self.core.cycle(),
             "egm": egm,
-            "controller": self.session.last_states(),
-            "schema": self.session.schema(),
-            "safety": sh.safety_json(),
-            "q_deg": self.q_meas.map(|q| q.iter().map(|v| v.to_degrees()).collect::<Vec<_>>()),
+            "controller": self.core.session.last_states(),
+            "schema": self.core.session.schema(),
+            "safety": sh.safety_json(&self.core.sup),
+            "q_deg": self.core.q_measured().map(|q| q.iter().map(|v| v.to_degrees()).collect::<Vec<_>>()),
         })
     }
 }
 
-async fn run_egm(mut sh: Shell, cfg: &RobotIoConfig, mut shutdown: Shutdown) -> anyhow::Result<()> {
+async fn run_egm(
+    mut sh: Shell,
+    sup: Supervisor,
+    cfg: &RobotIoConfig,
+    mut shutdown: Shutdown,
+    publisher: tokio::task::JoinHandle<()>,
+) -> anyhow::Result<()> {
     let egm = cfg.egm.clone();
     let addr = egm
         .bind_addr()
@@ -392,22 +516,25 @@ async fn run_egm(mut sh: Shell, cfg: &RobotIoConfig, mut shutdown: Shutdown) -> 
     sh.node.set_state("waiting for the EGM controller");
     let mut e = EgmShell {
         sock,
-        session: EgmSession::new(SessionParams {
-            nominal_cycle_s: cfg.cycle_ms * 1e-3,
-            silence_timeout_s: egm.silence_timeout_ms * 1e-3,
-            send_speed_ref: egm.send_speed_ref,
-        }),
+        core: EgmCore::new(
+            EgmSession::new(SessionParams {
+                nominal_cycle_s: cfg.cycle_ms * 1e-3,
+                silence_timeout_s: egm.silence_timeout_ms * 1e-3,
+                send_speed_ref: egm.send_speed_ref,
+            }),
+            sup,
+        ),
         cfg: egm.clone(),
-        cycle: 0,
-        q_meas: None,
         peer: None,
         malformed: 0,
         last_malformed: None,
         send_errors: 0,
         recv_errors: 0,
         incomplete_last: None,
+        repeats: 0,
     };
-    // Housekeeping: silence detection, periodic safety state, status.
+    // Housekeeping: e-stops between datagrams, silence detection, periodic safety state,
+    // status.
     let house_ms = (egm.silence_timeout_ms / 4.0).clamp(1.0, 10.0);
     let mut house = tokio::time::interval(Duration::from_secs_f64(house_ms * 1e-3));
     house.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -432,22 +559,20 @@ async fn run_egm(mut sh: Shell, cfg: &RobotIoConfig, mut shutdown: Shutdown) -> 
                 }
             },
             _ = house.tick() => {
-                sh.drain_estops();
+                let estop_changed = sh.drain_estops(&mut e.core.sup);
                 let now_s = sh.secs(Instant::now());
-                let silent = e.session.check_silent(now_s);
-                let mut changed = false;
-                if silent {
-                    changed = sh.sup.robot_silent(e.cycle);
-                    if changed {
-                        tracing::warn!(timeout_ms = egm.silence_timeout_ms, "EGM robot silent: holding");
-                    }
+                let (silent, changed) = e.core.check_silent(now_s);
+                if changed {
+                    tracing::warn!(timeout_ms = egm.silence_timeout_ms, "EGM robot silent: holding");
                 }
                 if silent != was_silent {
                     sh.node.set_state(if silent { "robot silent" } else { "running" });
                     was_silent = silent;
                 }
-                if silent {
-                    sh.publish_safety(changed);
+                // Between datagrams too, so that the 10 Hz state keeps flowing while the robot
+                // is silent (an e-stop was acknowledged by `drain_estops` already).
+                if silent || changed {
+                    sh.publish_safety(&e.core.sup, changed && !estop_changed);
                 }
                 if last_status.elapsed() >= Duration::from_millis(250) {
                     sh.node.set_detail(e.status_json(&sh, silent));
@@ -460,32 +585,21 @@ async fn run_egm(mut sh: Shell, cfg: &RobotIoConfig, mut shutdown: Shutdown) -> 
     // Shutdown: answer the next datagram (if any comes within the silence timeout) with a hold
     // at the measured position.
     let deadline = Duration::from_secs_f64(egm.silence_timeout_ms * 1e-3);
-    let mut out = sh.sup.shutdown(e.cycle, e.q_meas.unwrap_or([f64::NAN; 6]));
+    e.core.shutdown();
     let _ = tokio::time::timeout(deadline, async {
         loop {
             let Ok((n, from)) = e.sock.recv_from(&mut buf).await else {
                 continue;
             };
-            let Ok(msg) = proto::decode_robot(buf.get(..n).unwrap_or(&[])) else {
-                continue;
-            };
             let rx_s = sh.secs(Instant::now());
-            let reply = match e.session.on_robot(&msg, rx_s) {
-                Ok(fb) => {
-                    out = sh.sup.shutdown(e.cycle, fb.q_rad);
-                    e.session.reply(&out.q_ref, &[0.0; 6], rx_s)
-                }
-                Err(_) => e.session.reply_hold(rx_s),
-            };
-            if let Some(r) = reply {
+            if let Some(r) = e.core.on_datagram_shutdown(buf.get(..n).unwrap_or(&[]), rx_s) {
                 e.send(&sh, &r, from).await;
+                break;
             }
-            break;
         }
     })
     .await;
-    sh.publish_shutdown(e.cycle, &out);
     sh.node.set_detail(e.status_json(&sh, true));
-    sh.close().await;
+    sh.close(&e.core.sup, publisher).await;
     Ok(())
 }

@@ -1,7 +1,14 @@
 //! Command safety: what reference robot-io sends the robot each cycle. Pure: time is a parameter.
 //!
+//! This is the one home of *hold* and of every reference robot-io sends: the EGM shell
+//! replies only what [`Supervisor::step`] returns (or resends it unchanged for a late or
+//! duplicate datagram), never a position of its own.
+//!
 //! Invariants (tested below):
-//! - the outgoing reference is always finite and inside the joint limits;
+//! - the outgoing reference is always finite; while active it is inside the joint limits (a
+//!   joint measured outside them — possible only when moved by other means — is a protective
+//!   stop `MeasuredOutOfLimits`, held where it is, never pulled to the limit in one cycle;
+//!   after a reset it may only move back inside);
 //! - while active, per cycle no joint moves faster than its speed limit, and no joint's
 //!   velocity changes by more than its acceleration limit × dt (velocity = step / dt, with the
 //!   cycle's own dt, jitter included);
@@ -24,7 +31,13 @@
 //!   for a reference jump away from the robot. A ramped stop would keep executing the old
 //!   command's velocity for v/a seconds (up to 0.25 s with the defaults), which is exactly what
 //!   the "silence means hold" invariant forbids;
-//! - an e-stop latches until reset; while latched nothing but hold goes out;
+//! - an e-stop latches until reset (`Reset`), a protective stop until `Reset` or
+//!   `ResetProtective`; while latched nothing but hold goes out;
+//! - **an outage ends the motion**: any drop from `Active` (robot not ready, silent, command
+//!   stale, stop, invalid command) records the motion's id as ended; its commands are refused
+//!   (`MotionEnded`) until a command of a new motion arrives (an operator command), which
+//!   starts from the measured position at rest. Commands carrying another robot-io boot id are
+//!   refused (`OtherRobotBoot`), so a restarted robot-io never continues an old motion;
 //! - a silent robot ([`Supervisor::robot_silent`]) holds with reason `RobotSilent`, and the
 //!   next motion starts from the then-measured position at rest.
 
@@ -41,6 +54,12 @@ pub struct SupervisorParams {
     /// = no acceleration limit on that joint (then only speed and position limits apply, as
     /// for the ideal driver by default).
     pub max_accel: [f64; AXES],
+    /// This robot-io instance's boot id: commands must carry it (`MotionTag::robot_boot`).
+    pub robot_boot: u64,
+    /// A joint measured further than this outside its position limits raises a protective
+    /// stop (rad, ≥ 0): the reference itself never leaves the limits, so only a robot moved by
+    /// other means (or a wrong limit table) gets there.
+    pub measured_limit_margin_rad: f64,
 }
 
 /// Default joint acceleration limits for the IRB 120 (rad/s²): 1000, 1000, 1000, 1280, 1280,
@@ -59,7 +78,8 @@ pub struct CycleInput<'a> {
     pub now_s: f64,
     /// Cycle duration used for speed limiting (s).
     pub dt_s: f64,
-    pub q_measured: [f64; AXES],
+    /// Measured joints; `None` when this cycle's feedback carried no usable joints.
+    pub q_measured: Option<[f64; AXES]>,
     pub robot: RobotStatus,
     /// Newest command and its local arrival time (s, same epoch as `now_s`).
     pub command: Option<(&'a JointCommand, f64)>,
@@ -68,12 +88,22 @@ pub struct CycleInput<'a> {
 /// One cycle's output.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CycleOutput {
-    pub q_ref: [f64; AXES],
+    /// The reference to send; `None` only when nothing finite is known yet (no measurement,
+    /// no earlier reference): then nothing is sent.
+    pub q_ref: Option<[f64; AXES]>,
     pub qd_ref: [f64; AXES],
     pub level: SafetyLevel,
     pub reason: SafetyReason,
     /// Level or reason changed this cycle.
     pub changed: bool,
+}
+
+/// The latches that must survive a restart of robot-io (see [`crate::latch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Latches {
+    pub estop: bool,
+    /// A protective stop and its reason.
+    pub protective: Option<SafetyReason>,
 }
 
 /// The supervisor's explicit state.
@@ -84,18 +114,30 @@ pub struct Supervisor {
     reason: SafetyReason,
     since_cycle: u64,
     estop: bool,
+    protective: Option<SafetyReason>,
+    /// Excursion beyond the limits (rad per joint, ≥ 0) acknowledged by a reset: the
+    /// protective stop re-trips only when a joint goes further out than this (+ margin).
+    oob_ack: Option<[f64; AXES]>,
     /// Reference sent last cycle.
     last_ref: Option<[f64; AXES]>,
-    /// Position held while not active.
+    /// Position held while not active: the measured position when the hold began.
     hold_q: Option<[f64; AXES]>,
     /// Velocity of the last reference step (rad/s); zero after a hold.
     last_v: [f64; AXES],
     /// Target of the last active cycle (for the target's own speed).
     last_target: Option<[f64; AXES]>,
     last_cmd_seq: Option<u64>,
+    /// The motion being executed.
+    active_motion: Option<u64>,
+    /// The motion an outage ended: its commands are refused.
+    ended_motion: Option<u64>,
     rejected: u64,
     limited_cycles: u64,
     per_joint_cycles: u64,
+}
+
+fn all_finite(q: &[f64; AXES]) -> bool {
+    q.iter().all(|v| v.is_finite())
 }
 
 impl Supervisor {
@@ -106,11 +148,15 @@ impl Supervisor {
             reason: SafetyReason::NoCommandYet,
             since_cycle: 0,
             estop: false,
+            protective: None,
+            oob_ack: None,
             last_ref: None,
             hold_q: None,
             last_v: [0.0; AXES],
             last_target: None,
             last_cmd_seq: None,
+            active_motion: None,
+            ended_motion: None,
             rejected: 0,
             limited_cycles: 0,
             per_joint_cycles: 0,
@@ -128,20 +174,26 @@ impl Supervisor {
     pub fn per_joint_cycles(&self) -> u64 {
         self.per_joint_cycles
     }
+    /// The motion being executed (`None` unless active).
+    pub fn active_motion(&self) -> Option<u64> {
+        self.active_motion
+    }
+    /// The motion the last outage ended (its commands are refused).
+    pub fn ended_motion(&self) -> Option<u64> {
+        self.ended_motion
+    }
+    /// The reference sent last (for resending it unchanged).
+    pub fn last_reference(&self) -> Option<[f64; AXES]> {
+        self.last_ref
+    }
 
-    /// The robot went silent (no feedback within its timeout): nothing can be sent; report a
-    /// hold with reason `RobotSilent`, and forget the motion state so that the next reference
-    /// starts from the then-measured position at rest. Returns true when the state changed.
-    pub fn robot_silent(&mut self, cycle: u64) -> bool {
-        self.last_ref = None;
-        self.hold_q = None;
-        self.last_v = [0.0; AXES];
-        self.last_target = None;
-        let (level, reason) = if self.estop {
-            (SafetyLevel::EmergencyStop, SafetyReason::EStop)
-        } else {
-            (SafetyLevel::Hold, SafetyReason::RobotSilent)
-        };
+    fn set_state(&mut self, level: SafetyLevel, reason: SafetyReason, cycle: u64) -> bool {
+        if self.level == SafetyLevel::Active && level != SafetyLevel::Active {
+            // Any drop from Active ends the motion: nothing of it moves again.
+            if let Some(m) = self.active_motion.take() {
+                self.ended_motion = Some(m);
+            }
+        }
         let changed = level != self.level || reason != self.reason;
         if changed {
             self.level = level;
@@ -149,6 +201,47 @@ impl Supervisor {
             self.since_cycle = cycle;
         }
         changed
+    }
+
+    /// Forgets the motion state: the next reference starts from the then-measured position,
+    /// at rest, and the current motion (if any) has ended.
+    fn forget_motion(&mut self) {
+        self.last_ref = None;
+        self.hold_q = None;
+        self.last_v = [0.0; AXES];
+        self.last_target = None;
+    }
+
+    fn stop_level(&self) -> Option<(SafetyLevel, SafetyReason)> {
+        if self.estop {
+            Some((SafetyLevel::EmergencyStop, SafetyReason::EStop))
+        } else {
+            self.protective
+                .map(|r| (SafetyLevel::ProtectiveStop, r))
+        }
+    }
+
+    /// The robot went silent (no feedback within its timeout): nothing can be sent; report a
+    /// hold with reason `RobotSilent`, end the motion and forget its state so that the next
+    /// reference starts from the then-measured position at rest. Returns true when the state
+    /// changed.
+    pub fn robot_silent(&mut self, cycle: u64) -> bool {
+        self.forget_motion();
+        let (level, reason) = self
+            .stop_level()
+            .unwrap_or((SafetyLevel::Hold, SafetyReason::RobotSilent));
+        self.set_state(level, reason, cycle)
+    }
+
+    /// The robot's controller started a new session (EGM: seqno restart): it may have moved
+    /// the robot by other means, so the motion ends and the next reference starts from the
+    /// measured position at rest.
+    pub fn robot_restarted(&mut self, cycle: u64) -> bool {
+        self.forget_motion();
+        let (level, reason) = self
+            .stop_level()
+            .unwrap_or((SafetyLevel::Hold, SafetyReason::RobotNotReady));
+        self.set_state(level, reason, cycle)
     }
 
     pub fn level(&self) -> SafetyLevel {
@@ -164,77 +257,157 @@ impl Supervisor {
         self.rejected
     }
 
-    /// Latches the e-stop.
-    pub fn engage_estop(&mut self) {
+    /// Latches the e-stop. The level changes at once (ending the motion), so that the stop
+    /// is acknowledged even between robot cycles; returns true when the state changed.
+    pub fn engage_estop(&mut self) -> bool {
         self.estop = true;
+        self.set_state(SafetyLevel::EmergencyStop, SafetyReason::EStop, self.since_cycle)
     }
-    /// Clears the e-stop latch; the robot stays in hold until a fresh command arrives.
-    pub fn reset_estop(&mut self) {
+    /// Clears the e-stop latch and a protective stop; the robot stays in hold until a fresh
+    /// command of a new motion arrives. Returns true when the state changed.
+    pub fn reset_estop(&mut self) -> bool {
         self.estop = false;
+        self.reset_protective()
+    }
+    /// Clears a protective stop (never an e-stop). A joint still measured outside its limits
+    /// is acknowledged: it may move back inside, and re-trips only when it goes further out.
+    /// Returns true when the state changed.
+    pub fn reset_protective(&mut self) -> bool {
+        if self.protective.take().is_some() {
+            self.oob_ack = Some(self.oob_ack.unwrap_or([0.0; AXES]));
+        }
+        match self.stop_level() {
+            Some((l, r)) => self.set_state(l, r, self.since_cycle),
+            None if matches!(
+                self.level,
+                SafetyLevel::EmergencyStop | SafetyLevel::ProtectiveStop
+            ) =>
+            {
+                self.set_state(SafetyLevel::Hold, SafetyReason::NoCommandYet, self.since_cycle)
+            }
+            None => false,
+        }
+    }
+    /// Raises a protective stop (latched until a reset).
+    pub fn protective_stop(&mut self, reason: SafetyReason) {
+        if self.protective.is_none() {
+            self.protective = Some(reason);
+        }
     }
     pub fn estop_latched(&self) -> bool {
         self.estop
     }
+    pub fn latches(&self) -> Latches {
+        Latches {
+            estop: self.estop,
+            protective: self.protective,
+        }
+    }
+    /// Restores latches persisted by an earlier instance.
+    pub fn restore(&mut self, l: Latches) {
+        if l.estop {
+            self.engage_estop();
+        }
+        if let Some(r) = l.protective {
+            self.protective_stop(r);
+            self.set_state(SafetyLevel::ProtectiveStop, r, self.since_cycle);
+        }
+    }
+
+    /// How far each joint is outside its limits (rad, ≥ 0).
+    fn excursion(&self, q: &[f64; AXES]) -> [f64; AXES] {
+        let l = &self.p.limits;
+        let mut e = [0.0; AXES];
+        for j in 0..AXES {
+            e[j] = (l.min[j] - q[j]).max(q[j] - l.max[j]).max(0.0);
+        }
+        e
+    }
+
+    fn check_measured_limits(&mut self, q: &[f64; AXES]) {
+        let e = self.excursion(q);
+        let m = self.p.measured_limit_margin_rad;
+        match self.oob_ack {
+            Some(ack) => {
+                if (0..AXES).any(|j| e[j] > ack[j] + m) {
+                    self.oob_ack = None;
+                    self.protective_stop(SafetyReason::MeasuredOutOfLimits);
+                } else if e.iter().all(|v| *v == 0.0) {
+                    self.oob_ack = None;
+                } else {
+                    // Moving back inside tightens the acknowledged excursion.
+                    let mut a = ack;
+                    for j in 0..AXES {
+                        a[j] = a[j].min(e[j]);
+                    }
+                    self.oob_ack = Some(a);
+                }
+            }
+            None => {
+                if e.iter().any(|v| *v > m) {
+                    self.protective_stop(SafetyReason::MeasuredOutOfLimits);
+                    self.oob_ack = Some(e);
+                }
+            }
+        }
+    }
 
     /// Computes this cycle's reference.
     pub fn step(&mut self, i: &CycleInput) -> CycleOutput {
-        let measured_ok = i.q_measured.iter().all(|v| v.is_finite());
+        let measured = i.q_measured.filter(all_finite);
+        if let Some(q) = &measured {
+            self.check_measured_limits(q);
+        }
         let (level, reason, target) = self.decide(i);
-        if reason == SafetyReason::RobotNotReady && measured_ok {
+        if reason == SafetyReason::RobotNotReady && measured.is_some() {
             // The controller is not following our references (motors off, EGM not running):
             // the robot may be moved by other means, so hold wherever it is now, and start any
             // later motion from there, at rest.
-            self.hold_q = None;
-            self.last_ref = None;
+            self.forget_motion();
         }
-        // Where an active step starts: the last reference, else the measured position.
-        let start = self
-            .last_ref
-            .or_else(|| measured_ok.then(|| self.clamp(i.q_measured)));
-        let (q_ref, qd_ref) = match (target, start) {
+        // Where an active step starts: the last reference, else the measured position
+        // (unclamped: a joint outside its limits may only move back inside).
+        let start = self.last_ref.or(measured);
+        let (q_ref, qd_ref, level, reason) = match (target, start) {
             (Some(t), Some(prev)) => {
                 self.hold_q = None;
                 let (q, v) = self.limit_step(prev, t, i.dt_s);
                 self.last_v = v;
                 self.last_target = Some(t);
-                (q, v)
+                (Some(q), v, level, reason)
             }
-            _ => {
+            (Some(_), None) => {
+                // Nothing known to start from: cannot move.
                 self.last_v = [0.0; AXES];
                 self.last_target = None;
-                // Hold: the position measured when the hold began (never chase drift).
+                (None, [0.0; AXES], SafetyLevel::Hold, SafetyReason::RobotNotReady)
+            }
+            (None, _) => {
+                self.last_v = [0.0; AXES];
+                self.last_target = None;
+                // Hold: the position measured when the hold began, unclamped (the robot's own
+                // servo stops it there; in contact this keeps the force from growing). Never
+                // chase drift. Without a measurement: the last reference.
                 let h = match self.hold_q {
-                    Some(h) => h,
+                    Some(h) => Some(h),
                     None => {
-                        let h = if measured_ok {
-                            self.clamp(i.q_measured)
-                        } else {
-                            self.last_ref.unwrap_or([0.0; AXES])
-                        };
-                        self.hold_q = Some(h);
+                        let h = measured.or(self.last_ref);
+                        self.hold_q = h;
                         h
                     }
                 };
-                (h, [0.0; AXES])
+                (h, [0.0; AXES], level, reason)
             }
         };
-        let level = if target.is_some() && start.is_none() {
-            SafetyLevel::Hold
-        } else {
-            level
-        };
-        let reason = if target.is_some() && start.is_none() {
-            SafetyReason::RobotNotReady
-        } else {
-            reason
-        };
-        self.last_ref = Some(q_ref);
-        let changed = level != self.level || reason != self.reason;
-        if changed {
-            self.level = level;
-            self.reason = reason;
-            self.since_cycle = i.cycle;
+        if level == SafetyLevel::Active {
+            if let Some((cmd, _)) = i.command {
+                self.active_motion = Some(cmd.motion.motion_id);
+            }
         }
+        if q_ref.is_some() {
+            self.last_ref = q_ref;
+        }
+        let changed = self.set_state(level, reason, i.cycle);
         CycleOutput {
             q_ref,
             qd_ref,
@@ -244,21 +417,15 @@ impl Supervisor {
         }
     }
 
-    /// The reference to send on shutdown: hold where the robot is.
-    pub fn shutdown(&mut self, cycle: u64, q_measured: [f64; AXES]) -> CycleOutput {
-        let q = if q_measured.iter().all(|v| v.is_finite()) {
-            self.clamp(q_measured)
-        } else {
-            self.last_ref.unwrap_or([0.0; AXES])
-        };
-        self.hold_q = Some(q);
-        self.last_ref = Some(q);
+    /// The reference to send on shutdown: hold where the robot is (unclamped), else at the
+    /// last reference.
+    pub fn shutdown(&mut self, cycle: u64, q_measured: Option<[f64; AXES]>) -> CycleOutput {
+        let q = q_measured.filter(all_finite).or(self.last_ref);
+        self.hold_q = q;
+        self.last_ref = q;
         self.last_v = [0.0; AXES];
         self.last_target = None;
-        let changed = self.reason != SafetyReason::ShuttingDown;
-        self.level = SafetyLevel::Hold;
-        self.reason = SafetyReason::ShuttingDown;
-        self.since_cycle = cycle;
+        let changed = self.set_state(SafetyLevel::Hold, SafetyReason::ShuttingDown, cycle);
         CycleOutput {
             q_ref: q,
             qd_ref: [0.0; AXES],
@@ -268,9 +435,16 @@ impl Supervisor {
         }
     }
 
+    fn count_reject(&mut self, seq: u64) {
+        if self.last_cmd_seq != Some(seq) {
+            self.rejected += 1;
+            self.last_cmd_seq = Some(seq);
+        }
+    }
+
     fn decide(&mut self, i: &CycleInput) -> (SafetyLevel, SafetyReason, Option<[f64; AXES]>) {
-        if self.estop {
-            return (SafetyLevel::EmergencyStop, SafetyReason::EStop, None);
+        if let Some((l, r)) = self.stop_level() {
+            return (l, r, None);
         }
         if !(i.robot.motors_on && i.robot.external_control_active) {
             return (SafetyLevel::Hold, SafetyReason::RobotNotReady, None);
@@ -282,18 +456,21 @@ impl Supervisor {
         if !(age.is_finite() && age <= self.p.command_timeout_s) {
             return (SafetyLevel::Hold, SafetyReason::CommandStale, None);
         }
-        if !cmd.q_rad.iter().all(|v| v.is_finite()) {
-            if self.last_cmd_seq != Some(cmd.stamp.seq) {
-                self.rejected += 1;
-                self.last_cmd_seq = Some(cmd.stamp.seq);
-            }
+        if cmd.motion.robot_boot != self.p.robot_boot {
+            self.count_reject(cmd.stamp.seq);
+            return (SafetyLevel::Hold, SafetyReason::OtherRobotBoot, None);
+        }
+        if self.ended_motion == Some(cmd.motion.motion_id) {
+            self.count_reject(cmd.stamp.seq);
+            return (SafetyLevel::Hold, SafetyReason::MotionEnded, None);
+        }
+        if !all_finite(&cmd.q_rad) {
+            self.count_reject(cmd.stamp.seq);
             return (SafetyLevel::Hold, SafetyReason::CommandInvalid, None);
         }
         let clamped = self.clamp(cmd.q_rad);
         let reason = if clamped != cmd.q_rad {
-            if self.last_cmd_seq != Some(cmd.stamp.seq) {
-                self.rejected += 1;
-            }
+            self.count_reject(cmd.stamp.seq);
             SafetyReason::JointLimit
         } else {
             SafetyReason::None
@@ -391,7 +568,9 @@ impl Supervisor {
             } else {
                 prev[j] + v[j] * dt
             };
-            q[j] = next.clamp(l.min[j], l.max[j]);
+            // Inside the limits, or (a joint measured outside them after a reset) never
+            // further out than where it starts.
+            q[j] = next.clamp(l.min[j].min(prev[j]), l.max[j].max(prev[j]));
             v[j] = (q[j] - prev[j]) / dt;
         }
         (q, v)
@@ -410,7 +589,13 @@ mod tests {
             command_timeout_s: 0.008,
             limits: JointLimits::irb120(),
             max_accel: irb120_max_accel(),
+            robot_boot: BOOT,
+            measured_limit_margin_rad: 0.5f64.to_radians(),
         })
+    }
+    const BOOT: u64 = 77;
+    fn qr(o: &CycleOutput) -> [f64; 6] {
+        o.q_ref.expect("a reference")
     }
     const READY: RobotStatus = RobotStatus {
         motors_on: true,
@@ -424,6 +609,10 @@ mod tests {
                 source_mono_ns: 0,
             },
             q_rad: q,
+            motion: common::msg::MotionTag {
+                robot_boot: BOOT,
+                motion_id: 1,
+            },
             ..Default::default()
         }
     }
@@ -437,7 +626,7 @@ mod tests {
             cycle,
             now_s: now,
             dt_s: 0.004,
-            q_measured: q,
+            q_measured: Some(q),
             robot: READY,
             command: c,
         }
@@ -448,7 +637,7 @@ mod tests {
         let mut s = sup();
         let q0 = [0.1; 6];
         let out = s.step(&input(1, 0.0, q0, None));
-        assert_eq!(out.q_ref, q0);
+        assert_eq!(qr(&out), q0);
         assert_eq!(out.reason, SafetyReason::NoCommandYet);
         let c = cmd(1, [0.101; 6]);
         let out = s.step(&input(2, 0.004, q0, Some((&c, 0.004))));
@@ -456,31 +645,31 @@ mod tests {
         // From rest, the first step is bounded by the acceleration limit (a·dt²).
         let a = irb120_max_accel();
         for j in 0..6 {
-            assert!(out.q_ref[j] > 0.1);
-            assert!(out.q_ref[j] - 0.1 <= a[j] * 0.004 * 0.004 + 1e-15);
+            assert!(qr(&out)[j] > 0.1);
+            assert!(qr(&out)[j] - 0.1 <= a[j] * 0.004 * 0.004 + 1e-15);
         }
         // Converges onto the target without overshoot.
         let mut out = out;
         for k in 0..40 {
-            out = s.step(&input(3, 0.004, out.q_ref, Some((&c, 0.004))));
+            out = s.step(&input(3, 0.004, qr(&out), Some((&c, 0.004))));
             for j in 0..6 {
-                assert!(out.q_ref[j] <= 0.101 + 1e-12, "cycle {k}: {:?}", out.q_ref);
+                assert!(qr(&out)[j] <= 0.101 + 1e-12, "cycle {k}: {:?}", qr(&out));
             }
         }
         for j in 0..6 {
-            assert!((out.q_ref[j] - 0.101).abs() < 1e-9, "{:?}", out.q_ref);
+            assert!((qr(&out)[j] - 0.101).abs() < 1e-9, "{:?}", qr(&out));
         }
         // Two cycles later the same command is stale: hold the measured position.
         let qm = [0.1005; 6];
         let out = s.step(&input(5, 0.016, qm, Some((&c, 0.004))));
         assert_eq!(out.level, SafetyLevel::Hold);
         assert_eq!(out.reason, SafetyReason::CommandStale);
-        assert_eq!(out.q_ref, qm);
+        assert_eq!(qr(&out), qm);
         assert_eq!(out.qd_ref, [0.0; 6]);
         assert!(out.changed);
         // Measured drift while holding does not move the hold target.
         let out = s.step(&input(6, 0.020, [0.2; 6], Some((&c, 0.004))));
-        assert_eq!(out.q_ref, qm);
+        assert_eq!(qr(&out), qm);
     }
 
     #[test]
@@ -491,7 +680,7 @@ mod tests {
         let c = cmd(1, [0.001; 6]);
         let out = s.step(&input(1, 0.0, q0, Some((&c, 0.0))));
         assert_eq!(out.level, SafetyLevel::EmergencyStop);
-        assert_eq!(out.q_ref, q0);
+        assert_eq!(qr(&out), q0);
         let c2 = cmd(2, [0.001; 6]);
         let out = s.step(&input(2, 0.004, q0, Some((&c2, 0.004))));
         assert_eq!(out.level, SafetyLevel::EmergencyStop);
@@ -509,23 +698,23 @@ mod tests {
         let bad = cmd(1, [f64::NAN, 0.0, 0.0, 0.0, 0.0, 0.0]);
         let out = s.step(&input(2, 0.004, q0, Some((&bad, 0.004))));
         assert_eq!(out.reason, SafetyReason::CommandInvalid);
-        assert_eq!(out.q_ref, q0);
+        assert_eq!(qr(&out), q0);
         assert_eq!(s.rejected(), 1);
         let far = cmd(2, [10.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
         let out = s.step(&input(3, 0.008, q0, Some((&far, 0.008))));
         assert_eq!(out.reason, SafetyReason::JointLimit);
         // From rest: acceleration limited, a·dt² = 1000°/s² · (4 ms)².
         let a1 = 1000f64.to_radians();
-        assert!((out.q_ref[0] - a1 * 0.004 * 0.004).abs() < 1e-12);
+        assert!((qr(&out)[0] - a1 * 0.004 * 0.004).abs() < 1e-12);
         // Keeps accelerating, then cruises at the speed limit: A1 250°/s → 1°/cycle.
-        let mut q = out.q_ref;
+        let mut q = qr(&out);
         let mut prev = q;
         for k in 0..100 {
             let far = cmd(3 + k, [10.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
             let now = 0.012 + k as f64 * 0.004;
             let out = s.step(&input(4 + k, now, q, Some((&far, now))));
             prev = q;
-            q = out.q_ref;
+            q = qr(&out);
         }
         assert!((q[0] - prev[0] - 250f64.to_radians() * 0.004).abs() < 1e-12);
     }
@@ -547,11 +736,11 @@ mod tests {
             let c = cmd(k, t);
             let now = k as f64 * 0.004;
             let out = s.step(&input(k, now, q, Some((&c, now))));
-            let v = (out.q_ref[5] - q[5]) / 0.004;
-            assert!(out.q_ref[5] <= l.max[5] + 1e-12);
+            let v = (qr(&out)[5] - q[5]) / 0.004;
+            assert!(qr(&out)[5] <= l.max[5] + 1e-12);
             assert!((v - v_prev).abs() <= a[5] * 0.004 + 1e-9, "cycle {k}");
             v_prev = v;
-            q = out.q_ref;
+            q = qr(&out);
         }
         assert!((q[5] - l.max[5]).abs() < 1e-9);
         assert!(v_prev.abs() < 1e-9);
@@ -565,18 +754,20 @@ mod tests {
             command_timeout_s: 0.008,
             limits: JointLimits::irb120(),
             max_accel: [f64::INFINITY; 6],
+            robot_boot: BOOT,
+            measured_limit_margin_rad: 0.0,
         });
         let q0 = [0.0; 6];
         s.step(&input(1, 0.0, q0, None));
         let far = cmd(1, [10.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
         let out = s.step(&input(2, 0.004, q0, Some((&far, 0.004))));
         let step = 250f64.to_radians() * 0.004;
-        assert!((out.q_ref[0] - step).abs() < 1e-12);
-        assert!((out.q_ref[1] - step * 1.0 / 165f64.to_radians()).abs() < 1e-12);
+        assert!((qr(&out)[0] - step).abs() < 1e-12);
+        assert!((qr(&out)[1] - step * 1.0 / 165f64.to_radians()).abs() < 1e-12);
         let near = cmd(2, [0.001; 6]);
-        let out = s.step(&input(3, 0.008, out.q_ref, Some((&near, 0.008))));
-        assert_eq!(out.q_ref, [0.001; 6]);
-        assert!(out.q_ref.iter().all(|v| v.is_finite()));
+        let out = s.step(&input(3, 0.008, qr(&out), Some((&near, 0.008))));
+        assert_eq!(qr(&out), [0.001; 6]);
+        assert!(qr(&out).iter().all(|v| v.is_finite()));
     }
 
     #[test]
@@ -585,7 +776,7 @@ mod tests {
         s.step(&input(0, 0.0, [0.0; 6], None));
         let c = cmd(1, [0.2, 0.1, -0.05, 0.0, 0.0, 0.0]);
         let out = s.step(&input(1, 0.004, [0.0; 6], Some((&c, 0.004))));
-        let r = out.q_ref;
+        let r = qr(&out);
         assert!((r[1] / r[0] - 0.5).abs() < 1e-9 && (r[2] / r[0] + 0.25).abs() < 1e-9);
     }
 
@@ -604,12 +795,12 @@ mod tests {
         assert_eq!(s.since_cycle(), 2);
         // Back: starts from the measured position, at rest.
         let qm = [0.3; 6];
-        let c = cmd(2, [0.31; 6]);
+        let c = cmd_m(2, [0.31; 6], 2);
         let out = s.step(&input(4, 1.0, qm, Some((&c, 1.0))));
         assert_eq!(out.level, SafetyLevel::Active);
         let a = irb120_max_accel();
         for j in 0..6 {
-            assert!(out.q_ref[j] >= 0.3 && out.q_ref[j] - 0.3 <= a[j] * 1.6e-5 + 1e-15);
+            assert!(qr(&out)[j] >= 0.3 && qr(&out)[j] - 0.3 <= a[j] * 1.6e-5 + 1e-15);
         }
         // An e-stop stays the reported reason while silent.
         s.engage_estop();
@@ -625,15 +816,143 @@ mod tests {
         i.robot.motors_on = false;
         let out = s.step(&i);
         assert_eq!(out.reason, SafetyReason::RobotNotReady);
-        assert_eq!(out.q_ref, [0.0; 6]);
+        assert_eq!(qr(&out), [0.0; 6]);
+    }
+
+    fn cmd_m(seq: u64, q: [f64; 6], motion_id: u64) -> JointCommand {
+        let mut c = cmd(seq, q);
+        c.motion.motion_id = motion_id;
+        c
+    }
+
+    #[test]
+    fn measured_out_of_limits_is_a_protective_stop_held_unclamped() {
+        // Before the fix hold used clamp(q_measured): a robot measured 5° beyond A1's limit got
+        // a reference at the limit in one cycle (a 5° jump). Now: protective stop, hold where
+        // it is, refuse commands until a reset, then only move back inside.
+        let mut s = sup();
+        let l = JointLimits::irb120();
+        let mut q = [0.0; 6];
+        q[0] = l.max[0] + 5f64.to_radians();
+        let c = cmd_m(1, [0.0; 6], 1);
+        let out = s.step(&input(1, 0.0, q, Some((&c, 0.0))));
+        assert_eq!(out.level, SafetyLevel::ProtectiveStop);
+        assert_eq!(out.reason, SafetyReason::MeasuredOutOfLimits);
+        assert_eq!(qr(&out), q, "hold is the measured position, unclamped");
+        let out = s.step(&input(2, 0.004, q, Some((&c, 0.004))));
+        assert_eq!(out.level, SafetyLevel::ProtectiveStop);
+        assert_eq!(s.latches().protective, Some(SafetyReason::MeasuredOutOfLimits));
+        // ResetProtective: a new motion may move back inside, never jumping to the limit.
+        s.reset_protective();
+        let c2 = cmd_m(2, [0.0; 6], 2);
+        let mut prev = q;
+        let mut v_prev = 0.0;
+        for k in 0..400u64 {
+            let now = 0.008 + k as f64 * 0.004;
+            let out = s.step(&input(3 + k, now, prev, Some((&c2, now))));
+            assert_eq!(out.level, SafetyLevel::Active, "cycle {k}");
+            let r = qr(&out);
+            let v = (r[0] - prev[0]) / 0.004;
+            assert!(v <= 1e-12, "only inward");
+            assert!((v - v_prev).abs() <= irb120_max_accel()[0] * 0.004 + 1e-9);
+            v_prev = v;
+            prev = r;
+        }
+        assert!(prev[0] < l.max[0]);
+        // A command further out than where the joint is never moves it further out.
+        let mut s = sup();
+        let out = s.step(&input(1, 0.0, q, None));
+        assert_eq!(out.level, SafetyLevel::ProtectiveStop);
+        s.reset_estop();
+        let mut far = q;
+        far[0] += 1.0;
+        let c3 = cmd_m(3, far, 3);
+        let out = s.step(&input(2, 0.004, q, Some((&c3, 0.004))));
+        assert!(qr(&out)[0] <= q[0]);
+        // Going further out after the acknowledgement re-trips.
+        let mut q2 = q;
+        q2[0] += 1f64.to_radians();
+        let out = s.step(&input(3, 0.008, q2, Some((&c3, 0.008))));
+        assert_eq!(out.level, SafetyLevel::ProtectiveStop);
+    }
+
+    #[test]
+    fn an_outage_ends_the_motion_until_a_new_one_starts() {
+        let mut s = sup();
+        let q0 = [0.0; 6];
+        let c = cmd_m(1, [0.01; 6], 7);
+        let out = s.step(&input(1, 0.0, q0, Some((&c, 0.0))));
+        assert_eq!(out.level, SafetyLevel::Active);
+        assert_eq!(s.active_motion(), Some(7));
+        // Stale: hold; the motion has ended.
+        let out = s.step(&input(2, 0.020, q0, Some((&c, 0.0))));
+        assert_eq!(out.reason, SafetyReason::CommandStale);
+        assert_eq!(s.ended_motion(), Some(7));
+        // The same motion's stream resumes: refused, holding.
+        let c2 = cmd_m(2, [0.02; 6], 7);
+        let out = s.step(&input(3, 0.024, q0, Some((&c2, 0.024))));
+        assert_eq!(
+            (out.level, out.reason),
+            (SafetyLevel::Hold, SafetyReason::MotionEnded)
+        );
+        assert_eq!(qr(&out), q0);
+        // A new motion (operator command) is accepted, from the measured position at rest.
+        let c3 = cmd_m(3, [0.02; 6], 8);
+        let out = s.step(&input(4, 0.028, q0, Some((&c3, 0.028))));
+        assert_eq!(out.level, SafetyLevel::Active);
+        // Robot not ready and a silent robot end it the same way.
+        let mut i = input(5, 0.032, q0, Some((&c3, 0.032)));
+        i.robot.motors_on = false;
+        s.step(&i);
+        assert_eq!(s.ended_motion(), Some(8));
+    }
+
+    #[test]
+    fn commands_for_another_robot_io_boot_are_refused() {
+        let mut s = sup();
+        let mut c = cmd_m(1, [0.01; 6], 1);
+        c.motion.robot_boot = BOOT + 1;
+        let out = s.step(&input(1, 0.0, [0.0; 6], Some((&c, 0.0))));
+        assert_eq!(
+            (out.level, out.reason),
+            (SafetyLevel::Hold, SafetyReason::OtherRobotBoot)
+        );
+        assert_eq!(qr(&out), [0.0; 6]);
+        assert_eq!(s.rejected(), 1);
+    }
+
+    #[test]
+    fn latches_restore_and_reset_paths() {
+        let mut s = sup();
+        s.restore(Latches {
+            estop: true,
+            protective: None,
+        });
+        let c = cmd_m(1, [0.01; 6], 1);
+        let out = s.step(&input(1, 0.0, [0.0; 6], Some((&c, 0.0))));
+        assert_eq!(out.level, SafetyLevel::EmergencyStop);
+        // A protective reset never clears an e-stop.
+        s.reset_protective();
+        assert!(s.estop_latched());
+        s.reset_estop();
+        assert_eq!(s.latches(), Latches::default());
+        // No measurement at all and nothing sent yet: nothing to send.
+        let mut s = sup();
+        let mut i = input(1, 0.0, [0.0; 6], Some((&c, 0.0)));
+        i.q_measured = None;
+        let out = s.step(&i);
+        assert_eq!(out.q_ref, None);
     }
 
     proptest! {
-        /// Random commands (NaN, missing, stale, far outside the limits), jittered dt (2–6 ms),
-        /// robot not ready now and then: the reference is always finite and inside the
-        /// position limits; while active its speed and acceleration (per cycle, with that
-        /// cycle's dt) are within the limits; a stale command holds the measured position at
-        /// once.
+        /// Random commands (NaN, missing, stale, far outside the limits, new motions now and
+        /// then), jittered dt (2–6 ms), robot not ready now and then, cycles without a usable
+        /// measurement, and a **lagging, noisy** measured robot (first-order lag of the
+        /// reference plus noise): the reference is always finite; while active it stays
+        /// inside the position limits and its speed and acceleration (per cycle, with that
+        /// cycle's dt, relative to the previous reply) are within the limits; a hold replies
+        /// the position measured when the hold began (or, without a measurement, the last
+        /// reference) — the named exemptions are holds and the robot not ready.
         #[test]
         fn reference_finite_in_limits_speed_and_accel_bounded(
             cmds in proptest::collection::vec((
@@ -643,58 +962,77 @@ mod tests {
                 any::<bool>(),
                 0.002f64..0.006,
                 0u8..20,
-            ), 1..120)
+                proptest::array::uniform6(-1e-4f64..1e-4),
+            ), 1..160),
+            lag in 0.2f64..1.0,
         ) {
             let mut s = sup();
             let l = JointLimits::irb120();
             let a = irb120_max_accel();
-            // The first active step starts from the measured position, at rest.
-            let mut prev: Option<[f64; 6]> = Some([0.0; 6]);
+            let mut prev: Option<[f64; 6]> = None;
             let mut v_prev = [0.0; 6];
-            let mut q_meas = [0.0; 6];
+            let mut q_robot = [0.0, 0.2, 0.1, 0.0, 0.5, 0.0];
             let mut now = 0.0;
             let mut hold_start: Option<[f64; 6]> = None;
-            for (k, (q, nan, age, present, dt, misc)) in cmds.iter().enumerate() {
+            let mut motion = 1;
+            let mut was_active = false;
+            for (k, (q, nan, age, present, dt, misc, noise)) in cmds.iter().enumerate() {
+                let mut q_meas = q_robot;
+                for j in 0..6 { q_meas[j] += noise[j]; }
                 let mut q = *q;
                 if *nan && misc % 3 == 0 { q[k % 6] = f64::NAN; }
-                // Small commands near the current reference most of the time, so that the
-                // reference actually moves at speed and reverses.
+                // Small commands near the robot most of the time, so that the reference
+                // actually moves at speed and reverses.
                 if misc % 4 != 0 {
-                    for j in 0..6 { q[j] = q_meas[j] + q[j] * 0.01; }
+                    for j in 0..6 { q[j] = q_robot[j] + q[j] * 0.01; }
                 }
-                let c = cmd(k as u64 + 1, q);
+                if *misc == 11 { motion += 1; }
+                let c = cmd_m(k as u64 + 1, q, motion);
                 now += dt;
                 let mut inp = input(k as u64, now, q_meas, present.then_some((&c, now - age)));
                 inp.dt_s = *dt;
                 if *misc == 7 { inp.robot.motors_on = false; }
+                if *misc == 13 { inp.q_measured = None; }
+                let active_before = s.active_motion();
                 let out = s.step(&inp);
+                let Some(r) = out.q_ref else {
+                    prop_assert!(prev.is_none());
+                    continue;
+                };
                 let mut v = [0.0; 6];
                 for j in 0..6 {
-                    prop_assert!(out.q_ref[j].is_finite());
-                    prop_assert!(out.q_ref[j] >= l.min[j] - 1e-12 && out.q_ref[j] <= l.max[j] + 1e-12);
-                    if let (Some(p), SafetyLevel::Active) = (prev, out.level) {
-                        v[j] = (out.q_ref[j] - p[j]) / dt;
+                    prop_assert!(r[j].is_finite());
+                }
+                if out.level == SafetyLevel::Active {
+                    let p = prev.unwrap_or(q_meas);
+                    for j in 0..6 {
+                        prop_assert!(r[j] >= l.min[j] - 1e-12 && r[j] <= l.max[j] + 1e-12);
+                        v[j] = (r[j] - p[j]) / dt;
                         prop_assert!(v[j].abs() <= l.max_speed[j] * (1.0 + 1e-9), "speed j{} {}", j, v[j]);
                         prop_assert!((v[j] - v_prev[j]).abs() <= a[j] * dt * (1.0 + 1e-6) + 1e-9,
                             "accel j{} {} -> {} over {}", j, v_prev[j], v[j], dt);
                     }
-                }
-                if out.level == SafetyLevel::Active {
                     hold_start = None;
                 } else if out.reason == SafetyReason::RobotNotReady {
-                    prop_assert_eq!(out.q_ref, q_meas);
-                    hold_start = Some(q_meas);
+                    if inp.q_measured.is_some() {
+                        prop_assert_eq!(r, q_meas);
+                    }
+                    hold_start = Some(r);
                 } else {
-                    // Hold: the position measured when the hold began, at once.
-                    let h = *hold_start.get_or_insert(q_meas);
-                    prop_assert_eq!(out.q_ref, h);
+                    let h = *hold_start.get_or_insert(if inp.q_measured.is_some() { q_meas } else { prev.unwrap_or(q_meas) });
+                    prop_assert_eq!(r, h, "hold is the measured position at its start");
                 }
-                if *present && *age > 0.008 && out.level != SafetyLevel::EmergencyStop {
-                    prop_assert_eq!(out.reason, if *misc == 7 { SafetyReason::RobotNotReady } else { SafetyReason::CommandStale });
+                if *present && *age > 0.008 && out.level == SafetyLevel::Hold && out.reason != SafetyReason::RobotNotReady {
+                    prop_assert_eq!(out.reason, SafetyReason::CommandStale);
                 }
+                if was_active && out.level != SafetyLevel::Active {
+                    prop_assert_eq!(s.ended_motion(), active_before);
+                }
+                was_active = out.level == SafetyLevel::Active;
                 v_prev = v;
-                prev = Some(out.q_ref);
-                q_meas = out.q_ref; // ideal robot
+                prev = Some(r);
+                // Lagging robot: first-order follow of the reference.
+                for j in 0..6 { q_robot[j] += lag * (r[j] - q_robot[j]); }
             }
         }
     }

@@ -1,6 +1,7 @@
 //! EGM over real UDP on 127.0.0.1: a fake controller (hand-encoded `EgmRobot` datagrams)
-//! against (1) a small driver loop made of robot-io's pure EGM session + supervisor + a real
-//! `UdpSocket`, and (2) the real `cell-robot-io` binary with `driver = "egm"`.
+//! against (1) robot-io's per-datagram core ([`robot_io::egm::cycle::EgmCore`], the code the
+//! node runs for every datagram) behind a real `UdpSocket`, and (2) the real `cell-robot-io`
+//! binary with `driver = "egm"`, with and without joint commands on the bus.
 #![allow(clippy::unwrap_used, clippy::needless_range_loop)]
 
 use std::{
@@ -14,15 +15,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::msg::{JointCommand, Stamp};
+use common::msg::{JointCommand, MotionTag, Stamp};
 use kinematics::JointLimits;
 use robot_io::{
     egm::{
-        proto::{decode_robot, decode_sensor, encode_sensor, EgmSensor, MessageType},
+        cycle::{Datagram, EgmCore},
+        proto::{decode_sensor, encode_sensor, EgmSensor, MessageType},
         session::{EgmSession, SessionParams},
     },
-    supervisor::{irb120_max_accel, CycleInput, Supervisor, SupervisorParams},
+    supervisor::{irb120_max_accel, Supervisor, SupervisorParams},
 };
+
+const BOOT: u64 = 1;
 
 // ---- the fake controller: hand-encoded EgmRobot ----------------------------------------------
 
@@ -124,62 +128,67 @@ impl Driver {
         let (r, m, st) = (reference.clone(), malformed.clone(), stop.clone());
         let handle = thread::spawn(move || {
             let epoch = Instant::now();
-            let mut session = EgmSession::new(SessionParams {
-                nominal_cycle_s: 0.004,
-                silence_timeout_s: 0.05,
-                send_speed_ref: true,
-            });
-            let mut sup = Supervisor::new(SupervisorParams {
-                command_timeout_s: 0.008,
-                limits: JointLimits::irb120(),
-                max_accel: irb120_max_accel(),
-            });
+            let mut core = EgmCore::new(
+                EgmSession::new(SessionParams {
+                    nominal_cycle_s: 0.004,
+                    silence_timeout_s: 0.05,
+                    send_speed_ref: true,
+                }),
+                Supervisor::new(SupervisorParams {
+                    command_timeout_s: 0.008,
+                    limits: JointLimits::irb120(),
+                    max_accel: irb120_max_accel(),
+                    robot_boot: BOOT,
+                    measured_limit_margin_rad: 0.5f64.to_radians(),
+                }),
+            );
             let mut buf = [0u8; 65536];
-            let mut cycle = 0u64;
+            let mut cmd_seq = 0u64;
             while !st.load(Ordering::Relaxed) {
                 let Ok((n, from)) = sock.recv_from(&mut buf) else {
                     continue;
                 };
                 let now = epoch.elapsed().as_secs_f64();
-                let Ok(msg) = decode_robot(&buf[..n]) else {
-                    m.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                };
-                let reply = match session.on_robot(&msg, now) {
-                    Ok(fb) => {
-                        cycle += 1;
-                        let reference = *r.lock().unwrap();
-                        match reference {
-                            Reference::Raw(q) => session.reply(&q, &[0.0; 6], now),
-                            Reference::Supervised(c) => {
-                                let cmd = c.map(|q| JointCommand {
-                                    stamp: Stamp {
-                                        seq: cycle,
-                                        source_mono_ns: 0,
-                                    },
-                                    q_rad: q,
-                                    ..Default::default()
-                                });
-                                let out = sup.step(&CycleInput {
-                                    cycle,
-                                    now_s: now,
-                                    dt_s: fb.dt_s,
-                                    q_measured: fb.q_rad,
-                                    robot: fb.status,
-                                    command: cmd.as_ref().map(|c| (c, now)),
-                                });
-                                session.reply(&out.q_ref, &out.qd_ref, now)
+                cmd_seq += 1;
+                let reply = match *r.lock().unwrap() {
+                    Reference::Raw(q) => {
+                        // Bypass the supervisor: exercise the session's own guard.
+                        match robot_io::egm::proto::decode_robot(&buf[..n]) {
+                            Ok(msg) => {
+                                let _ = core.session.on_robot(&msg, now);
+                            }
+                            Err(_) => {
+                                m.fetch_add(1, Ordering::Relaxed);
                             }
                         }
+                        core.session.reply(&q, &[0.0; 6], now)
                     }
-                    Err(_) => session.reply_hold(now),
+                    Reference::Supervised(c) => {
+                        let cmd = c.map(|q| JointCommand {
+                            stamp: Stamp {
+                                seq: cmd_seq,
+                                source_mono_ns: 0,
+                            },
+                            motion: MotionTag {
+                                robot_boot: BOOT,
+                                motion_id: 1,
+                            },
+                            q_rad: q,
+                            ..Default::default()
+                        });
+                        let h = core.on_datagram(&buf[..n], now, cmd.as_ref().map(|c| (c, now)));
+                        if matches!(h.datagram, Datagram::Malformed(_)) {
+                            m.fetch_add(1, Ordering::Relaxed);
+                        }
+                        h.reply
+                    }
                 };
                 if let Some(reply) = reply {
                     sock.send_to(&encode_sensor(&reply), from).unwrap();
-                    session.on_reply_sent(epoch.elapsed().as_secs_f64());
+                    core.session.on_reply_sent(epoch.elapsed().as_secs_f64());
                 }
             }
-            session
+            core.session
         });
         Self {
             addr,
@@ -258,28 +267,34 @@ fn replies_go_to_the_sender_with_seqno_and_degrees() {
 
 #[test]
 fn non_finite_references_are_never_sent() {
-    let d = Driver::start(Reference::Raw([f64::NAN; 6]));
+    let good = [0.1; 6];
+    let d = Driver::start(Reference::Raw(good));
     let c = controller();
-    let mut bad = [0.1; 6];
+    c.send_to(&robot_bytes(10, 0, Q0_DEG, true), d.addr).unwrap();
+    let (first, _) = recv_reply(&c).unwrap();
+    let mut bad = good;
     for (k, v) in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY]
         .into_iter()
         .enumerate()
     {
         bad[k] = v;
         *d.reference.lock().unwrap() = Reference::Raw(bad);
-        let k = k as u32;
+        let k = 11 + k as u32;
         c.send_to(&robot_bytes(k, 4 * k, Q0_DEG, true), d.addr)
             .unwrap();
         let (r, _) = recv_reply(&c).unwrap();
-        assert_eq!(planned(&r), Q0_DEG.to_vec(), "measured position instead");
+        assert_eq!(
+            planned(&r),
+            planned(&first),
+            "the last sent reference instead (never the measured position)"
+        );
         for v in r.speed_ref.unwrap().joints.unwrap().joints {
             assert!(v.is_finite());
         }
     }
     // Through the supervisor: a NaN command holds.
     *d.reference.lock().unwrap() = Reference::Supervised(Some([f64::NAN; 6]));
-    c.send_to(&robot_bytes(3, 12, Q0_DEG, true), d.addr)
-        .unwrap();
+    c.send_to(&robot_bytes(0, 0, Q0_DEG, true), d.addr).unwrap();
     let (r, _) = recv_reply(&c).unwrap();
     assert_eq!(planned(&r), Q0_DEG.to_vec());
     let s = d.finish();

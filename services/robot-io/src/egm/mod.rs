@@ -5,7 +5,11 @@
 //! - [`session`]: pure per-datagram logic (measured joints, controller states, seqno gaps,
 //!   the `EgmSensor` reply, timing statistics). Time is a parameter.
 //!
+//! - [`cycle`]: one datagram → at most one reply: the session and the supervisor together,
+//!   pure; the only place a reply's reference is chosen.
+//!
 //! The UDP socket lives in [`crate::node`].
 
+pub mod cycle;
 pub mod proto;
 pub mod session;

@@ -10,8 +10,9 @@
 //! Per reply ([`EgmSession::reply`]): an `EgmSensor` with header seqno +1 per reply (0 at the
 //! start of each EGM session, like abb_libegm), `tm` = our clock in ms, mtype CORRECTION,
 //! `planned.joints` in degrees and, optionally, `speedRef.joints` in deg/s. **Nothing
-//! non-finite is ever encoded**: a non-finite reference is replaced by the last measured
-//! position (speed 0).
+//! non-finite is ever encoded**: a non-finite reference is replaced by the last sent
+//! reference, resent unchanged ([`EgmSession::resend`]). The session never invents a position of
+//! its own: what goes out is the supervisor's reference or a resend of the last one.
 
 use common::msg::{RobotStatus, AXES};
 use serde::Serialize;
@@ -135,6 +136,16 @@ pub enum FeedbackError {
     NonFinite,
     #[error("late datagram (seqno behind the newest)")]
     Late,
+    #[error("duplicate datagram (same seqno as the newest)")]
+    Duplicate,
+}
+
+impl FeedbackError {
+    /// Late and duplicate datagrams are not a new controller cycle: the answer is the last
+    /// reference, resent unchanged, and the supervisor is not stepped.
+    pub fn is_repeat(&self) -> bool {
+        matches!(self, FeedbackError::Late | FeedbackError::Duplicate)
+    }
 }
 
 /// Running mean / standard deviation / min / max (Welford).
@@ -261,8 +272,13 @@ pub struct EgmSession {
     measured_deg: Option<[f64; AXES]>,
     /// The same in rad, as handed out in [`Feedback::q_rad`].
     measured_rad: Option<[f64; AXES]>,
-    /// The last reference sent (deg), finite.
+    /// The last reference sent (deg) and its speed (deg/s), finite.
     sent_deg: Option<[f64; AXES]>,
+    sent_speed_deg: [f64; AXES],
+    /// Step time of the newest datagram (s): Δtm when plausible, else the nominal cycle.
+    last_dt_s: f64,
+    /// The newest datagram started a new EGM session.
+    last_new_session: bool,
     silent: bool,
 }
 
@@ -283,6 +299,9 @@ impl EgmSession {
             measured_deg: None,
             measured_rad: None,
             sent_deg: None,
+            sent_speed_deg: [0.0; AXES],
+            last_dt_s: p.nominal_cycle_s,
+            last_new_session: false,
             silent: true,
         }
     }
@@ -298,6 +317,15 @@ impl EgmSession {
     }
     pub fn schema(&self) -> Option<SchemaGuess> {
         self.last_schema
+    }
+    /// Step time of the newest (non-repeat) datagram (s), also when it had no usable joints.
+    pub fn last_dt_s(&self) -> f64 {
+        self.last_dt_s
+    }
+    /// The newest (non-repeat) datagram started a new EGM session (its reply is the first of
+    /// the session).
+    pub fn last_new_session(&self) -> bool {
+        self.last_new_session
     }
     /// Time of the newest datagram (s).
     pub fn last_rx_s(&self) -> Option<f64> {
@@ -345,6 +373,7 @@ impl EgmSession {
                 let back = last.wrapping_sub(s);
                 if fwd == 0 {
                     self.stats.duplicates += 1;
+                    return Err(FeedbackError::Duplicate);
                 } else if fwd <= MAX_GAP {
                     lost_before = fwd - 1;
                     continuous = true;
@@ -357,6 +386,7 @@ impl EgmSession {
             }
             (Some(_), None) => {}
         }
+        self.last_new_session = new_session;
         if new_session {
             if !events.contains(&SessionEvent::Started) {
                 events.push(SessionEvent::Restarted);
@@ -384,11 +414,13 @@ impl EgmSession {
         }
         self.last_rx_s = Some(now_s);
         let mut dt_s = self.p.nominal_cycle_s;
+        self.last_dt_s = dt_s;
         let mut dtm_s = None;
         if let (Some(prev), Some(t), true) = (self.last_tm, tm, continuous) {
             let d = f64::from(t.wrapping_sub(prev)) * 1e-3;
             if d > 0.0 && d <= 3.0 * self.p.nominal_cycle_s.max(1e-3) {
                 dt_s = d;
+                self.last_dt_s = d;
                 dtm_s = Some(d);
                 self.stats
                     .controller_period
@@ -520,14 +552,14 @@ impl EgmSession {
             return Some(self.build(q_deg, qd_deg, now_s));
         }
         self.stats.replaced_non_finite += 1;
-        self.reply_hold(now_s)
+        self.resend(now_s)
     }
 
-    /// A reply that holds: the last measured position, else the last reference sent, speed 0.
-    /// `None` when neither is known.
-    pub fn reply_hold(&mut self, now_s: f64) -> Option<EgmSensor> {
-        let q = self.measured_deg.or(self.sent_deg)?;
-        Some(self.build(q, [0.0; AXES], now_s))
+    /// The last reference sent, unchanged (position and speed), with a new header. `None`
+    /// when nothing was sent yet in this process.
+    pub fn resend(&mut self, now_s: f64) -> Option<EgmSensor> {
+        let q = self.sent_deg?;
+        Some(self.build(q, self.sent_speed_deg, now_s))
     }
 
     fn build(&mut self, q_deg: [f64; AXES], qd_deg: [f64; AXES], now_s: f64) -> EgmSensor {
@@ -535,6 +567,7 @@ impl EgmSession {
         self.reply_seq = self.reply_seq.wrapping_add(1);
         self.stats.replies += 1;
         self.sent_deg = Some(q_deg);
+        self.sent_speed_deg = qd_deg;
         // Our clock in ms; wraps like the controller's u32 tm.
         let tm = if now_s.is_finite() && now_s >= 0.0 {
             ((now_s * 1e3) as u64 & u64::from(u32::MAX)) as u32
@@ -576,7 +609,7 @@ impl EgmSession {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::needless_range_loop)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::egm::proto::{
         joints, EgmClock, EgmFeedBack, EgmMciState, EgmMeasuredForce, EgmMotorState,
@@ -591,7 +624,8 @@ mod tests {
         send_speed_ref: true,
     };
 
-    fn robot(seq: u32, tm: u32, q_deg: [f64; 6], ready: bool) -> EgmRobot {
+    /// A controller's `EgmRobot` (V1.1 fields) for tests.
+    pub(crate) fn robot(seq: u32, tm: u32, q_deg: [f64; 6], ready: bool) -> EgmRobot {
         EgmRobot {
             header: Some(EgmHeader {
                 seqno: Some(seq),
@@ -661,7 +695,10 @@ mod tests {
             s.on_robot(&robot(12, 8, q, true), 0.013),
             Err(FeedbackError::Late)
         );
-        s.on_robot(&robot(13, 12, q, true), 0.014).unwrap();
+        assert_eq!(
+            s.on_robot(&robot(13, 12, q, true), 0.014),
+            Err(FeedbackError::Duplicate)
+        );
         assert_eq!(s.stats().duplicates, 1);
         // Wrap-around is a gap, not a restart.
         let mut w = EgmSession::new(P);
@@ -728,16 +765,18 @@ mod tests {
         assert!((sj[5] - 0.5f64.to_degrees()).abs() < 1e-12);
         let r = s.reply(&q, &qd, 1.3).unwrap();
         assert_eq!(r.header.unwrap().seqno, Some(1));
-        // NaN / Inf → the measured position, zero speed.
+        // NaN / Inf → the last sent reference resent unchanged (never the measured position).
+        let sent = s.reply(&q, &qd, 1.35).unwrap();
         let mut bad = q;
         bad[2] = f64::NAN;
         let r = s.reply(&bad, &qd, 1.4).unwrap();
-        assert_eq!(r.planned.unwrap().joints.unwrap().joints, meas.to_vec());
-        assert_eq!(r.speed_ref.unwrap().joints.unwrap().joints, vec![0.0; 6]);
+        assert_eq!(r.planned, sent.planned);
+        assert_eq!(r.speed_ref, sent.speed_ref);
+        assert_ne!(r.planned.unwrap().joints.unwrap().joints, meas.to_vec());
         let mut badv = qd;
         badv[0] = f64::INFINITY;
         let r = s.reply(&q, &badv, 1.5).unwrap();
-        assert_eq!(r.planned.unwrap().joints.unwrap().joints, meas.to_vec());
+        assert_eq!(r.planned, sent.planned);
         assert_eq!(s.stats().replaced_non_finite, 2);
         // Without speedRef configured, none is sent.
         let mut n = EgmSession::new(SessionParams {
@@ -752,12 +791,12 @@ mod tests {
     }
 
     #[test]
-    fn incomplete_feedback_is_an_error_and_hold_reply_works() {
+    fn incomplete_feedback_is_an_error_and_resend_repeats_the_last_reference() {
         let mut s = EgmSession::new(P);
         let mut r = robot(0, 0, [0.0; 6], true);
         r.feed_back = None;
         assert_eq!(s.on_robot(&r, 0.0), Err(FeedbackError::NoJoints));
-        assert!(s.reply_hold(0.0).is_none());
+        assert!(s.resend(0.0).is_none());
         let mut r = robot(1, 4, [1.0; 6], true);
         r.feed_back.as_mut().unwrap().joints = Some(joints(&[1.0; 7]));
         assert_eq!(s.on_robot(&r, 0.004), Err(FeedbackError::JointCount(7)));
@@ -765,9 +804,13 @@ mod tests {
         r.feed_back.as_mut().unwrap().joints = Some(joints(&[1.0, 1.0, f64::NAN, 1.0, 1.0, 1.0]));
         assert_eq!(s.on_robot(&r, 0.008), Err(FeedbackError::NonFinite));
         assert_eq!(s.stats().incomplete, 3);
+        assert!((s.last_dt_s() - 0.004).abs() < 1e-12, "Δtm kept for a cycle without joints");
         s.on_robot(&robot(3, 12, [1.0; 6], true), 0.012).unwrap();
-        let h = s.reply_hold(0.013).unwrap();
-        assert_eq!(h.planned.unwrap().joints.unwrap().joints, vec![1.0; 6]);
+        let first = s.reply(&[0.5f64.to_radians(); 6], &[0.1; 6], 0.0125).unwrap();
+        let h = s.resend(0.013).unwrap();
+        assert_eq!(h.planned, first.planned);
+        assert_eq!(h.speed_ref, first.speed_ref);
+        assert_eq!(h.header.unwrap().seqno, Some(first.header.unwrap().seqno.unwrap() + 1));
     }
 
     #[test]

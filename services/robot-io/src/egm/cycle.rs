@@ -1,0 +1,452 @@
+//! One EGM datagram in, at most one reply out: the session ([`EgmSession`]) and the command
+//! [`Supervisor`] together. Pure: time and the newest command are parameters.
+//!
+//! The rules (item 3 of the command-path review):
+//! - a **new controller cycle** (an in-order datagram, also one after lost ones) steps the
+//!   supervisor exactly once and replies its reference;
+//! - a datagram **without usable joints** is still a controller cycle: the supervisor steps
+//!   without a measurement (an active motion goes on within its limits from the last
+//!   reference; a hold holds where it began, else at the last reference);
+//! - a **late** (reordered) or **duplicate** datagram is not a new cycle: the last reference
+//!   is resent unchanged and the supervisor is not stepped;
+//! - a **malformed** datagram is counted and not answered;
+//! - a **new EGM session** ends the motion and starts again from the measured position.
+//!
+//! So every reply of an active motion respects the joint position, speed and acceleration
+//! limits relative to the previous reply, on robot-io's clock; the exemptions are the first
+//! reply of a new session, a controller that is not ready, and a hold.
+
+use common::msg::{JointCommand, RobotStatus, AXES};
+
+use super::{
+    proto::{self, EgmSensor},
+    session::{EgmSession, Feedback, FeedbackError},
+};
+use crate::supervisor::{CycleInput, CycleOutput, Supervisor};
+
+/// What one datagram was.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Datagram {
+    /// Not an `EgmRobot`: counted, not answered.
+    Malformed(String),
+    /// Late or duplicate: the last reference resent.
+    Repeat(FeedbackError),
+    /// A controller cycle without usable joints.
+    Incomplete(FeedbackError),
+    /// A controller cycle with feedback.
+    Cycle(Box<Feedback>),
+}
+
+/// The outcome of one datagram.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handled {
+    pub datagram: Datagram,
+    /// The reply to send to the datagram's sender (none for malformed datagrams, or when
+    /// nothing finite is known yet).
+    pub reply: Option<EgmSensor>,
+    /// The supervisor's output, when it was stepped.
+    pub out: Option<CycleOutput>,
+    /// The safety level or reason changed.
+    pub safety_changed: bool,
+    /// robot-io's cycle counter after this datagram.
+    pub cycle: u64,
+}
+
+/// The per-datagram logic of the EGM driver.
+#[derive(Debug, Clone)]
+pub struct EgmCore {
+    pub session: EgmSession,
+    pub sup: Supervisor,
+    cycle: u64,
+    q_meas: Option<[f64; AXES]>,
+}
+
+impl EgmCore {
+    pub fn new(session: EgmSession, sup: Supervisor) -> Self {
+        Self {
+            session,
+            sup,
+            cycle: 0,
+            q_meas: None,
+        }
+    }
+
+    /// robot-io's cycle counter (+1 per controller cycle).
+    pub fn cycle(&self) -> u64 {
+        self.cycle
+    }
+    /// The newest measured joints.
+    pub fn q_measured(&self) -> Option<[f64; AXES]> {
+        self.q_meas
+    }
+
+    fn status(&self) -> RobotStatus {
+        self.session
+            .last_states()
+            .map(|s| s.status())
+            .unwrap_or_default()
+    }
+
+    /// Handles one datagram received at `rx_s`, with the newest joint command and its local
+    /// arrival time (same epoch).
+    pub fn on_datagram(
+        &mut self,
+        bytes: &[u8],
+        rx_s: f64,
+        command: Option<(&JointCommand, f64)>,
+    ) -> Handled {
+        let msg = match proto::decode_robot(bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                return Handled {
+                    datagram: Datagram::Malformed(e.to_string()),
+                    reply: None,
+                    out: None,
+                    safety_changed: false,
+                    cycle: self.cycle,
+                }
+            }
+        };
+        let (datagram, q_measured, dt_s, robot) = match self.session.on_robot(&msg, rx_s) {
+            Err(e) if e.is_repeat() => {
+                let reply = self.session.resend(rx_s);
+                return Handled {
+                    datagram: Datagram::Repeat(e),
+                    reply,
+                    out: None,
+                    safety_changed: false,
+                    cycle: self.cycle,
+                };
+            }
+            Err(e) => (
+                Datagram::Incomplete(e),
+                None,
+                self.session.last_dt_s(),
+                self.status(),
+            ),
+            Ok(fb) => {
+                let (q, dt, st) = (fb.q_rad, fb.dt_s, fb.status);
+                (Datagram::Cycle(Box::new(fb)), Some(q), dt, st)
+            }
+        };
+        self.cycle += 1;
+        let mut changed = false;
+        if self.session.last_new_session() {
+            changed |= self.sup.robot_restarted(self.cycle);
+        }
+        if q_measured.is_some() {
+            self.q_meas = q_measured;
+        }
+        let out = self.sup.step(&CycleInput {
+            cycle: self.cycle,
+            now_s: rx_s,
+            dt_s,
+            q_measured,
+            robot,
+            command,
+        });
+        let reply = match out.q_ref {
+            Some(q) => self.session.reply(&q, &out.qd_ref, rx_s),
+            None => None,
+        };
+        Handled {
+            datagram,
+            reply,
+            out: Some(out),
+            safety_changed: changed || out.changed,
+            cycle: self.cycle,
+        }
+    }
+
+    /// Silence check at `now_s`: returns (silent, safety changed).
+    pub fn check_silent(&mut self, now_s: f64) -> (bool, bool) {
+        let silent = self.session.check_silent(now_s);
+        let changed = silent && self.sup.robot_silent(self.cycle);
+        (silent, changed)
+    }
+
+    /// The reply to a datagram received while shutting down: hold where the robot is.
+    pub fn on_datagram_shutdown(&mut self, bytes: &[u8], rx_s: f64) -> Option<EgmSensor> {
+        let msg = proto::decode_robot(bytes).ok()?;
+        match self.session.on_robot(&msg, rx_s) {
+            Err(e) if e.is_repeat() => self.session.resend(rx_s),
+            r => {
+                let q = r.ok().map(|fb| fb.q_rad).or(self.q_meas);
+                let out = self.sup.shutdown(self.cycle, q);
+                let q = out.q_ref?;
+                self.session.reply(&q, &[0.0; AXES], rx_s)
+            }
+        }
+    }
+
+    /// The shutdown hold without a datagram (for the safety state).
+    pub fn shutdown(&mut self) -> CycleOutput {
+        self.sup.shutdown(self.cycle, self.q_meas)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::needless_range_loop)]
+mod tests {
+    use super::*;
+    use crate::{
+        egm::{proto::EgmRobot, session::tests::robot, session::SessionParams},
+        supervisor::{irb120_max_accel, SupervisorParams},
+    };
+    use common::msg::{MotionTag, SafetyLevel, SafetyReason, Stamp};
+    use kinematics::JointLimits;
+    use proptest::prelude::*;
+
+    const BOOT: u64 = 5;
+
+    fn core() -> EgmCore {
+        EgmCore::new(
+            EgmSession::new(SessionParams {
+                nominal_cycle_s: 0.004,
+                silence_timeout_s: 0.05,
+                send_speed_ref: true,
+            }),
+            Supervisor::new(SupervisorParams {
+                command_timeout_s: 0.008,
+                limits: JointLimits::irb120(),
+                max_accel: irb120_max_accel(),
+                robot_boot: BOOT,
+                measured_limit_margin_rad: 0.5f64.to_radians(),
+            }),
+        )
+    }
+
+    fn cmd(seq: u64, q: [f64; 6]) -> JointCommand {
+        JointCommand {
+            stamp: Stamp {
+                seq,
+                source_mono_ns: 0,
+            },
+            motion: MotionTag {
+                robot_boot: BOOT,
+                motion_id: 1,
+            },
+            q_rad: q,
+            ..Default::default()
+        }
+    }
+
+    fn planned_rad(r: &EgmSensor) -> [f64; 6] {
+        let j = &r.planned.as_ref().unwrap().joints.as_ref().unwrap().joints;
+        let mut q = [0.0; 6];
+        for k in 0..6 {
+            q[k] = j[k].to_radians();
+        }
+        q
+    }
+
+    fn bytes(r: &EgmRobot) -> Vec<u8> {
+        proto::encode_robot(r)
+    }
+
+    #[test]
+    fn late_and_duplicate_resend_the_last_reference_without_stepping() {
+        // Before the fix a late datagram was answered with the last *measured* position (a
+        // jump back by the tracking lag) and a duplicate stepped the supervisor twice.
+        let mut c = core();
+        let meas = [10.0, 5.0, 0.0, 0.0, 30.0, 0.0];
+        let far = cmd(1, [1.0; 6]);
+        let r0 = c.on_datagram(&bytes(&robot(0, 0, meas, true)), 0.0, Some((&far, 0.0)));
+        let mut last = r0.reply.unwrap();
+        for k in 1..10u32 {
+            let t = f64::from(k) * 0.004;
+            let h = c.on_datagram(&bytes(&robot(k, k * 4, meas, true)), t, Some((&far, t)));
+            last = h.reply.unwrap();
+        }
+        let cycles = c.cycle();
+        // The robot lags: the reference is well ahead of the measurement.
+        assert!((planned_rad(&last)[0] - meas[0].to_radians()).abs() > 1e-4);
+        let late = c.on_datagram(&bytes(&robot(7, 28, meas, true)), 0.041, Some((&far, 0.041)));
+        assert_eq!(late.datagram, Datagram::Repeat(FeedbackError::Late));
+        assert_eq!(late.reply.as_ref().unwrap().planned, last.planned);
+        assert_eq!(late.reply.as_ref().unwrap().speed_ref, last.speed_ref);
+        let dup = c.on_datagram(&bytes(&robot(9, 36, meas, true)), 0.042, Some((&far, 0.042)));
+        assert_eq!(dup.datagram, Datagram::Repeat(FeedbackError::Duplicate));
+        assert_eq!(dup.reply.unwrap().planned, last.planned);
+        assert_eq!(c.cycle(), cycles, "no supervisor step for repeats");
+    }
+
+    #[test]
+    fn a_cycle_without_joints_goes_through_the_supervisor() {
+        let mut c = core();
+        let meas = [10.0, 5.0, 0.0, 0.0, 30.0, 0.0];
+        let far = cmd(1, [1.0; 6]);
+        let mut prev = [0.0; 6];
+        for k in 0..10u32 {
+            let t = f64::from(k) * 0.004;
+            let h = c.on_datagram(&bytes(&robot(k, k * 4, meas, true)), t, Some((&far, t)));
+            prev = planned_rad(&h.reply.unwrap());
+        }
+        let mut r = robot(10, 40, meas, true);
+        r.feed_back = None;
+        let h = c.on_datagram(&bytes(&r), 0.040, Some((&far, 0.040)));
+        assert!(matches!(h.datagram, Datagram::Incomplete(FeedbackError::NoJoints)));
+        let q = planned_rad(&h.reply.unwrap());
+        // Still moving forward within the limits, not jumping back to the measurement.
+        let l = JointLimits::irb120();
+        for j in 0..6 {
+            let v = (q[j] - prev[j]) / 0.004;
+            assert!(v.abs() <= l.max_speed[j] * (1.0 + 1e-9));
+            assert!(q[j] > meas[j].to_radians() + 1e-6 || j >= 1);
+        }
+        assert_eq!(c.sup.level(), SafetyLevel::Active);
+    }
+
+    #[test]
+    fn a_new_egm_session_ends_the_motion() {
+        let mut c = core();
+        let meas = [0.0; 6];
+        let far = cmd(1, [0.5; 6]);
+        for k in 0..5u32 {
+            let t = f64::from(k) * 0.004;
+            c.on_datagram(&bytes(&robot(k, k * 4, meas, true)), t, Some((&far, t)));
+        }
+        assert_eq!(c.sup.level(), SafetyLevel::Active);
+        // The controller restarts EGM after the robot was jogged elsewhere.
+        let moved = [20.0; 6];
+        let h = c.on_datagram(&bytes(&robot(0, 0, moved, true)), 0.03, Some((&far, 0.03)));
+        let q = planned_rad(&h.reply.unwrap());
+        for j in 0..6 {
+            assert!((q[j] - 20f64.to_radians()).abs() < 1e-12, "held where measured");
+        }
+        assert_eq!(c.sup.reason(), SafetyReason::MotionEnded);
+    }
+
+    /// What the network does to one controller datagram.
+    #[derive(Debug, Clone, Copy)]
+    enum Net {
+        Deliver,
+        Lose,
+        Duplicate,
+        /// Held back and delivered after the next one.
+        Reorder,
+        /// Truncated to this fraction of its length.
+        Truncate(u8),
+        /// Delivered without joints.
+        NoJoints,
+    }
+
+    fn net() -> impl Strategy<Value = Net> {
+        prop_oneof![
+            10 => Just(Net::Deliver),
+            2 => Just(Net::Lose),
+            2 => Just(Net::Duplicate),
+            2 => Just(Net::Reorder),
+            1 => (1u8..100).prop_map(Net::Truncate),
+            1 => Just(Net::NoJoints),
+        ]
+    }
+
+    proptest! {
+        /// Arbitrary interleavings of in-order, lost, duplicated, reordered, truncated and
+        /// joint-less feedback from a lagging, noisy robot following our replies, with a
+        /// command target that jumps around (also beyond the limits): every reply is finite;
+        /// a repeat is exactly the previous reply; every reply of an active motion is inside
+        /// the limits and within the speed and acceleration limits relative to the previous
+        /// reply, with the step time robot-io used (its clock follows the controller's `tm`).
+        /// Exempt: the first reply of a session, the controller not ready, holds.
+        #[test]
+        fn replies_respect_limits_under_any_interleaving(
+            events in proptest::collection::vec(
+                (net(), proptest::array::uniform6(-0.05f64..0.05), 0u8..30,
+                 proptest::array::uniform6(-2e-3f64..2e-3)), 1..200),
+            lag in 0.1f64..0.9,
+        ) {
+            let mut c = core();
+            let l = JointLimits::irb120();
+            let a = irb120_max_accel();
+            // The robot (degrees) follows the last reply it received, with lag and noise.
+            let mut q_robot = [0.0, 10.0, 5.0, 0.0, 30.0, 0.0];
+            let mut target = [0.0, 0.2, 0.1, 0.0, 0.5, 0.0];
+            let mut held: Option<Vec<u8>> = None;
+            let mut prev_reply: Option<[f64; 6]> = None;
+            let mut prev_v = [0.0; 6];
+            let mut was_active = false;
+            let mut seq: u32 = 0;
+            let mut cmd_seq = 0;
+            let mut robot_ref: Option<[f64; 6]> = None;
+            for (k, (n, jump, misc, noise)) in events.iter().enumerate() {
+                seq += 1;
+                let t = f64::from(seq) * 0.004;
+                if *misc == 0 {
+                    for j in 0..6 { target[j] += jump[j] * 60.0; }
+                } else {
+                    for j in 0..6 { target[j] += jump[j]; }
+                }
+                cmd_seq += 1;
+                let command = cmd(cmd_seq, target);
+                let mut meas = q_robot;
+                for j in 0..6 { meas[j] += noise[j]; }
+                let ready = *misc != 29;
+                let mut r = robot(seq, seq * 4, meas, ready);
+                let mut deliveries: Vec<Vec<u8>> = Vec::new();
+                match n {
+                    Net::Deliver => deliveries.push(bytes(&r)),
+                    Net::Lose => {}
+                    Net::Duplicate => { deliveries.push(bytes(&r)); deliveries.push(bytes(&r)); }
+                    Net::Reorder => { held = Some(bytes(&r)); }
+                    Net::Truncate(f) => {
+                        let b = bytes(&r);
+                        let n = b.len() * usize::from(*f) / 100;
+                        deliveries.push(b[..n].to_vec());
+                    }
+                    Net::NoJoints => { r.feed_back = None; deliveries.push(bytes(&r)); }
+                }
+                if !matches!(n, Net::Reorder) {
+                    if let Some(h) = held.take() { deliveries.push(h); }
+                }
+                for (d, b) in deliveries.iter().enumerate() {
+                    let rx = t + 1e-4 * d as f64;
+                    let h = c.on_datagram(b, rx, Some((&command, rx)));
+                    let Some(reply) = &h.reply else {
+                        prop_assert!(matches!(h.datagram, Datagram::Malformed(_)) || prev_reply.is_none(),
+                            "only malformed datagrams go unanswered once something was sent: {:?}", h.datagram);
+                        continue;
+                    };
+                    let q = planned_rad(reply);
+                    prop_assert!(q.iter().all(|v| v.is_finite()));
+                    match &h.datagram {
+                        Datagram::Repeat(_) => {
+                            prop_assert_eq!(Some(q), prev_reply, "a repeat resends the last reference");
+                        }
+                        Datagram::Malformed(_) => prop_assert!(false, "malformed answered"),
+                        Datagram::Incomplete(_) | Datagram::Cycle(_) => {
+                            let out = h.out.unwrap();
+                            let active = out.level == SafetyLevel::Active;
+                            let dt = match &h.datagram {
+                                Datagram::Cycle(fb) => fb.dt_s,
+                                _ => c.session.last_dt_s(),
+                            };
+                            // The first reply of a session is exempt; its velocity (from the
+                            // measured position it started at) is the basis of the next.
+                            let mut v = out.qd_ref;
+                            if let (true, false, Some(p)) = (active, c.session.last_new_session(), prev_reply) {
+                                for j in 0..6 {
+                                    prop_assert!(q[j] >= l.min[j] - 1e-9 && q[j] <= l.max[j] + 1e-9);
+                                    v[j] = (q[j] - p[j]) / dt;
+                                    prop_assert!(v[j].abs() <= l.max_speed[j] * (1.0 + 1e-6) + 1e-9,
+                                        "event {} speed j{} {} dt {}", k, j, v[j], dt);
+                                    let v0 = if was_active { prev_v[j] } else { 0.0 };
+                                    prop_assert!((v[j] - v0).abs() <= a[j] * dt * (1.0 + 1e-6) + 1e-6,
+                                        "event {} accel j{} {} -> {} dt {}", k, j, v0, v[j], dt);
+                                }
+                            }
+                            was_active = active;
+                            prev_v = v;
+                        }
+                    }
+                    prev_reply = Some(q);
+                    robot_ref = Some(q);
+                }
+                if let Some(rr) = robot_ref {
+                    for j in 0..6 { q_robot[j] += lag * (rr[j].to_degrees() - q_robot[j]); }
+                }
+            }
+        }
+    }
+}
