@@ -268,3 +268,27 @@ pub const DEFAULT_SERVICES: &[&str] = &[
     "sensor",
     "sim",
 ];
+
+/// Waits until every default service is live; returns the client session.
+pub async fn up_all(c: &TestCell) -> zenoh::Session {
+    let s = c.client().await;
+    let ok = wait_for(Duration::from_secs(30), || async {
+        (live_services(&s, &c.cell).await == DEFAULT_SERVICES).then_some(())
+    })
+    .await;
+    assert!(ok.is_some(), "services did not come up\n{}", c.log_text());
+    s
+}
+
+/// Merges a JSON object into the simulator's faults (`sim/rpc/fault`).
+pub async fn sim_fault(s: &zenoh::Session, c: &TestCell, body: serde_json::Value) {
+    let key = format!("cell/{}/sim/rpc/fault", c.cell.id);
+    let replies = s
+        .get(&key)
+        .payload(body.to_string())
+        .timeout(Duration::from_secs(2))
+        .await
+        .expect("fault query");
+    let r = replies.recv_async().await.expect("fault reply");
+    assert!(r.result().is_ok(), "fault {body} refused");
+}

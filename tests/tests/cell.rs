@@ -60,7 +60,7 @@ async fn command_travels_control_kinematics_robot_and_back() {
         max_speed_m_s: 0.2,
         max_rot_speed_rad_s: 1.0,
     };
-    s.put(topic::MOVE_TARGET.key(&c.cell.id), codec::encode(&mv))
+    s.put(topic::MOVE_TARGET.key(&c.cell.id), codec::encode(&mv).expect("encodable"))
         .await
         .unwrap();
     let t0 = Instant::now();
@@ -207,7 +207,7 @@ async fn malformed_messages_are_counted_and_dropped() {
     }
     s.put(
         topic::JOINT_COMMAND.key(&c.cell.id),
-        codec::encode(&nan_cmd),
+        codec::encode(&nan_cmd).expect("encodable"),
     )
     .await
     .unwrap();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use common::{
     codec,
-    msg::{CartesianCommand, CartesianTarget, JointCommand, JointState, Stamp},
+    msg::{CartesianCommand, CartesianTarget, JointCommand, JointState, MotionTag, SafetyState, Stamp},
     topic,
 };
 use kinematics::{node::to_msg_pose, Arm};
@@ -56,6 +56,24 @@ async fn line_through_wrist_singularity_respects_speed_limits() {
         .with(zenoh::handlers::FifoChannel::new(8192))
         .await
         .unwrap();
+    // Like control, tag the motion with robot-io's boot id (else robot-io refuses it).
+    let safety = s
+        .declare_subscriber(topic::SAFETY_STATE.key(&c.cell.id))
+        .await
+        .unwrap();
+    let st: SafetyState = codec::decode(
+        &tokio::time::timeout(Duration::from_secs(5), safety.recv_async())
+            .await
+            .expect("a safety state")
+            .unwrap()
+            .payload()
+            .to_bytes(),
+    )
+    .unwrap();
+    let motion = MotionTag {
+        robot_boot: st.robot_boot,
+        motion_id: 1,
+    };
     let key = topic::CARTESIAN_COMMAND.key(&c.cell.id);
     let n = 400;
     let mut tick = tokio::time::interval(Duration::from_millis(4));
@@ -75,9 +93,10 @@ async fn line_through_wrist_singularity_respects_speed_limits() {
                 source_mono_ns: common::clock::mono_ns(),
             },
             cycle,
+            motion,
             target: CartesianTarget::Pose(to_msg_pose(&Isometry3::from_parts(t.into(), r))),
         };
-        s.put(&key, codec::encode(&cmd)).await.unwrap();
+        s.put(&key, codec::encode(&cmd).expect("encodable")).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut cmds: Vec<JointCommand> = Vec::new();

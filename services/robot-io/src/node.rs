@@ -480,6 +480,7 @@ impl EgmShell {
                 serde_json::to_value(&self.incomplete_last).unwrap_or_default(),
             );
             o.insert("repeats_resent".into(), self.repeats.into());
+            o.insert("references".into(), self.core.reference_stats().json());
             o.insert("send_errors".into(), self.send_errors.into());
             o.insert("recv_errors".into(), self.recv_errors.into());
         }

@@ -52,6 +52,31 @@ pub struct Handled {
     pub cycle: u64,
 }
 
+/// What robot-io sent, measured on the encoded replies on robot-io's clock (the step time
+/// the supervisor used): peaks of speed and acceleration relative to the joint limits over
+/// consecutive active replies (the exempt replies — first of a session, controller not
+/// ready, hold — start a new run). For status and the whole-cell tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReferenceStats {
+    pub active_replies: u64,
+    pub peak_speed_ratio: f64,
+    pub peak_accel_ratio: f64,
+    /// Active replies outside the joint position limits.
+    pub out_of_limits: u64,
+    prev: Option<([f64; AXES], [f64; AXES], bool)>,
+}
+
+impl ReferenceStats {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "active_replies": self.active_replies,
+            "peak_speed_ratio": self.peak_speed_ratio,
+            "peak_accel_ratio": self.peak_accel_ratio,
+            "out_of_limits": self.out_of_limits,
+        })
+    }
+}
+
 /// The per-datagram logic of the EGM driver.
 #[derive(Debug, Clone)]
 pub struct EgmCore {
@@ -59,6 +84,7 @@ pub struct EgmCore {
     pub sup: Supervisor,
     cycle: u64,
     q_meas: Option<[f64; AXES]>,
+    refs: ReferenceStats,
 }
 
 impl EgmCore {
@@ -68,7 +94,49 @@ impl EgmCore {
             sup,
             cycle: 0,
             q_meas: None,
+            refs: ReferenceStats::default(),
         }
+    }
+
+    /// Speed and acceleration of what was sent, on robot-io's clock.
+    pub fn reference_stats(&self) -> ReferenceStats {
+        self.refs
+    }
+
+    fn record(&mut self, reply: &EgmSensor, dt: f64, exempt: bool) {
+        let Some(j) = reply.planned.as_ref().and_then(|p| p.joints.as_ref()) else {
+            return;
+        };
+        if j.joints.len() != AXES || !(dt > 0.0) {
+            return;
+        }
+        let mut q = [0.0; AXES];
+        for (o, d) in q.iter_mut().zip(j.joints.iter()) {
+            *o = d.to_radians();
+        }
+        let p = *self.sup.params();
+        let mut v = [0.0; AXES];
+        if let (false, Some((pq, pv, was_active))) = (exempt, self.refs.prev) {
+            self.refs.active_replies += 1;
+            for k in 0..AXES {
+                v[k] = (q[k] - pq[k]) / dt;
+                let v0 = if was_active { pv[k] } else { 0.0 };
+                self.refs.peak_speed_ratio = self
+                    .refs
+                    .peak_speed_ratio
+                    .max(v[k].abs() / p.limits.max_speed[k]);
+                if p.max_accel[k].is_finite() {
+                    self.refs.peak_accel_ratio = self
+                        .refs
+                        .peak_accel_ratio
+                        .max((v[k] - v0).abs() / (p.max_accel[k] * dt));
+                }
+            }
+            if (0..AXES).any(|k| q[k] < p.limits.min[k] - 1e-9 || q[k] > p.limits.max[k] + 1e-9) {
+                self.refs.out_of_limits += 1;
+            }
+        }
+        self.refs.prev = Some((q, v, !exempt));
     }
 
     /// robot-io's cycle counter (+1 per controller cycle).
@@ -149,6 +217,11 @@ impl EgmCore {
             Some(q) => self.session.reply(&q, &out.qd_ref, rx_s),
             None => None,
         };
+        if let Some(r) = &reply {
+            let exempt =
+                out.level != common::msg::SafetyLevel::Active || self.session.last_new_session();
+            self.record(r, dt_s, exempt);
+        }
         Handled {
             datagram,
             reply,

@@ -1,0 +1,239 @@
+//! Command-path safety through the real processes (issue: "close the holes a review found"):
+//! an e-stop survives a crash and restart of robot-io; an outage or a robot-io restart in the
+//! middle of a move ends it, and nothing moves again until a new operator command.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use common::{
+    codec,
+    msg::{JointState, SafetyLevel, SafetyState},
+    topic,
+};
+use tests::{sim_fault, statuses, up_all, wait_for, TestCell};
+
+/// Timing-sensitive on 2 cores: one cell at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+type Sub = zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>;
+
+async fn subscribe(s: &zenoh::Session, key: String) -> Sub {
+    s.declare_subscriber(key)
+        .with(zenoh::handlers::FifoChannel::new(16384))
+        .await
+        .unwrap()
+}
+
+fn drain<T: serde::de::DeserializeOwned>(sub: &Sub) -> Vec<T> {
+    let mut v = Vec::new();
+    while let Ok(Some(sample)) = sub.try_recv() {
+        if let Ok(m) = codec::decode(&sample.payload().to_bytes()) {
+            v.push(m);
+        }
+    }
+    v
+}
+
+/// Largest joint excursion (rad) from the first of a set of joint states.
+fn spread(js: &[JointState]) -> f64 {
+    let Some(first) = js.first() else {
+        return 0.0;
+    };
+    js.iter()
+        .flat_map(|a| (0..6).map(move |j| (a.q_rad[j] - first.q_rad[j]).abs()))
+        .fold(0.0, f64::max)
+}
+
+async fn robot_io_pid(s: &zenoh::Session, c: &TestCell) -> u64 {
+    statuses(s, &c.cell).await.unwrap()["robot-io"]["pid"]
+        .as_u64()
+        .unwrap()
+}
+
+/// robot-io's status once its EGM session is running (a restarted instance included).
+async fn robot_io_running(s: &zenoh::Session, c: &TestCell, not_pid: u64) -> serde_json::Value {
+    wait_for(Duration::from_secs(20), || async {
+        let st = statuses(s, &c.cell).await.ok()?;
+        let r = st.get("robot-io")?.clone();
+        let running = r["pid"].as_u64()? != not_pid
+            && r["detail"]["cycles"].as_u64().unwrap_or(0) > 10
+            && !r["detail"]["safety"].is_null();
+        running.then_some(r)
+    })
+    .await
+    .unwrap_or_else(|| panic!("robot-io not running\n{}", c.log_text()))
+}
+
+fn kill9(pid: u64) {
+    // SAFETY: killing the test's own grandchild.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+}
+
+/// Watches the robot for `d`: the joint states and safety states seen.
+async fn watch(js: &Sub, safety: &Sub, d: Duration) -> (Vec<JointState>, Vec<SafetyState>) {
+    drain::<JointState>(js);
+    drain::<SafetyState>(safety);
+    tokio::time::sleep(d).await;
+    (drain(js), drain(safety))
+}
+
+async fn control_detail(s: &zenoh::Session, c: &TestCell) -> serde_json::Value {
+    statuses(s, &c.cell).await.unwrap()["control"]["detail"].clone()
+}
+
+/// E-stop → SIGKILL robot-io → the launcher restarts it: still stopped, commands refused
+/// (nothing moves, never `Active`) until `cell reset`; then a new command moves the robot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn estop_survives_a_robot_io_crash_until_reset() {
+    let _serial = SERIAL.lock().await;
+    let c = TestCell::start("estopcrash", &[]);
+    let s = up_all(&c).await;
+    robot_io_running(&s, &c, 0).await;
+    let (ok, out, err) = c.cli(&["estop"]);
+    assert!(ok, "cell estop: {out}{err}");
+    assert!(out.contains("EmergencyStop"), "{out}");
+    let pid = robot_io_pid(&s, &c).await;
+    kill9(pid);
+    let r = robot_io_running(&s, &c, pid).await;
+    assert_eq!(r["detail"]["safety"]["level"], "EmergencyStop", "{r}");
+    assert_eq!(r["detail"]["safety"]["estop_latched"], true);
+    assert!(c.log_text().contains("robot-io exited unexpectedly"));
+    // A move is refused by control (robot-io is stopped) and nothing moves.
+    let js = subscribe(&s, topic::JOINT_STATE.key(&c.cell.id)).await;
+    let safety = subscribe(&s, topic::SAFETY_STATE.key(&c.cell.id)).await;
+    let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
+    assert!(ok, "{err}");
+    let (j, st) = watch(&js, &safety, Duration::from_millis(1500)).await;
+    assert!(j.len() > 100, "{} joint states", j.len());
+    assert!(spread(&j) < 1e-6, "the robot moved {} rad while stopped", spread(&j));
+    assert!(st.iter().all(|x| x.level == SafetyLevel::EmergencyStop));
+    assert_eq!(control_detail(&s, &c).await["mode"], "Idle");
+    // Reset: acknowledged; a new command moves the robot.
+    let (ok, out, err) = c.cli(&["reset"]);
+    assert!(ok, "cell reset: {out}{err}");
+    let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
+    assert!(ok, "{err}");
+    let (j, st) = watch(&js, &safety, Duration::from_millis(1500)).await;
+    assert!(spread(&j) > 1e-3, "the robot did not move after the reset");
+    assert!(st.iter().any(|x| x.level == SafetyLevel::Active));
+}
+
+/// `cell estop` with no robot-io to acknowledge it exits non-zero, with a clear message,
+/// after about 0.5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn estop_without_acknowledgement_fails() {
+    let _serial = SERIAL.lock().await;
+    let c = TestCell::start("estopnoack", &["launcher.services=[\"kinematics\"]"]);
+    let s = c.client().await;
+    let live = wait_for(Duration::from_secs(20), || async {
+        (tests::live_services(&s, &c.cell).await == ["kinematics"]).then_some(())
+    })
+    .await;
+    assert!(live.is_some(), "{}", c.log_text());
+    let t0 = Instant::now();
+    let (ok, out, err) = c.cli(&["estop"]);
+    let took = t0.elapsed();
+    assert!(!ok, "{out}");
+    assert!(err.contains("no acknowledgement from robot-io"), "{err}");
+    eprintln!("unacknowledged e-stop reported after {took:?}");
+}
+
+/// Starts a slow move and waits until robot-io executes it.
+async fn start_slow_move(s: &zenoh::Session, c: &TestCell, safety: &Sub) {
+    let (ok, _, err) = c.cli(&["move", "350", "120", "480", "--speed-mm-s", "40"]);
+    assert!(ok, "{err}");
+    let active = wait_for(Duration::from_secs(5), || async {
+        drain::<SafetyState>(safety)
+            .iter()
+            .any(|x| x.level == SafetyLevel::Active)
+            .then_some(())
+    })
+    .await;
+    assert!(active.is_some(), "the move did not start\n{}", c.log_text());
+    let _ = s;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+/// A controller outage (motors off / EGM stopped, 300 ms) in the middle of a move ends the
+/// move: control goes idle with the reason, robot-io holds, and after the controller is back
+/// nothing moves until a new command — which then starts from the measured pose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_mid_move_ends_it_and_nothing_moves_until_a_new_command() {
+    let _serial = SERIAL.lock().await;
+    let c = TestCell::start("outage", &[]);
+    let s = up_all(&c).await;
+    robot_io_running(&s, &c, 0).await;
+    let js = subscribe(&s, topic::JOINT_STATE.key(&c.cell.id)).await;
+    let safety = subscribe(&s, topic::SAFETY_STATE.key(&c.cell.id)).await;
+    start_slow_move(&s, &c, &safety).await;
+    sim_fault(&s, &c, serde_json::json!({"controller_stopped": true})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sim_fault(&s, &c, serde_json::json!({"controller_stopped": false})).await;
+    let ended = wait_for(Duration::from_secs(3), || async {
+        let d = control_detail(&s, &c).await;
+        (d["mode"] == "Idle").then_some(d)
+    })
+    .await
+    .unwrap_or_else(|| panic!("control did not go idle\n{}", c.log_text()));
+    let why = ended["stop_reason"].as_str().unwrap_or_default().to_string();
+    // The emulated IRC5 stops sending while stopped (silent) or reports motors off.
+    assert!(
+        why.contains("RobotNotReady") || why.contains("RobotSilent"),
+        "stop reason: {ended}"
+    );
+    // Let the controller come back and the robot settle, then watch: nothing moves.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (j, st) = watch(&js, &safety, Duration::from_millis(1500)).await;
+    assert!(j.len() > 100, "{} joint states", j.len());
+    assert!(
+        spread(&j) < 1e-6,
+        "the robot moved {} rad after the outage without a new command",
+        spread(&j)
+    );
+    assert!(st.iter().all(|x| x.level != SafetyLevel::Active));
+    // A new command: moves again.
+    let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
+    assert!(ok, "{err}");
+    let (j, _) = watch(&js, &safety, Duration::from_millis(1500)).await;
+    assert!(spread(&j) > 1e-3, "the robot did not move for a new command");
+    assert_eq!(control_detail(&s, &c).await["stop_reason"], serde_json::Value::Null);
+}
+
+/// robot-io is SIGKILLed in the middle of a move: the restarted instance comes up holding,
+/// control goes idle (robot-io restarted), and nothing moves until a new command; no reset is
+/// needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_robot_io_crash_mid_move_comes_back_holding() {
+    let _serial = SERIAL.lock().await;
+    let c = TestCell::start("crashmove", &[]);
+    let s = up_all(&c).await;
+    robot_io_running(&s, &c, 0).await;
+    let js = subscribe(&s, topic::JOINT_STATE.key(&c.cell.id)).await;
+    let safety = subscribe(&s, topic::SAFETY_STATE.key(&c.cell.id)).await;
+    start_slow_move(&s, &c, &safety).await;
+    let pid = robot_io_pid(&s, &c).await;
+    kill9(pid);
+    let r = robot_io_running(&s, &c, pid).await;
+    assert_ne!(r["detail"]["safety"]["level"], "EmergencyStop", "{r}");
+    let d = wait_for(Duration::from_secs(3), || async {
+        let d = control_detail(&s, &c).await;
+        (d["mode"] == "Idle").then_some(d)
+    })
+    .await
+    .unwrap_or_else(|| panic!("control did not go idle\n{}", c.log_text()));
+    assert!(
+        d["stop_reason"].as_str().unwrap_or_default().contains("restarted"),
+        "{d}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (j, st) = watch(&js, &safety, Duration::from_millis(1500)).await;
+    assert!(j.len() > 100, "{} joint states", j.len());
+    assert!(spread(&j) < 1e-6, "the robot moved {} rad", spread(&j));
+    assert!(st.iter().all(|x| x.level != SafetyLevel::Active));
+    let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
+    assert!(ok, "{err}");
+    let (j, _) = watch(&js, &safety, Duration::from_millis(1500)).await;
+    assert!(spread(&j) > 1e-3, "the robot did not move for a new command");
+}
