@@ -16,7 +16,7 @@ use zenoh::Wait;
 
 use crate::{
     jacobian::JacobianFrame,
-    servo::{Servo, ServoInput, ServoTarget},
+    servo::{Servo, ServoInput, ServoParams, ServoTarget},
     Arm, Twist,
 };
 
@@ -27,12 +27,39 @@ pub struct KinematicsConfig {
     /// Restart the command path from the measured joints after a pause in the Cartesian
     /// command stream longer than this (ms).
     pub resync_after_ms: f64,
+    /// The joint reference never leads the measured joints by more than this on any joint
+    /// (deg). Default 20°: the simulated IRC5 lags ≈ 8.6 cycles at constant speed (10 Hz
+    /// critically damped servo, 2-cycle delay, EGM round trip), i.e. 14.4° on A6 at its full
+    /// 420°/s.
+    pub max_lead_joint_deg: f64,
+    /// The reference's TCP never leads the measured TCP by more than this (mm). Default 50 mm:
+    /// ≈ 1.4 m/s of TCP speed at the simulated IRC5's lag (the bound caps the speed a lagging
+    /// robot is driven at to ≈ bound / lag).
+    pub max_lead_tcp_mm: f64,
+    /// The reference's TCP orientation never leads the measured one by more than this (deg).
+    pub max_lead_tcp_deg: f64,
 }
 
 impl Default for KinematicsConfig {
     fn default() -> Self {
         Self {
             resync_after_ms: 50.0,
+            max_lead_joint_deg: 20.0,
+            max_lead_tcp_mm: 50.0,
+            max_lead_tcp_deg: 20.0,
+        }
+    }
+}
+
+impl KinematicsConfig {
+    /// The servo's parameters (SI units).
+    pub fn servo_params(&self) -> ServoParams {
+        ServoParams {
+            resync_after_s: self.resync_after_ms * 1e-3,
+            max_lead_joint_rad: self.max_lead_joint_deg.to_radians(),
+            max_lead_tcp_m: self.max_lead_tcp_mm * 1e-3,
+            max_lead_tcp_rad: self.max_lead_tcp_deg.to_radians(),
+            ..ServoParams::default()
         }
     }
 }
@@ -46,6 +73,30 @@ impl Validate for KinematicsConfig {
             1.0,
             10_000.0,
             "ms",
+        );
+        check_range(
+            errors,
+            format!("{prefix}.max_lead_joint_deg"),
+            self.max_lead_joint_deg,
+            0.5,
+            90.0,
+            "deg",
+        );
+        check_range(
+            errors,
+            format!("{prefix}.max_lead_tcp_mm"),
+            self.max_lead_tcp_mm,
+            1.0,
+            1000.0,
+            "mm",
+        );
+        check_range(
+            errors,
+            format!("{prefix}.max_lead_tcp_deg"),
+            self.max_lead_tcp_deg,
+            0.5,
+            90.0,
+            "deg",
         );
     }
 }
@@ -121,11 +172,11 @@ pub async fn run(
     let mut cmd_pub = node.publisher(topic::JOINT_COMMAND).await?;
     let rpc = declare_rpc(&node, &arm).await?;
     let _presence = node.announce().await?;
-    let mut servo = Servo::new(arm.clone());
-    servo.resync_after_s = cfg.resync_after_ms * 1e-3;
+    let mut servo = Servo::with_params(arm.clone(), cfg.servo_params());
     let mut last_cmd_at: Option<std::time::Instant> = None;
     let mut cycle = CycleEstimate::new();
     let mut counts = (0u64, 0u64, 0u64, 0u64); // poses, commands, unreachable, limited
+    let mut servo_counts = (0u64, 0u64, 0u64); // lead-limited, far solutions, resyncs
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));
 
     loop {
@@ -177,10 +228,8 @@ pub async fn run(
                     CartesianTarget::Pose(p) => ServoTarget::Pose(from_msg_pose(&p)),
                     CartesianTarget::Twist { twist, .. } => ServoTarget::Twist(to_twist(&twist)),
                 };
-                let dt = match cmd.target {
-                    CartesianTarget::Twist { dt_s, .. } => dt_s,
-                    _ => cycle.dt_s,
-                };
+                // One robot cycle per command, whatever the sender's own rate.
+                let dt = cycle.dt_s;
                 let since = last_cmd_at.map_or(f64::INFINITY, |t| cmd_at.duration_since(t).as_secs_f64());
                 last_cmd_at = Some(cmd_at);
                 let out = servo.step(&ServoInput {
@@ -196,6 +245,9 @@ pub async fn run(
                 if out.flags.speed_limited || out.flags.position_limited {
                     counts.3 += 1;
                 }
+                servo_counts.0 += u64::from(out.flags.lead_limited);
+                servo_counts.1 += u64::from(out.flags.far_solution);
+                servo_counts.2 += u64::from(out.flags.resynced);
                 if !out.q.iter().all(|v| v.is_finite()) {
                     node.set_error("servo produced a non-finite reference: not sent");
                     continue;
@@ -203,6 +255,7 @@ pub async fn run(
                 let jc = JointCommand {
                     stamp: cmd_pub.next_stamp(),
                     cycle: cmd.cycle,
+                    motion: cmd.motion,
                     q_rad: out.q,
                     qd_rad_s: out.qd,
                     flags: KinFlags {
@@ -221,6 +274,9 @@ pub async fn run(
                     "joint_commands": counts.1,
                     "unreachable": counts.2,
                     "limited": counts.3,
+                    "lead_limited": servo_counts.0,
+                    "far_solution": servo_counts.1,
+                    "resynced": servo_counts.2,
                     "robot_cycle_ms": cycle.dt_s * 1e3,
                 }));
             }

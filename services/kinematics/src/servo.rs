@@ -1,17 +1,56 @@
 //! Cartesian command → joint command, one robot cycle at a time. Pure: `dt` is a parameter.
 //!
-//! Each cycle starts from the joints commanded last cycle (continuity of the reference), or
-//! from the measured joints when there is no previous command or the robot has not followed it.
-//! A pose target goes through the closed-form IK (nearest branch); when that step would exceed a
-//! joint speed limit (a pass near a wrist singularity, or a jump in the target) the reference
-//! moves in joint space towards that exact solution at the speed limits, direction kept (the
-//! path deviates briefly, like ABB's `SingArea\Wrist`, and never stalls). A twist target goes
-//! through damped least squares directly. Every
-//! output is finite, inside the joint limits, within the speed limits, and flagged.
+//! # Where a cycle starts
+//! Each cycle starts from the joints commanded last cycle (continuity of the reference) while
+//! the command stream is fresh and the robot follows. It restarts from the **measured** joints
+//! (flag `resynced`) on the first command, after a pause in the stream longer than
+//! [`ServoParams::resync_after_s`], and when the robot has not followed: the last reference
+//! leads the measurement by more than [`NOT_FOLLOWED_LEAD_RATIO`] × the lead bounds (the robot
+//! was pushed away, or stopped on its own). Between 1 and that ratio (the robot backed off a
+//! little, e.g. measurement noise while blocked) the last reference is pulled back onto the
+//! bounds, towards the measured joints.
+//!
+//! # Lead bound
+//! The reference never leads the measured robot by more than [`ServoParams`]'
+//! `max_lead_joint_rad` on any joint, `max_lead_tcp_m` in TCP position and
+//! `max_lead_tcp_rad` in TCP orientation. A step that would go beyond is held back along its
+//! own direction to the farthest point within the bounds (flags `lead_limited` and
+//! `speed_limited`). So a robot that lags (an EGM servo lags several cycles; a reduced-speed
+//! robot, or one that is blocked or held, does not follow at all) is never run away from: when
+//! the stream stops, the robot settles within the bounds of where it was. The bounds also cap
+//! the speed a lagging robot can be driven at (≈ bound / lag); the defaults leave full joint
+//! speed to the simulated IRC5 (see the `[kinematics]` table).
+//!
+//! # Targets
+//! * **Hold**: stay at the start point.
+//! * **Pose**: the closed-form IK (nearest branch to the start point). When that solution is
+//!   more than one cycle at the joint speed limits away (a pass near a wrist singularity, or a
+//!   jump in the target):
+//!   - if it is within [`ServoParams::max_joint_chase_cycles`] cycles and within the joint lead
+//!     bound, the reference moves in joint space towards it at the speed limits, direction kept
+//!     (a brief deviation from the path, like ABB's `SingArea\Wrist`; flag `speed_limited`);
+//!   - otherwise (a far solution: a branch flip near a wrist singularity, a target left behind
+//!     while the reference was held back, or a target far from where the robot was found after a
+//!     resync) it is **not** chased in joint space: the reference approaches the pose along the
+//!     Cartesian line by damped least squares ([`Arm::servo_step_dls`]: the branch is kept, the
+//!     whole step scaled to the speed limits; flags `far_solution` and `speed_limited`). A
+//!     joint-space shortcut to a far configuration would sweep the TCP off the path.
+//! * **Twist** (base axes): damped least squares, integrated over one robot cycle `dt` per
+//!   command whatever the sender's rate.
+//!
+//! Every output is finite (unless there is neither a previous reference nor a finite
+//! measurement: then it is NaN and flagged `unreachable`, and must not be sent), inside the
+//! joint limits, within one cycle at the speed limits of where the cycle started, within the
+//! lead bounds of the measured joints, and flagged. The servo acts only when called: when the
+//! command stream stops, the reference stops.
 
 use nalgebra::Isometry3;
 
-use crate::{dls::scale_to_speed_limits, ik::IkFlags, Arm, Joints, KinError, Twist};
+use crate::{dls::scale_to_speed_limits, ik::IkFlags, Arm, Joints, Twist};
+
+/// The last reference is taken to be "not followed" (restart from the measured joints) when it
+/// leads the measurement by more than this multiple of the lead bounds.
+pub const NOT_FOLLOWED_LEAD_RATIO: f64 = 1.25;
 
 /// What the cycle asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,13 +63,24 @@ pub enum ServoTarget {
     Twist(Twist),
 }
 
-/// Flags of one cycle's result.
+/// Flags of one cycle's result. The wire (`msg::KinFlags`, filled by the node) carries the
+/// first four; `lead_limited` and `far_solution` always come with `speed_limited`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ServoFlags {
     pub unreachable: bool,
     pub near_singular: bool,
     pub position_limited: bool,
+    /// The reference moves slower than asked (speed limits, lead bound, far solution).
     pub speed_limited: bool,
+    /// The reference was held back (or pulled back) to stay within the lead bounds of the
+    /// measured joints.
+    pub lead_limited: bool,
+    /// The pose target's nearest IK solution was too far for a joint-space step: approached along
+    /// the Cartesian line by DLS instead.
+    pub far_solution: bool,
+    /// This cycle started from the measured joints (first command, a pause in the stream, or the
+    /// robot did not follow the last reference).
+    pub resynced: bool,
 }
 
 /// One cycle's joint reference.
@@ -46,7 +96,7 @@ pub struct ServoOutput {
 pub struct ServoInput<'a> {
     pub q_measured: &'a Joints,
     pub target: &'a ServoTarget,
-    /// Robot cycle (s).
+    /// Robot cycle (s): a twist is integrated over this, once per command.
     pub dt: f64,
     /// Time since the previous call (s).
     pub since_last_s: f64,
@@ -56,25 +106,64 @@ pub struct ServoInput<'a> {
     pub cycle: u64,
 }
 
+/// Tuning of the servo (the node fills it from the `[kinematics]` table). All values > 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServoParams {
+    /// If no command was computed for longer than this (s), the stream was interrupted:
+    /// restart from the measurement.
+    pub resync_after_s: f64,
+    /// The reference never leads the measured joints by more than this on any joint (rad).
+    pub max_lead_joint_rad: f64,
+    /// The reference's TCP never leads the measured TCP by more than this distance (m).
+    pub max_lead_tcp_m: f64,
+    /// The reference's TCP orientation never leads the measured one by more than this (rad).
+    pub max_lead_tcp_rad: f64,
+    /// A pose target's IK solution farther than this many cycles at the joint speed limits is
+    /// not chased in joint space (see the module docs).
+    pub max_joint_chase_cycles: f64,
+}
+
+impl Default for ServoParams {
+    /// 50 ms; 20°, 50 mm, 20°; 5 cycles.
+    fn default() -> Self {
+        Self {
+            resync_after_s: 0.05,
+            max_lead_joint_rad: 20f64.to_radians(),
+            max_lead_tcp_m: 0.050,
+            max_lead_tcp_rad: 20f64.to_radians(),
+            max_joint_chase_cycles: 5.0,
+        }
+    }
+}
+
+/// The measured robot, once per cycle.
+struct Measured {
+    q: Joints,
+    tcp: Isometry3<f64>,
+}
+
 /// Explicit state: the last commanded joints.
 #[derive(Debug, Clone)]
 pub struct Servo {
     arm: Arm,
+    params: ServoParams,
     last: Option<Joints>,
     /// The base the last output was computed from, and its cycle.
     last_base: Option<(u64, Joints)>,
-    /// If no command was computed for longer than this (s), the stream was interrupted:
-    /// restart from the measurement.
-    pub resync_after_s: f64,
 }
 
 impl Servo {
+    /// A servo with the default [`ServoParams`].
     pub fn new(arm: Arm) -> Self {
+        Self::with_params(arm, ServoParams::default())
+    }
+
+    pub fn with_params(arm: Arm, params: ServoParams) -> Self {
         Self {
             arm,
+            params,
             last: None,
             last_base: None,
-            resync_after_s: 0.05,
         }
     }
 
@@ -82,10 +171,81 @@ impl Servo {
         &self.arm
     }
 
+    pub fn params(&self) -> &ServoParams {
+        &self.params
+    }
+
     /// Forgets the last command (next cycle starts from the measurement).
     pub fn reset(&mut self) {
         self.last = None;
         self.last_base = None;
+    }
+
+    /// How far `q` leads the measured robot, as a multiple of the lead bounds (≤ 1: within).
+    /// Infinite when `q` has no forward kinematics.
+    pub fn lead_ratio(&self, q: &Joints, q_measured: &Joints) -> f64 {
+        match self.arm.fk(q_measured) {
+            Ok(tcp) => self.lead_ratio_to(
+                q,
+                &Measured {
+                    q: *q_measured,
+                    tcp,
+                },
+            ),
+            Err(_) => f64::INFINITY,
+        }
+    }
+
+    fn lead_ratio_to(&self, q: &Joints, m: &Measured) -> f64 {
+        let p = &self.params;
+        let mut r: f64 = 0.0;
+        for j in 0..6 {
+            let d = (q[j] - m.q[j]).abs() / p.max_lead_joint_rad;
+            if !d.is_finite() {
+                return f64::INFINITY;
+            }
+            r = r.max(d);
+        }
+        match self.arm.fk(q) {
+            Ok(t) => {
+                let dp = (t.translation.vector - m.tcp.translation.vector).norm();
+                let dr = t.rotation.angle_to(&m.tcp.rotation);
+                let r = r.max(dp / p.max_lead_tcp_m).max(dr / p.max_lead_tcp_rad);
+                if r.is_finite() {
+                    r
+                } else {
+                    f64::INFINITY
+                }
+            }
+            Err(_) => f64::INFINITY,
+        }
+    }
+
+    /// The farthest point of the segment `from` → `to` within the lead bounds (`from` must be
+    /// within them), and whether it falls short of `to`.
+    fn within_lead(&self, from: &Joints, to: &Joints, m: &Measured) -> (Joints, bool) {
+        if self.lead_ratio_to(to, m) <= 1.0 {
+            return (*to, false);
+        }
+        let at = |s: f64| {
+            let mut q = *from;
+            for j in 0..6 {
+                q[j] += s * (to[j] - from[j]);
+            }
+            q
+        };
+        // Bisection; `lo` always satisfies the bounds (the lead along a short segment is not
+        // monotonic in general, but the point returned is always checked).
+        let (mut lo, mut hi) = (0.0, 1.0);
+        for _ in 0..32 {
+            let mid = 0.5 * (lo + hi);
+            if self.lead_ratio_to(&at(mid), m) <= 1.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (at(lo), true)
     }
 
     /// Computes this cycle's joint reference.
@@ -97,66 +257,68 @@ impl Servo {
             since_last_s,
             cycle,
         } = *input;
-        let measured_ok = q_measured.iter().all(|v| v.is_finite());
-        let fresh = since_last_s.is_finite() && since_last_s <= self.resync_after_s;
+        let mut flags = ServoFlags::default();
+        let measured = if q_measured.iter().all(|v| v.is_finite()) {
+            self.arm.fk(q_measured).ok().map(|tcp| Measured {
+                q: *q_measured,
+                tcp,
+            })
+        } else {
+            None
+        };
+        let fresh = since_last_s.is_finite() && since_last_s <= self.params.resync_after_s;
         let previous = match self.last_base {
             // Another command for the cycle already served: redo that cycle's step.
             Some((c, b)) if c == cycle && fresh => Some(b),
             _ => self.last,
         };
-        // Continue from the last command while the stream is fresh, however far the robot lags
-        // (robot-io limits speed and acceleration itself, so a fast reference legitimately
-        // leads the measurement); restart from the measurement after a pause.
+        let Some(m) = measured else {
+            // No usable measurement (the bus never delivers one; defensive): the lead cannot
+            // be checked, so nothing moves (NaN without a previous reference: never sent).
+            let q = self.last.unwrap_or([f64::NAN; 6]);
+            return ServoOutput {
+                q,
+                qd: [0.0; 6],
+                flags: ServoFlags {
+                    unreachable: true,
+                    ..Default::default()
+                },
+            };
+        };
         let base = match previous {
-            Some(l) if fresh || !measured_ok => l,
-            _ if measured_ok => *q_measured,
+            Some(l) if fresh => {
+                let r = self.lead_ratio_to(&l, &m);
+                if r <= 1.0 {
+                    l
+                } else if r <= NOT_FOLLOWED_LEAD_RATIO {
+                    // The robot backed off a little: pull the reference back onto the bounds.
+                    flags.lead_limited = true;
+                    flags.speed_limited = true;
+                    self.within_lead(&m.q, &l, &m).0
+                } else {
+                    // The robot has not followed: restart from it.
+                    flags.resynced = true;
+                    m.q
+                }
+            }
             _ => {
-                // Neither a previous command nor a usable measurement: nothing safe to say.
-                return ServoOutput {
-                    q: [0.0; 6],
-                    qd: [0.0; 6],
-                    flags: ServoFlags {
-                        unreachable: true,
-                        ..Default::default()
-                    },
-                };
+                flags.resynced = true;
+                m.q
             }
         };
         self.last_base = Some((cycle, base));
-        let mut flags = ServoFlags::default();
         let dt = if dt.is_finite() && dt > 0.0 {
             dt
         } else {
             0.004
         };
-        let q = match target {
+        let wanted = match target {
             ServoTarget::Hold => base,
-            ServoTarget::Pose(p) => match self.arm.ik_step(p, &base, dt) {
-                Ok(s) if !s.flags.contains(IkFlags::SPEED_LIMIT_EXCEEDED) => {
-                    flags.near_singular = s.flags.near_singular();
-                    s.q
-                }
-                Ok(s) => {
-                    // Too fast for one cycle (a near-singular pass, or a jump in the target):
-                    // move in joint space towards the nearest exact solution at the speed
-                    // limits, direction kept. Converges to the exact pose without stalling.
-                    flags.speed_limited = true;
-                    flags.near_singular = s.flags.near_singular();
-                    self.joint_step_towards(&base, &s.q, dt)
-                }
-                Err(KinError::Unreachable) | Err(KinError::OutOfLimits) => {
-                    flags.unreachable = true;
-                    base
-                }
-                Err(_) => {
-                    flags.unreachable = true;
-                    base
-                }
-            },
+            ServoTarget::Pose(p) => self.pose_step(p, &base, dt, &mut flags),
             ServoTarget::Twist(t) => match self.arm.joint_velocity_dls(&base, t) {
                 Ok(r) => {
                     flags.near_singular = r.flags.damped;
-                    flags.speed_limited = r.flags.speed_scaled;
+                    flags.speed_limited |= r.flags.speed_scaled;
                     let lim = self.arm.limits();
                     let mut q = base;
                     for j in 0..6 {
@@ -175,12 +337,63 @@ impl Servo {
                 }
             },
         };
+        let (q, held) = self.within_lead(&base, &wanted, &m);
+        if held {
+            flags.lead_limited = true;
+            flags.speed_limited = true;
+        }
         let mut qd = [0.0; 6];
         for j in 0..6 {
             qd[j] = (q[j] - base[j]) / dt;
         }
         self.last = Some(q);
         ServoOutput { q, qd, flags }
+    }
+
+    /// The unbounded step towards a pose target (see the module docs).
+    fn pose_step(
+        &self,
+        p: &Isometry3<f64>,
+        base: &Joints,
+        dt: f64,
+        flags: &mut ServoFlags,
+    ) -> Joints {
+        match self.arm.ik_step(p, base, dt) {
+            Ok(s) if !s.flags.contains(IkFlags::SPEED_LIMIT_EXCEEDED) => {
+                flags.near_singular = s.flags.near_singular();
+                s.q
+            }
+            Ok(s) => {
+                flags.speed_limited = true;
+                flags.near_singular = s.flags.near_singular();
+                let cycles = s.speed_ratio.unwrap_or(f64::INFINITY);
+                let near =
+                    (0..6).all(|j| (s.q[j] - base[j]).abs() <= self.params.max_lead_joint_rad);
+                if cycles <= self.params.max_joint_chase_cycles && near {
+                    // A few cycles away (a near-singular pass): joint space at the speed limits,
+                    // direction kept. Converges to the exact pose without stalling.
+                    self.joint_step_towards(base, &s.q, dt)
+                } else {
+                    // Far: along the Cartesian line, on the current branch.
+                    flags.far_solution = true;
+                    match self.arm.servo_step_dls(base, p, dt) {
+                        Ok(st) => {
+                            flags.near_singular |= st.dls.flags.damped;
+                            flags.position_limited = st.dls.flags.position_limited;
+                            st.q_next
+                        }
+                        Err(_) => {
+                            flags.unreachable = true;
+                            *base
+                        }
+                    }
+                }
+            }
+            Err(_) => {
+                flags.unreachable = true;
+                *base
+            }
+        }
     }
 
     fn joint_step_towards(&self, base: &Joints, goal: &Joints, dt: f64) -> Joints {
@@ -366,5 +579,442 @@ mod tests {
         });
         assert!(fast.flags.speed_limited);
         assert!(within_speed(&arm, &out.q, &fast.q, 0.004));
+    }
+
+    // ---- Lead bound, resync and stream-stop tests (safety review items 6 and 2) ----
+
+    const DT: f64 = 0.004;
+
+    /// The lead bounds the tests check against: (joint rad, TCP m, TCP rad).
+    fn bounds(servo: &Servo) -> (f64, f64, f64) {
+        let p = servo.params();
+        (p.max_lead_joint_rad, p.max_lead_tcp_m, p.max_lead_tcp_rad)
+    }
+
+    /// How far `q` leads `measured`, as a fraction of the bounds (≤ 1: within).
+    fn lead_ratio(servo: &Servo, q: &Joints, measured: &Joints) -> f64 {
+        let (bj, bp, br) = bounds(servo);
+        let arm = servo.arm();
+        let mut r: f64 = 0.0;
+        for j in 0..6 {
+            r = r.max((q[j] - measured[j]).abs() / bj);
+        }
+        let (a, b) = (arm.fk(q).expect("fk"), arm.fk(measured).expect("fk"));
+        r = r.max((a.translation.vector - b.translation.vector).norm() / bp);
+        r.max(a.rotation.angle_to(&b.rotation) / br)
+    }
+
+    /// A robot that follows the reference as a first-order lag of `tau_cycles` robot cycles,
+    /// each joint at most `speed_scale` × its speed limit (a reduced-speed mode, or a robot
+    /// that cannot keep up).
+    struct LaggingRobot {
+        q: Joints,
+        tau_cycles: f64,
+        speed_scale: f64,
+    }
+
+    impl LaggingRobot {
+        fn step(&mut self, arm: &Arm, reference: &Joints) {
+            let a = 1.0 - (-1.0 / self.tau_cycles).exp();
+            for j in 0..6 {
+                let vmax = self.speed_scale * arm.limits().max_speed[j] * DT;
+                self.q[j] += ((reference[j] - self.q[j]) * a).clamp(-vmax, vmax);
+            }
+        }
+    }
+
+    fn input<'a>(q: &'a Joints, target: &'a ServoTarget, cycle: u64) -> ServoInput<'a> {
+        ServoInput {
+            q_measured: q,
+            target,
+            dt: DT,
+            since_last_s: DT,
+            cycle,
+        }
+    }
+
+    /// Distance of `p` from the segment `a`–`b`.
+    fn off_line(p: &Vector3<f64>, a: &Vector3<f64>, b: &Vector3<f64>) -> f64 {
+        let ab = b - a;
+        let s = ((p - a).dot(&ab) / ab.norm_squared()).clamp(0.0, 1.0);
+        (p - (a + ab * s)).norm()
+    }
+
+    #[test]
+    fn reference_never_leads_a_stalled_robot_beyond_the_bound() {
+        // The robot does not move (blocked, or robot-io holding it) while the stream goes on:
+        // the reference stops at the lead bound instead of running away.
+        let arm = Arm::irb120();
+        let q0: Joints = [0.0, 0.2, 0.1, 0.3, 0.6, -2.0];
+        let p0 = arm.fk(&q0).expect("fk");
+        let line = |k: usize| {
+            let mut p = p0;
+            p.translation.vector.y += 0.25 * DT * k.min(200) as f64; // 20 cm, then stays
+            ServoTarget::Pose(p)
+        };
+        let twist =
+            |_| ServoTarget::Twist(Twist::new(Vector3::new(0.3, 0.3, 0.0), Vector3::zeros()));
+        // Spin about the flange axis (TCP = tool0 here): A6 alone, near its full speed.
+        let axis = p0.rotation * Vector3::z();
+        let spin = |_| ServoTarget::Twist(Twist::new(Vector3::zeros(), axis * 7.0));
+        let streams: [(&str, &dyn Fn(usize) -> ServoTarget); 3] = [
+            ("pose line", &line),
+            ("twist", &twist),
+            ("wrist spin", &spin),
+        ];
+        for (name, stream) in streams {
+            let mut servo = Servo::new(arm.clone());
+            let mut prev = q0;
+            let mut worst: f64 = 0.0;
+            let mut last = None;
+            for k in 1..=400 {
+                let target = stream(k);
+                let out = servo.step(&input(&q0, &target, next_cycle()));
+                let r = lead_ratio(&servo, &out.q, &q0);
+                worst = worst.max(r);
+                assert!(
+                    r <= 1.0 + 1e-9,
+                    "{name}: cycle {k}: lead {r:.3} of the bound"
+                );
+                assert!(within_speed(&arm, &prev, &out.q, DT), "{name}: cycle {k}");
+                prev = out.q;
+                last = Some(out);
+            }
+            let last = last.expect("ran");
+            // Meaningful: the stream asked for more, the reference sits at the bound, flagged.
+            assert!(worst > 0.99, "{name}: the bound was reached ({worst:.3})");
+            assert!(
+                last.flags.lead_limited && last.flags.speed_limited,
+                "{name}: held back and flagged: {:?}",
+                last.flags
+            );
+        }
+    }
+
+    #[test]
+    fn robot_that_did_not_follow_restarts_from_the_measurement() {
+        // The stream is fresh, but the robot ended up far from the last reference (pushed away,
+        // or it stopped on its own): the next step starts from where the robot is.
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm.clone());
+        let q0: Joints = [0.0, 0.2, 0.1, 0.3, 0.6, 0.0];
+        let held = ServoTarget::Hold;
+        let a = servo.step(&input(&q0, &held, next_cycle()));
+        assert_eq!(a.q, q0);
+        let mut pushed = q0;
+        pushed[0] += 0.5; // 29° away on A1
+        let b = servo.step(&input(&pushed, &held, next_cycle()));
+        assert!(lead_ratio(&servo, &b.q, &pushed) <= 1.0 + 1e-9, "{:?}", b.q);
+        assert_eq!(b.q, pushed, "a hold restarts at the measured joints");
+        assert!(b.flags.resynced);
+    }
+
+    #[test]
+    fn slow_twist_stream_integrates_one_robot_cycle_per_command() {
+        // Control sends a twist only every third robot cycle: each command moves the reference
+        // by one robot cycle of the twist, never by the time since the previous command.
+        let arm = Arm::irb120();
+        let v = 0.1;
+        let twist = ServoTarget::Twist(Twist::new(Vector3::new(0.0, 0.0, v), Vector3::zeros()));
+        for robot_lags in [false, true] {
+            let mut servo = Servo::new(arm.clone());
+            let q0: Joints = [0.0, 0.2, 0.1, 0.3, 0.6, 0.0];
+            let mut robot = LaggingRobot {
+                q: q0,
+                tau_cycles: 3.0,
+                speed_scale: 1.0,
+            };
+            let z0 = arm.fk(&q0).expect("fk").translation.vector.z;
+            let mut z_prev = z0;
+            let mut cycle = next_cycle() + 1000;
+            let n = 50;
+            let mut reference = q0;
+            for k in 0..n {
+                let measured = if robot_lags { robot.q } else { reference };
+                let out = servo.step(&ServoInput {
+                    q_measured: &measured,
+                    target: &twist,
+                    dt: DT,
+                    since_last_s: if k == 0 { f64::INFINITY } else { 3.0 * DT },
+                    cycle,
+                });
+                cycle += 3;
+                reference = out.q;
+                let z = arm.fk(&out.q).expect("fk").translation.vector.z;
+                let dz = z - z_prev;
+                assert!((dz - v * DT).abs() < 0.02 * v * DT, "command {k}: dz {dz}");
+                z_prev = z;
+                for _ in 0..3 {
+                    robot.step(&arm, &reference);
+                }
+            }
+            let total = z_prev - z0;
+            assert!(
+                (total - n as f64 * v * DT).abs() < 0.02 * n as f64 * v * DT,
+                "lagging robot {robot_lags}: {total} m after {n} commands"
+            );
+        }
+    }
+
+    #[test]
+    fn stopped_twist_stream_leaves_no_accumulated_lead() {
+        // A twist faster than the robot follows (here a reduced-speed robot: 20 % of the joint
+        // speed limits, first-order lag of 3 cycles), then the stream stops mid-motion.
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm.clone());
+        let q0: Joints = [0.0, 0.2, 0.1, 0.3, 0.6, 0.0];
+        let mut robot = LaggingRobot {
+            q: q0,
+            tau_cycles: 3.0,
+            speed_scale: 0.2,
+        };
+        let twist = ServoTarget::Twist(Twist::new(Vector3::new(0.0, 0.6, 0.0), Vector3::zeros()));
+        let mut last = None;
+        for k in 0..100 {
+            let out = servo.step(&input(&robot.q, &twist, next_cycle()));
+            let r = lead_ratio(&servo, &out.q, &robot.q);
+            assert!(r <= 1.0 + 1e-9, "cycle {k}: lead {r:.3} of the bound");
+            robot.step(&arm, &out.q);
+            last = Some((out, robot.q));
+        }
+        let (last, measured_at_stop) = last.expect("ran");
+        // The stream stops: the servo is not called any more (the node publishes only on a
+        // command), so the robot is left with the last reference and settles on it.
+        for _ in 0..500 {
+            robot.step(&arm, &last.q);
+        }
+        for j in 0..6 {
+            assert!(
+                (robot.q[j] - last.q[j]).abs() < 1e-6,
+                "settled on the last reference"
+            );
+        }
+        let travelled = lead_ratio(&servo, &robot.q, &measured_at_stop);
+        assert!(
+            travelled <= 1.0 + 1e-6,
+            "after the stream stopped the robot moved {travelled:.3} of the lead bound"
+        );
+        // A command after a long pause restarts at the robot: no jump back.
+        let c = servo.step(&ServoInput {
+            q_measured: &robot.q,
+            target: &ServoTarget::Hold,
+            dt: DT,
+            since_last_s: 1.0,
+            cycle: next_cycle(),
+        });
+        assert_eq!(c.q, robot.q);
+    }
+
+    #[test]
+    fn resync_with_a_far_target_stays_near_the_robot_and_never_jumps() {
+        // The stream stops; meanwhile the robot is moved 20 cm sideways (jogged); the stream
+        // resumes with the old pose target. The servo restarts from the measured joints, never
+        // leads the robot (here at half speed) beyond the bound, never jumps, and does not take
+        // the joint-space shortcut: the TCP stays on the straight line to the target.
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm.clone());
+        let q_a: Joints = [0.25, 0.2, 0.1, 0.3, 0.6, 0.0];
+        let p_a = arm.fk(&q_a).expect("fk");
+        let target = ServoTarget::Pose(p_a);
+        let first = servo.step(&input(&q_a, &target, next_cycle()));
+        assert!((0..6).all(|j| (first.q[j] - q_a[j]).abs() < 1e-9));
+        let mut p_b = p_a;
+        p_b.translation.vector.y -= 0.2;
+        let q_b = arm.ik_nearest(&p_b, &q_a).expect("reachable").q;
+        let mut robot = LaggingRobot {
+            q: q_b,
+            tau_cycles: 3.0,
+            speed_scale: 0.5,
+        };
+        let (line_a, line_b) = (p_b.translation.vector, p_a.translation.vector);
+        let mut prev = q_b;
+        let mut worst_off: f64 = 0.0;
+        for k in 0..1500 {
+            let out = servo.step(&ServoInput {
+                q_measured: &robot.q,
+                target: &target,
+                dt: DT,
+                since_last_s: if k == 0 { 2.0 } else { DT },
+                cycle: next_cycle(),
+            });
+            assert!(
+                within_speed(&arm, &prev, &out.q, DT),
+                "cycle {k}: jump {:?} -> {:?}",
+                prev,
+                out.q
+            );
+            let r = lead_ratio(&servo, &out.q, &robot.q);
+            assert!(r <= 1.0 + 1e-9, "cycle {k}: lead {r:.3} of the bound");
+            if k == 0 {
+                assert!(out.flags.resynced, "{:?}", out.flags);
+                assert!(
+                    out.flags.far_solution && out.flags.speed_limited,
+                    "far target flagged"
+                );
+            }
+            let p = arm.fk(&out.q).expect("fk").translation.vector;
+            worst_off = worst_off.max(off_line(&p, &line_a, &line_b));
+            prev = out.q;
+            robot.step(&arm, &out.q);
+        }
+        assert!(worst_off < 2e-3, "TCP left the line by {worst_off} m");
+        // Approached, not stalled: the robot gets to the target.
+        let reached = arm.fk(&robot.q).expect("fk");
+        assert!((reached.translation.vector - line_b).norm() < 1e-3);
+    }
+
+    #[test]
+    fn robot_backing_off_a_little_pulls_the_reference_back_onto_the_bound() {
+        // Blocked robot, reference at the bound; the robot then backs off slightly (less than
+        // the not-followed ratio): the reference is pulled back onto the bound, no restart.
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm.clone());
+        let q0: Joints = [0.0, 0.2, 0.1, 0.3, 0.6, -2.0];
+        let axis = arm.fk(&q0).expect("fk").rotation * Vector3::z();
+        let spin = ServoTarget::Twist(Twist::new(Vector3::zeros(), axis * 5.0));
+        let mut last = q0;
+        for _ in 0..100 {
+            last = servo.step(&input(&q0, &spin, next_cycle())).q;
+        }
+        assert!(lead_ratio(&servo, &last, &q0) > 0.99);
+        let mut backed = q0;
+        backed[5] -= 0.1 * servo.params().max_lead_joint_rad;
+        let out = servo.step(&input(&backed, &ServoTarget::Hold, next_cycle()));
+        assert!(
+            out.flags.lead_limited && !out.flags.resynced,
+            "{:?}",
+            out.flags
+        );
+        assert!(lead_ratio(&servo, &out.q, &backed) <= 1.0 + 1e-9);
+        assert!((out.q[5] - last[5]).abs() <= 0.1 * servo.params().max_lead_joint_rad + 1e-9);
+    }
+
+    /// The simulated IRC5 as `cell-sim` runs it with the shipped scenarios
+    /// (services/sim/src/world/servo.rs): per joint a critically damped loop of 10 Hz bandwidth
+    /// behind a 2-cycle transport delay, within the joint speed limits; plus the EGM round trip
+    /// (the reference computed from measurement k goes out with the reply to EgmRobot k+1 and is
+    /// taken by the controller's next cycle): reference k first acts on measurement k+4.
+    struct SimIrc5 {
+        q: Joints,
+        qd: Joints,
+        queue: std::collections::VecDeque<Joints>,
+        wn: f64,
+    }
+
+    impl SimIrc5 {
+        fn new(q: Joints) -> Self {
+            let zeta_ratio = (2f64.sqrt() - 1.0).sqrt(); // ω_b/ωn at ζ = 1
+            Self {
+                q,
+                qd: [0.0; 6],
+                queue: std::collections::VecDeque::from(vec![q; 3]),
+                wn: 2.0 * std::f64::consts::PI * 10.0 / zeta_ratio,
+            }
+        }
+
+        fn step(&mut self, arm: &Arm, reference: &Joints) {
+            self.queue.push_back(*reference);
+            let active = self.queue.pop_front().unwrap_or(*reference);
+            let n = 20;
+            let h = DT / n as f64;
+            for _ in 0..n {
+                for j in 0..6 {
+                    let a =
+                        self.wn * self.wn * (active[j] - self.q[j]) - 2.0 * self.wn * self.qd[j];
+                    let vmax = arm.limits().max_speed[j];
+                    self.qd[j] = (self.qd[j] + h * a).clamp(-vmax, vmax);
+                    self.q[j] += h * self.qd[j];
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn defaults_do_not_limit_tracking_of_the_simulated_irc5() {
+        let arm = Arm::irb120();
+        let q0: Joints = [0.0, 0.2, 0.1, 0.3, 0.6, -3.0];
+        let p0 = arm.fk(&q0).expect("fk");
+        // A6 alone at 95 % of its speed limit (TCP = tool0, on the axis).
+        let w6 = 0.95 * arm.limits().max_speed[5];
+        let spin = ServoTarget::Twist(Twist::new(
+            Vector3::zeros(),
+            p0.rotation * Vector3::z() * w6,
+        ));
+        // A 25 cm line with control's smoothstep profile, 1 m/s at its peak.
+        let (len, peak) = (0.25, 1.0);
+        let duration = 1.5 * len / peak;
+        let line = |k: usize| {
+            let tau = (k as f64 * DT / duration).min(1.0);
+            let mut p = p0;
+            p.translation.vector.y += len * tau * tau * (3.0 - 2.0 * tau);
+            ServoTarget::Pose(p)
+        };
+        let spin_stream = |_| spin;
+        let streams: [(&str, &dyn Fn(usize) -> ServoTarget); 2] =
+            [("A6 at 95 % speed", &spin_stream), ("1 m/s line", &line)];
+        for (name, stream) in streams {
+            let mut servo = Servo::new(arm.clone());
+            let mut robot = SimIrc5::new(q0);
+            let mut worst: f64 = 0.0;
+            let mut last_lead = [0.0; 6];
+            for k in 0..200 {
+                let out = servo.step(&input(&robot.q, &stream(k), next_cycle()));
+                assert!(
+                    !out.flags.lead_limited && !out.flags.far_solution,
+                    "{name}: cycle {k}: {:?}",
+                    out.flags
+                );
+                worst = worst.max(lead_ratio(&servo, &out.q, &robot.q));
+                for j in 0..6 {
+                    last_lead[j] = out.q[j] - robot.q[j];
+                }
+                robot.step(&arm, &out.q);
+            }
+            println!("{name}: worst lead {worst:.2} of the default bounds");
+            if name.starts_with("A6") {
+                println!(
+                    "A6 lags {:.1} cycles at steady speed",
+                    last_lead[5] / (w6 * DT)
+                );
+            }
+            assert!(worst > 0.3, "{name}: meaningful ({worst})");
+        }
+    }
+
+    #[test]
+    fn wrist_singular_line_with_the_simulated_irc5_reaches_the_end() {
+        // The whole-cell test's path (tests/tests/kinematics.rs): q5 from 30° to −20° along a
+        // straight line in 400 cycles, then 100 cycles holding the end, the simulated IRC5
+        // lagging behind. Every step within the speed limits; the reference ends on the target.
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm.clone());
+        let q0: Joints = [0.0, 0.0, 0.0, 0.0, 30f64.to_radians(), 0.0];
+        let q1: Joints = [0.05, 0.15, 0.1, 0.0, (-20f64).to_radians(), 0.1];
+        let (p0, p1) = (arm.fk(&q0).expect("fk"), arm.fk(&q1).expect("fk"));
+        let mut robot = SimIrc5::new(q0);
+        let n = 400;
+        let mut prev = q0;
+        let mut counts = (0, 0, 0);
+        for k in 0..=n + 100 {
+            let sfrac = k.min(n) as f64 / n as f64;
+            let t = p0.translation.vector.lerp(&p1.translation.vector, sfrac);
+            let r = p0.rotation.slerp(&p1.rotation, sfrac);
+            let target = ServoTarget::Pose(Isometry3::from_parts(Translation3::from(t), r));
+            let out = servo.step(&input(&robot.q, &target, next_cycle()));
+            assert!(within_speed(&arm, &prev, &out.q, DT), "cycle {k}");
+            assert!(!out.flags.unreachable && !out.flags.resynced || k == 0);
+            counts.0 += out.flags.speed_limited as usize;
+            counts.1 += out.flags.far_solution as usize;
+            counts.2 += out.flags.lead_limited as usize;
+            prev = out.q;
+            robot.step(&arm, &out.q);
+        }
+        let err = (arm.fk(&prev).expect("fk").translation.vector - p1.translation.vector).norm();
+        println!(
+            "wrist line: {} speed-limited, {} far-solution (DLS), {} lead-limited; end error {err:.1e} m",
+            counts.0, counts.1, counts.2
+        );
+        assert!(err < 1e-6, "ended {err} m from the line's end");
+        assert_eq!(counts.2, 0, "the simulated IRC5 is never lead-limited here");
     }
 }
