@@ -5,6 +5,10 @@
 //! `CongestionControl::Drop`: a late sample is worthless, and the control loop never blocks on
 //! the network. Event topics (mode, e-stop, safety) publish `InteractiveHigh`, `Block`: they must
 //! not be lost.
+//!
+//! Receiving events: [`Node::events`] queues up to a capacity and sheds (counting) beyond it;
+//! [`Node::events_unbounded`] never sheds a decodable, plausible message (use it where losing
+//! one is worse than a growing queue: the e-stop input).
 
 use std::{
     sync::{
@@ -24,7 +28,7 @@ use zenoh::{
 
 use crate::{
     clock,
-    codec::{self, DecodeError},
+    codec::{self, DecodeError, EncodeError},
     config::CellSection,
     msg::{Check, InputStatus, OutputStatus, ServiceStatus, Stamp},
     topic::{self, Topic, QOS_HOT},
@@ -171,6 +175,19 @@ impl InputStats {
 pub struct OutputStats {
     pub key: String,
     pub published: AtomicU64,
+    /// Messages not sent because they could not be encoded (see [`codec::EncodeError`]).
+    pub encode_failed: AtomicU64,
+}
+
+impl OutputStats {
+    /// Counts an encoding failure; logs the first and then every 1024th (a per-cycle topic
+    /// must not flood the log).
+    fn encode_failed(&self, e: &EncodeError) {
+        let n = self.encode_failed.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == 1 || n.is_multiple_of(1024) {
+            tracing::error!(key = %self.key, failures = n, "not published: {e}");
+        }
+    }
 }
 
 /// A message received on a latest-value slot, with its local arrival time.
@@ -199,11 +216,92 @@ impl<T: Clone> Latest<T> {
     }
 }
 
-/// Every message of an event topic (bounded; overflow counted as rejected).
+/// Every message of an event topic, in arrival order. Made by [`Node::events`] (bounded: a
+/// full queue sheds the new message and counts it as rejected) or [`Node::events_unbounded`]
+/// (lossless).
 pub struct Events<T> {
-    pub rx: mpsc::Receiver<Received<T>>,
+    pub rx: EventQueue<T>,
     pub stats: Arc<InputStats>,
     _sub: zenoh::pubsub::Subscriber<()>,
+}
+
+/// The receiving end of an [`Events`] queue. Both kinds answer the same `recv`/`try_recv` as
+/// tokio's receivers, so code reading events does not depend on the kind.
+pub enum EventQueue<T> {
+    /// At most the capacity given to [`Node::events`] waiting; beyond it messages are shed.
+    Bounded(mpsc::Receiver<Received<T>>),
+    /// Never sheds: every message that decodes and passes its `Check` is queued, however many
+    /// are waiting ([`Node::events_unbounded`]).
+    Unbounded(mpsc::UnboundedReceiver<Received<T>>),
+}
+
+impl<T> EventQueue<T> {
+    /// The next message, waiting for one; `None` once the subscription is gone. Cancel-safe
+    /// (like tokio's `recv`): usable in `tokio::select!` without losing messages.
+    pub async fn recv(&mut self) -> Option<Received<T>> {
+        match self {
+            EventQueue::Bounded(rx) => rx.recv().await,
+            EventQueue::Unbounded(rx) => rx.recv().await,
+        }
+    }
+
+    /// The next message if one is waiting.
+    pub fn try_recv(&mut self) -> Result<Received<T>, mpsc::error::TryRecvError> {
+        match self {
+            EventQueue::Bounded(rx) => rx.try_recv(),
+            EventQueue::Unbounded(rx) => rx.try_recv(),
+        }
+    }
+
+    /// True for a queue that never sheds.
+    pub fn is_lossless(&self) -> bool {
+        matches!(self, EventQueue::Unbounded(_))
+    }
+}
+
+/// The sending end of an event queue, used by the subscriber callback.
+enum EventSender<T> {
+    Bounded(mpsc::Sender<Received<T>>),
+    Unbounded(mpsc::UnboundedSender<Received<T>>),
+}
+
+impl<T: DeserializeOwned + Check> EventSender<T> {
+    fn channel(capacity: Option<usize>) -> (EventSender<T>, EventQueue<T>) {
+        match capacity {
+            Some(c) => {
+                let (tx, rx) = mpsc::channel(c.max(1));
+                (EventSender::Bounded(tx), EventQueue::Bounded(rx))
+            }
+            None => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                (EventSender::Unbounded(tx), EventQueue::Unbounded(rx))
+            }
+        }
+    }
+
+    /// Decodes, checks and queues one payload; whatever is not queued is counted as rejected
+    /// with its reason. The unbounded queue can only refuse once its receiver is gone.
+    fn deliver(&self, bytes: &[u8], stats: &InputStats) {
+        let msg = match decode_checked::<T>(bytes) {
+            Ok(msg) => msg,
+            Err(why) => return stats.reject(why),
+        };
+        let at = Instant::now();
+        let queued = match self {
+            EventSender::Bounded(tx) => match tx.try_send(Received { msg, at }) {
+                Ok(()) => Ok(()),
+                Err(mpsc::error::TrySendError::Full(_)) => Err("event queue full"),
+                Err(mpsc::error::TrySendError::Closed(_)) => Err("event queue closed"),
+            },
+            EventSender::Unbounded(tx) => tx
+                .send(Received { msg, at })
+                .map_err(|_| "event queue closed"),
+        };
+        match queued {
+            Ok(()) => stats.accept(at),
+            Err(why) => stats.reject(why.into()),
+        }
+    }
 }
 
 /// Typed publisher that stamps messages.
@@ -224,9 +322,13 @@ impl<T: Serialize> Publisher<T> {
         }
     }
 
-    /// Publishes without waiting for the network beyond zenoh's own queueing policy.
+    /// Publishes without waiting for the network beyond zenoh's own queueing policy. A message
+    /// that cannot be encoded is not sent at all: it is counted in `encode_failed` and logged.
     pub fn put(&self, msg: &T) {
-        let bytes = codec::encode(msg);
+        let bytes = match codec::encode(msg) {
+            Ok(bytes) => bytes,
+            Err(e) => return self.stats.encode_failed(&e),
+        };
         match self.inner.put(bytes).wait() {
             Ok(()) => {
                 self.stats.published.fetch_add(1, Ordering::Relaxed);
@@ -338,7 +440,7 @@ impl Node {
             .map_err(|e| anyhow::anyhow!("publisher {key}: {e}"))?;
         let stats = Arc::new(OutputStats {
             key,
-            published: AtomicU64::new(0),
+            ..Default::default()
         });
         if let Ok(mut o) = self.outputs.lock() {
             o.push(stats.clone());
@@ -391,31 +493,47 @@ impl Node {
         })
     }
 
-    /// Subscribes to an event topic: every message is delivered (up to `capacity` queued).
+    /// Subscribes to an event topic with a bounded queue: up to `capacity` messages wait; when
+    /// the queue is full a new message is shed and counted as rejected ("event queue full").
+    /// For inputs that must never lose a message use [`Node::events_unbounded`].
     pub async fn events<T>(&self, t: Topic<T>, capacity: usize) -> anyhow::Result<Events<T>>
+    where
+        T: DeserializeOwned + Check + Send + 'static,
+    {
+        self.subscribe_events(t, Some(capacity)).await
+    }
+
+    /// Subscribes to an event topic losslessly: every message that decodes and passes its
+    /// `Check` is queued, however long the reader takes (an unbounded tokio channel; the
+    /// subscriber callback never blocks and never sheds). Malformed or implausible messages
+    /// are still counted as rejected and dropped. Memory grows with the backlog, so use it
+    /// only for low-rate inputs whose loss would be worse: the e-stop.
+    ///
+    /// Lossless end to end needs the publisher side too: event topics publish with
+    /// `CongestionControl::Block` on zenoh's reliable transport (see the module docs).
+    pub async fn events_unbounded<T>(&self, t: Topic<T>) -> anyhow::Result<Events<T>>
+    where
+        T: DeserializeOwned + Check + Send + 'static,
+    {
+        self.subscribe_events(t, None).await
+    }
+
+    async fn subscribe_events<T>(
+        &self,
+        t: Topic<T>,
+        capacity: Option<usize>,
+    ) -> anyhow::Result<Events<T>>
     where
         T: DeserializeOwned + Check + Send + 'static,
     {
         let key = t.key(&self.cell_id);
         let stats = self.input_stats(&key);
-        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let (tx, rx) = EventSender::channel(capacity);
         let st = stats.clone();
         let sub = self
             .session
             .declare_subscriber(key.clone())
-            .callback(
-                move |sample| match decode_checked::<T>(&sample.payload().to_bytes()) {
-                    Ok(msg) => {
-                        let at = Instant::now();
-                        if tx.try_send(Received { msg, at }).is_ok() {
-                            st.accept(at);
-                        } else {
-                            st.reject("event queue full".into());
-                        }
-                    }
-                    Err(why) => st.reject(why),
-                },
-            )
+            .callback(move |sample| tx.deliver(&sample.payload().to_bytes(), &st))
             .await
             .map_err(|e| anyhow::anyhow!("subscriber {key}: {e}"))?;
         Ok(Events {
@@ -497,4 +615,77 @@ pub fn decode_checked<T: DeserializeOwned + Check>(bytes: &[u8]) -> Result<T, St
     let msg: T = codec::decode(bytes).map_err(|e: DecodeError| e.to_string())?;
     msg.check()?;
     Ok(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::{EStop, EStopAction};
+
+    fn estop(seq: u64) -> Vec<u8> {
+        codec::encode(&EStop {
+            stamp: Stamp {
+                seq,
+                source_mono_ns: 0,
+            },
+            action: EStopAction::Engage,
+        })
+        .expect("EStop encodes")
+    }
+
+    #[test]
+    fn unbounded_events_never_shed() {
+        let stats = InputStats::new("estop".into());
+        let (tx, mut rx) = EventSender::<EStop>::channel(None);
+        assert!(rx.is_lossless());
+        // Far more than any bounded queue of the cell holds, with nobody reading meanwhile.
+        for seq in 1..=10_000 {
+            tx.deliver(&estop(seq), &stats);
+        }
+        // Malformed input is still rejected (and counted), not queued.
+        tx.deliver(&[codec::WIRE_VERSION, 0xff], &stats);
+        for seq in 1..=10_000 {
+            let e = rx.try_recv().expect("every message queued");
+            assert_eq!(e.msg.stamp.seq, seq);
+        }
+        assert!(rx.try_recv().is_err());
+        assert_eq!(stats.received.load(Ordering::Relaxed), 10_000);
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn bounded_events_shed_beyond_capacity_and_count_it() {
+        let stats = InputStats::new("mode".into());
+        let (tx, mut rx) = EventSender::<EStop>::channel(Some(16));
+        assert!(!rx.is_lossless());
+        for seq in 1..=20 {
+            tx.deliver(&estop(seq), &stats);
+        }
+        let mut got = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            got.push(e.msg.stamp.seq);
+        }
+        assert_eq!(got, (1..=16).collect::<Vec<_>>());
+        assert_eq!(stats.received.load(Ordering::Relaxed), 16);
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 4);
+        assert_eq!(
+            stats.snapshot().last_reject.as_deref(),
+            Some("event queue full")
+        );
+    }
+
+    #[test]
+    fn unbounded_recv_waits_and_ends_when_the_subscription_goes() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let stats = InputStats::new("estop".into());
+        let (tx, mut rx) = EventSender::<EStop>::channel(None);
+        tx.deliver(&estop(7), &stats);
+        drop(tx);
+        rt.block_on(async {
+            assert_eq!(rx.recv().await.map(|e| e.msg.stamp.seq), Some(7));
+            assert!(rx.recv().await.is_none());
+        });
+    }
 }

@@ -2,12 +2,13 @@
 //!
 //! Frame on the wire: one byte [`WIRE_VERSION`], then the postcard encoding of the message.
 //! Decoding rejects a wrong version, malformed postcard and trailing bytes, so a message of
-//! another type that happens to be a prefix-valid encoding is still refused.
+//! another type that happens to be a prefix-valid encoding is still refused. Encoding failures
+//! are errors ([`EncodeError`]), never a short or empty payload.
 
 use serde::{de::DeserializeOwned, Serialize};
 
 /// Bumped whenever any message's encoding changes (postcard is positional).
-pub const WIRE_VERSION: u8 = 2;
+pub const WIRE_VERSION: u8 = 3;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -27,16 +28,24 @@ pub enum DecodeError {
     },
 }
 
+/// A value postcard cannot encode (e.g. a sequence of unknown length, or a `Serialize` impl
+/// that fails). None of the cell's wire types can produce it; a type that does must not be
+/// put on the bus, so the publisher sends nothing rather than a truncated frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot encode {type_name}: {detail}")]
+pub struct EncodeError {
+    pub type_name: &'static str,
+    pub detail: String,
+}
+
 /// Encodes a message: version byte + postcard.
-pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, EncodeError> {
     let mut out = Vec::with_capacity(64);
     out.push(WIRE_VERSION);
-    // postcard into a Vec cannot fail for our types (no maps with non-string keys, no
-    // unsized sequences of unknown length); keep the fallible path total anyway.
-    match postcard::to_extend(msg, out) {
-        Ok(v) => v,
-        Err(_) => vec![WIRE_VERSION],
-    }
+    postcard::to_extend(msg, out).map_err(|e| EncodeError {
+        type_name: short_type_name::<T>(),
+        detail: e.to_string(),
+    })
 }
 
 /// Decodes a message, refusing version mismatches and trailing bytes.
@@ -71,9 +80,123 @@ fn short_type_name<T>() -> &'static str {
 mod tests {
     use super::*;
     use crate::msg::*;
+    use std::fmt::Debug;
 
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// Hex text (whitespace ignored) → bytes.
+    fn unhex(s: &str) -> Vec<u8> {
+        let digits: Vec<u8> = s
+            .bytes()
+            .filter(|c| !c.is_ascii_whitespace())
+            .map(|c| match c {
+                b'0'..=b'9' => c - b'0',
+                b'a'..=b'f' => c - b'a' + 10,
+                _ => panic!("not a hex digit: {}", c as char),
+            })
+            .collect();
+        assert!(
+            digits.len().is_multiple_of(2),
+            "odd number of hex digits in {s}"
+        );
+        digits.chunks(2).map(|p| (p[0] << 4) | p[1]).collect()
+    }
+
+    fn enc<T: Serialize>(msg: &T) -> Vec<u8> {
+        encode(msg).expect("every wire type encodes")
+    }
+
+    // f64 values as postcard writes them: the 8 IEEE-754 bytes, little-endian (no varint).
+    // Written by hand from the bit patterns; `float_constants_are_the_ieee_bytes` checks them
+    // against the standard library, independently of postcard.
+    const Z: &str = "0000000000000000"; // 0.0
+    const ONE: &str = "000000000000f03f"; // 1.0 = 0x3ff0_0000_0000_0000
+    const M1: &str = "000000000000f0bf"; // -1.0 = 0xbff0_0000_0000_0000
+    const TWO: &str = "0000000000000040"; // 2.0 = 0x4000_0000_0000_0000
+    const M2: &str = "00000000000000c0"; // -2.0 = 0xc000_0000_0000_0000
+    const HALF: &str = "000000000000e03f"; // 0.5 = 0x3fe0_0000_0000_0000
+    const MHALF: &str = "000000000000e0bf"; // -0.5 = 0xbfe0_0000_0000_0000
+    const QUARTER: &str = "000000000000d03f"; // 0.25 = 0x3fd0_0000_0000_0000
+    const ONE_HALF: &str = "000000000000f83f"; // 1.5 = 0x3ff8_0000_0000_0000
+    const THREE: &str = "0000000000000840"; // 3.0 = 0x4008_0000_0000_0000
+    const M10: &str = "00000000000024c0"; // -10.0 = 0xc024_0000_0000_0000
+
+    // Varints (LEB128, 7 bits per byte, low group first, 0x80 = more follows), checked by hand:
+    // 300 = 0b10_0101100 → 0xac (0x2c | 0x80), 0x02.
+    const V300: &str = "ac02";
+    // 128 = 0b1_0000000 → 0x80, 0x01.
+    const V128: &str = "8001";
+    // 1_000_000 = 0xf4240: groups 0x40, 0x04, 0x3d → 0xc0, 0x84, 0x3d
+    // (0x3d·2¹⁴ + 0x04·2⁷ + 0x40 = 999_424 + 512 + 64).
+    const V1E6: &str = "c0843d";
+
+    fn z(n: usize) -> String {
+        Z.repeat(n)
+    }
+
+    /// Asserts the exact bytes, and that the golden bytes decode back to the message.
+    fn golden<T>(msg: &T, expected: &str)
+    where
+        T: Serialize + DeserializeOwned + PartialEq + Debug,
+    {
+        let want = unhex(expected);
+        assert_eq!(hex(&enc(msg)), hex(&want), "encoding of {msg:?}");
+        assert_eq!(
+            decode::<T>(&want).as_ref(),
+            Ok(msg),
+            "decoding golden bytes"
+        );
+    }
+
+    /// Every message type carried by a topic has a golden test below; the list is checked
+    /// against `topic::TOPICS` so a new topic cannot slip through unpinned.
+    const PINNED: &[&str] = &[
+        "msg::JointState",
+        "msg::JointCommand",
+        "msg::ToolPose",
+        "msg::CartesianCommand",
+        "msg::WrenchSample",
+        "msg::WrenchEstimate",
+        "msg::ModeCommand",
+        "msg::HybridTask",
+        "msg::MoveTarget",
+        "msg::SafetyState",
+        "msg::EStop",
+        "msg::PlantState",
+        "msg::PlantEffortCommand",
+    ];
+
+    #[test]
+    fn every_topic_type_is_pinned() {
+        for t in crate::topic::TOPICS {
+            assert!(
+                PINNED.contains(&t.type_name),
+                "{} ({}) has no golden-bytes test",
+                t.type_name,
+                t.suffix
+            );
+        }
+    }
+
+    #[test]
+    fn float_constants_are_the_ieee_bytes() {
+        for (text, v) in [
+            (Z, 0.0f64),
+            (ONE, 1.0),
+            (M1, -1.0),
+            (TWO, 2.0),
+            (M2, -2.0),
+            (HALF, 0.5),
+            (MHALF, -0.5),
+            (QUARTER, 0.25),
+            (ONE_HALF, 1.5),
+            (THREE, 3.0),
+            (M10, -10.0),
+        ] {
+            assert_eq!(text, hex(&v.to_le_bytes()), "{v}");
+        }
     }
 
     #[test]
@@ -92,7 +215,7 @@ mod tests {
                 program_running: false,
             },
         };
-        let bytes = encode(&js);
+        let bytes = enc(&js);
         assert_eq!(decode::<JointState>(&bytes), Ok(js));
         let mut longer = bytes.clone();
         longer.push(0);
@@ -115,7 +238,7 @@ mod tests {
 
     #[test]
     fn other_types_are_rejected() {
-        let estop = encode(&EStop {
+        let estop = enc(&EStop {
             stamp: Stamp::default(),
             action: EStopAction::Reset,
         });
@@ -124,26 +247,56 @@ mod tests {
         assert!(decode::<EStop>(&[WIRE_VERSION, 0, 0, 9]).is_err());
     }
 
-    // Golden bytes: these freeze the encodings. If one fails, you changed the wire format:
-    // bump WIRE_VERSION and update the vectors deliberately.
+    /// A value postcard refuses: a sequence whose length is not known up front.
+    struct UnknownLength;
+    impl Serialize for UnknownLength {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeSeq;
+            let mut seq = s.serialize_seq(None)?;
+            seq.serialize_element(&1u8)?;
+            seq.end()
+        }
+    }
+
+    /// A `Serialize` impl that fails.
+    struct Failing;
+    impl Serialize for Failing {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("refused"))
+        }
+    }
+
     #[test]
-    fn golden_stamp_and_small_messages() {
+    fn encode_failure_is_an_error_not_a_short_payload() {
+        let e = encode(&UnknownLength).expect_err("unknown-length sequence");
+        assert_eq!(e.type_name, "UnknownLength");
+        let e = encode(&Failing).expect_err("failing Serialize");
+        assert_eq!(e.type_name, "Failing");
+        assert!(e.to_string().contains("Failing"), "{e}");
+    }
+
+    // Golden bytes: these freeze the encodings. If one fails, you changed the wire format:
+    // bump WIRE_VERSION and update the vectors deliberately. Layout rules (postcard): the
+    // version byte 03; structs and arrays are their fields in order with no length or tag;
+    // u64/u32 are varints; f64 are 8 bytes little-endian; bool is one byte 00/01; an enum is
+    // its variant index as a varint followed by the variant's fields.
+
+    #[test]
+    fn golden_stamp() {
         let s = Stamp {
             seq: 300,
             source_mono_ns: 1,
         };
-        // version 01, seq 300 = varint ac 02, ns 1 = 01
-        assert_eq!(hex(&encode(&s)), "02ac0201");
-        let e = EStop {
-            stamp: s,
-            action: EStopAction::Reset,
-        };
-        assert_eq!(hex(&encode(&e)), "02ac020101");
-        let m = ModeCommand {
-            stamp: s,
-            mode: Mode::Hybrid,
-        };
-        assert_eq!(hex(&encode(&m)), "02ac020103");
+        // version 03, seq 300 = ac 02, ns 1 = 01.
+        golden(&s, "03 ac02 01");
+        // u64::MAX: nine 7-bit groups of ones (ff ×9) and the last bit (01).
+        golden(
+            &Stamp {
+                seq: u64::MAX,
+                source_mono_ns: 0,
+            },
+            "03 ffffffffffffffffff01 00",
+        );
     }
 
     #[test]
@@ -162,49 +315,477 @@ mod tests {
                 program_running: true,
             },
         };
-        let one = "000000000000f03f";
-        let zero = "0000000000000000";
-        let minus_two = "00000000000000c0";
-        let expected = format!(
-            "02010205{one}{z4}{minus_two}{z6}010001",
-            z4 = zero.repeat(4),
-            z6 = zero.repeat(6)
+        // stamp 01 02 | cycle 05 | q_rad 6 f64 | qd_rad_s 6 f64 | robot: three bools 01 00 01.
+        golden(
+            &js,
+            &format!("03 01 02 05 {ONE}{}{M2} {} 01 00 01", z(4), z(6)),
         );
-        assert_eq!(hex(&encode(&js)), expected);
     }
 
     #[test]
-    fn golden_wrench_sample_and_command() {
+    fn golden_joint_command_with_motion_tag() {
+        let c = JointCommand {
+            stamp: Stamp {
+                seq: 1,
+                source_mono_ns: 2,
+            },
+            cycle: 3,
+            motion: MotionTag {
+                robot_boot: 1_000_000,
+                motion_id: 300,
+            },
+            q_rad: [0.5, 0.0, 0.0, 0.0, 0.0, 0.0],
+            qd_rad_s: [0.0, 0.0, 0.0, 0.0, 0.0, -1.0],
+            flags: KinFlags {
+                unreachable: false,
+                near_singular: true,
+                position_limited: false,
+                speed_limited: true,
+            },
+        };
+        // stamp | cycle 03 | motion: robot_boot c0 84 3d, motion_id ac 02 | q | qd | 4 bools.
+        golden(
+            &c,
+            &format!(
+                "03 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
+                z(5),
+                z(5)
+            ),
+        );
+    }
+
+    #[test]
+    fn golden_tool_pose() {
+        let mut jacobian_base = [[0.0; 6]; 6];
+        jacobian_base[0][0] = 1.0;
+        jacobian_base[5][5] = -2.0;
+        let p = ToolPose {
+            stamp: Stamp {
+                seq: 1,
+                source_mono_ns: 1,
+            },
+            cycle: 7,
+            q_rad: [0.0, -0.5, 0.0, 0.0, 0.0, 0.0],
+            tool0_in_base: Pose {
+                position_m: [0.0, 0.0, 1.0],
+                quat_wxyz: [1.0, 0.0, 0.0, 0.0],
+            },
+            tcp_in_base: Pose {
+                position_m: [0.5, 0.0, 1.0],
+                quat_wxyz: [0.0, 1.0, 0.0, 0.0],
+            },
+            tcp_twist_base: Twist {
+                linear_m_s: [0.0, 0.0, 0.25],
+                angular_rad_s: [0.0, 0.0, -1.0],
+            },
+            jacobian_base,
+            manipulability: 1.5,
+        };
+        // Pose = position (3 f64) then quaternion (4 f64); the Jacobian is 36 f64, row-major.
+        golden(
+            &p,
+            &format!(
+                "03 01 01 07 {Z}{MHALF}{} \
+                 {Z}{Z}{ONE} {ONE}{Z}{Z}{Z} \
+                 {HALF}{Z}{ONE} {Z}{ONE}{Z}{Z} \
+                 {Z}{Z}{QUARTER} {Z}{Z}{M1} \
+                 {ONE}{}{M2} \
+                 {ONE_HALF}",
+                z(4),
+                z(34)
+            ),
+        );
+    }
+
+    /// The variant index of each `CartesianTarget` (exhaustive: a new variant breaks the build
+    /// here until it has a vector).
+    fn target_index(t: &CartesianTarget) -> &'static str {
+        match t {
+            CartesianTarget::Hold => "00",
+            CartesianTarget::Pose(_) => "01",
+            CartesianTarget::Twist { .. } => "02",
+        }
+    }
+
+    #[test]
+    fn golden_cartesian_command_every_target() {
+        let cmd = |target| CartesianCommand {
+            stamp: Stamp {
+                seq: 1,
+                source_mono_ns: 1,
+            },
+            cycle: 9,
+            motion: MotionTag {
+                robot_boot: 2,
+                motion_id: 3,
+            },
+            target,
+        };
+        // stamp 01 01 | cycle 09 | motion 02 03 | target.
+        let head = "03 01 01 09 02 03";
+        let hold = CartesianTarget::Hold;
+        assert_eq!(target_index(&hold), "00");
+        golden(&cmd(hold), &format!("{head} 00"));
+        let pose = CartesianTarget::Pose(Pose {
+            position_m: [0.5, 0.0, 0.25],
+            quat_wxyz: [0.0, 0.0, 0.0, 1.0],
+        });
+        assert_eq!(target_index(&pose), "01");
+        // Newtype variant: index, then the pose's 7 f64.
+        golden(
+            &cmd(pose),
+            &format!("{head} 01 {HALF}{Z}{QUARTER} {Z}{Z}{Z}{ONE}"),
+        );
+        let twist = CartesianTarget::Twist {
+            twist: Twist {
+                linear_m_s: [0.0, 0.0, -0.5],
+                angular_rad_s: [1.0, 0.0, 0.0],
+            },
+        };
+        assert_eq!(target_index(&twist), "02");
+        // Struct variant: index, then its one field (6 f64); no dt_s since version 3.
+        golden(&cmd(twist), &format!("{head} 02 {Z}{Z}{MHALF} {ONE}{Z}{Z}"));
+        // Exactly three variants: index 3 is malformed.
+        assert!(decode::<CartesianCommand>(&unhex(&format!("{head} 03"))).is_err());
+    }
+
+    #[test]
+    fn golden_wrench_sample() {
         let w = WrenchSample {
             stamp: Stamp {
                 seq: 2,
                 source_mono_ns: 3,
             },
             device_seq: 4,
-            device_status: 0,
+            // ATI "error + saturation" status word.
+            device_status: 0x8002_0000,
             wrench_sensor: Wrench {
                 force_n: [0.0, 0.0, 1.0],
-                torque_nm: [0.0; 3],
+                torque_nm: [0.0, 0.5, 0.0],
             },
         };
-        let zero = "0000000000000000";
-        let one = "000000000000f03f";
-        assert_eq!(
-            hex(&encode(&w)),
-            format!(
-                "0202030400{z2}{one}{z3}",
-                z2 = zero.repeat(2),
-                z3 = zero.repeat(3)
-            )
+        // u32 is a varint too: 0x8002_0000 has bit 17 (group 2, bit 3 → 0x08) and bit 31
+        // (group 4, bit 3 → 0x08): 80 80 88 80 08.
+        golden(
+            &w,
+            &format!("03 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
         );
-        let c = CartesianCommand {
+    }
+
+    fn fault_index(f: WrenchFault) -> &'static str {
+        match f {
+            WrenchFault::None => "00",
+            WrenchFault::NotTared => "01",
+            WrenchFault::Stale => "02",
+            WrenchFault::NonFinite => "03",
+            WrenchFault::Saturated => "04",
+            WrenchFault::Spike => "05",
+            WrenchFault::DeviceError => "06",
+            WrenchFault::NoPose => "07",
+        }
+    }
+
+    #[test]
+    fn golden_wrench_estimate_every_fault() {
+        let all = [
+            WrenchFault::None,
+            WrenchFault::NotTared,
+            WrenchFault::Stale,
+            WrenchFault::NonFinite,
+            WrenchFault::Saturated,
+            WrenchFault::Spike,
+            WrenchFault::DeviceError,
+            WrenchFault::NoPose,
+        ];
+        let wrenches = format!(
+            "{ONE}{}  {}{M1}  {Z}{Z}{TWO}{}  {}{HALF}{Z}{Z}",
+            z(5),
+            z(5),
+            z(3),
+            z(3)
+        );
+        for (i, fault) in all.into_iter().enumerate() {
+            assert_eq!(fault_index(fault), format!("{i:02x}"));
+            let e = WrenchEstimate {
+                stamp: Stamp {
+                    seq: 1,
+                    source_mono_ns: 2,
+                },
+                sample_seq: 128,
+                fault,
+                sensor: Wrench {
+                    force_n: [1.0, 0.0, 0.0],
+                    torque_nm: [0.0; 3],
+                },
+                tool: Wrench {
+                    force_n: [0.0; 3],
+                    torque_nm: [0.0, 0.0, -1.0],
+                },
+                base: Wrench {
+                    force_n: [0.0, 0.0, 2.0],
+                    torque_nm: [0.0; 3],
+                },
+                constraint: Wrench {
+                    force_n: [0.0; 3],
+                    torque_nm: [0.5, 0.0, 0.0],
+                },
+            };
+            // stamp | sample_seq 128 = 80 01 | fault index | 4 wrenches × 6 f64.
+            golden(
+                &e,
+                &format!("03 01 02 {V128} {} {wrenches}", fault_index(fault)),
+            );
+        }
+        let beyond = format!("03 01 02 {V128} 08 {}", z(24));
+        assert!(decode::<WrenchEstimate>(&unhex(&beyond)).is_err());
+    }
+
+    fn mode_index(m: Mode) -> &'static str {
+        match m {
+            Mode::Idle => "00",
+            Mode::Hold => "01",
+            Mode::LeadThrough => "02",
+            Mode::Hybrid => "03",
+            Mode::Playback => "04",
+            Mode::Move => "05",
+        }
+    }
+
+    #[test]
+    fn golden_mode_command_every_mode() {
+        let all = [
+            Mode::Idle,
+            Mode::Hold,
+            Mode::LeadThrough,
+            Mode::Hybrid,
+            Mode::Playback,
+            Mode::Move,
+        ];
+        for (i, mode) in all.into_iter().enumerate() {
+            assert_eq!(mode_index(mode), format!("{i:02x}"));
+            let m = ModeCommand {
+                stamp: Stamp {
+                    seq: 300,
+                    source_mono_ns: 1,
+                },
+                mode,
+            };
+            golden(&m, &format!("03 {V300} 01 {}", mode_index(mode)));
+        }
+        assert!(decode::<ModeCommand>(&unhex(&format!("03 {V300} 01 06"))).is_err());
+    }
+
+    #[test]
+    fn golden_hybrid_task() {
+        let t = HybridTask {
             stamp: Stamp {
                 seq: 1,
                 source_mono_ns: 1,
             },
-            cycle: 9,
-            target: CartesianTarget::Hold,
+            constraint_in_base: Pose {
+                position_m: [0.0, 0.0, 0.5],
+                quat_wxyz: [1.0, 0.0, 0.0, 0.0],
+            },
+            force_axes: [false, false, true, false, false, false],
+            wrench_setpoint: Wrench {
+                force_n: [0.0, 0.0, -10.0],
+                torque_nm: [0.0; 3],
+            },
+            pose_setpoint: Pose {
+                position_m: [0.5, 0.0, 0.25],
+                quat_wxyz: [0.0, 0.0, 0.0, 1.0],
+            },
         };
-        assert_eq!(hex(&encode(&c)), "0201010900");
+        // The bool array is six bytes, no length prefix.
+        golden(
+            &t,
+            &format!(
+                "03 01 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 00 00 01 00 00 00 \
+                 {Z}{Z}{M10} {} {HALF}{Z}{QUARTER} {Z}{Z}{Z}{ONE}",
+                z(3)
+            ),
+        );
+    }
+
+    #[test]
+    fn golden_move_target() {
+        let m = MoveTarget {
+            stamp: Stamp {
+                seq: 1,
+                source_mono_ns: 1,
+            },
+            tcp_in_base: Pose {
+                position_m: [0.5, 0.0, 0.25],
+                quat_wxyz: [1.0, 0.0, 0.0, 0.0],
+            },
+            max_speed_m_s: 0.25,
+            max_rot_speed_rad_s: 1.0,
+        };
+        golden(
+            &m,
+            &format!("03 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
+        );
+    }
+
+    fn level_index(l: SafetyLevel) -> &'static str {
+        match l {
+            SafetyLevel::Active => "00",
+            SafetyLevel::Hold => "01",
+            SafetyLevel::ProtectiveStop => "02",
+            SafetyLevel::EmergencyStop => "03",
+        }
+    }
+
+    fn reason_index(r: SafetyReason) -> &'static str {
+        match r {
+            SafetyReason::None => "00",
+            SafetyReason::NoCommandYet => "01",
+            SafetyReason::CommandStale => "02",
+            SafetyReason::CommandInvalid => "03",
+            SafetyReason::JointLimit => "04",
+            SafetyReason::SpeedLimit => "05",
+            SafetyReason::EStop => "06",
+            SafetyReason::RobotNotReady => "07",
+            SafetyReason::ShuttingDown => "08",
+            SafetyReason::RobotSilent => "09",
+            SafetyReason::MotionEnded => "0a",
+            SafetyReason::OtherRobotBoot => "0b",
+            SafetyReason::MeasuredOutOfLimits => "0c",
+        }
+    }
+
+    fn safety(level: SafetyLevel, reason: SafetyReason) -> SafetyState {
+        SafetyState {
+            stamp: Stamp {
+                seq: 1,
+                source_mono_ns: 1,
+            },
+            level,
+            reason,
+            since_cycle: 300,
+            rejected_commands: 2,
+            robot_boot: 1_000_000,
+            motion_id: 0,
+        }
+    }
+
+    #[test]
+    fn golden_safety_state_every_level_and_reason() {
+        // stamp | level | reason | since_cycle ac 02 | rejected 02 | robot_boot c0 84 3d |
+        // motion_id 00.
+        let vector = |l: &str, r: &str| format!("03 01 01 {l} {r} {V300} 02 {V1E6} 00");
+        let levels = [
+            SafetyLevel::Active,
+            SafetyLevel::Hold,
+            SafetyLevel::ProtectiveStop,
+            SafetyLevel::EmergencyStop,
+        ];
+        for (i, level) in levels.into_iter().enumerate() {
+            assert_eq!(level_index(level), format!("{i:02x}"));
+            golden(
+                &safety(level, SafetyReason::None),
+                &vector(level_index(level), "00"),
+            );
+        }
+        let reasons = [
+            SafetyReason::None,
+            SafetyReason::NoCommandYet,
+            SafetyReason::CommandStale,
+            SafetyReason::CommandInvalid,
+            SafetyReason::JointLimit,
+            SafetyReason::SpeedLimit,
+            SafetyReason::EStop,
+            SafetyReason::RobotNotReady,
+            SafetyReason::ShuttingDown,
+            SafetyReason::RobotSilent,
+            SafetyReason::MotionEnded,
+            SafetyReason::OtherRobotBoot,
+            SafetyReason::MeasuredOutOfLimits,
+        ];
+        for (i, reason) in reasons.into_iter().enumerate() {
+            assert_eq!(reason_index(reason), format!("{i:02x}"));
+            golden(
+                &safety(SafetyLevel::Hold, reason),
+                &vector("01", reason_index(reason)),
+            );
+        }
+        // A running motion with a large id: the last field is a 10-byte varint.
+        let running = SafetyState {
+            motion_id: u64::MAX,
+            ..safety(SafetyLevel::Active, SafetyReason::None)
+        };
+        golden(
+            &running,
+            &format!("03 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
+        );
+        // Exactly four levels and thirteen reasons.
+        assert!(decode::<SafetyState>(&unhex(&vector("04", "00"))).is_err());
+        assert!(decode::<SafetyState>(&unhex(&vector("01", "0d"))).is_err());
+    }
+
+    fn action_index(a: EStopAction) -> &'static str {
+        match a {
+            EStopAction::Engage => "00",
+            EStopAction::Reset => "01",
+            EStopAction::ResetProtective => "02",
+        }
+    }
+
+    #[test]
+    fn golden_estop_every_action() {
+        let all = [
+            EStopAction::Engage,
+            EStopAction::Reset,
+            EStopAction::ResetProtective,
+        ];
+        for (i, action) in all.into_iter().enumerate() {
+            assert_eq!(action_index(action), format!("{i:02x}"));
+            let e = EStop {
+                stamp: Stamp {
+                    seq: 300,
+                    source_mono_ns: 1,
+                },
+                action,
+            };
+            golden(&e, &format!("03 {V300} 01 {}", action_index(action)));
+        }
+        assert!(decode::<EStop>(&unhex(&format!("03 {V300} 01 03"))).is_err());
+    }
+
+    #[test]
+    fn golden_plant_state() {
+        let p = PlantState {
+            stamp: Stamp {
+                seq: 1,
+                source_mono_ns: 1,
+            },
+            t_s: 0.5,
+            q: [1.0, 0.25],
+            qd: [0.0, -1.0],
+            hand_pos_m: [0.5, 0.0],
+            wrist_force_n: [0.0, 2.0],
+            contact_force_n: [0.0, -2.0],
+            in_contact: true,
+            effort_applied: [1.5, 0.0],
+        };
+        golden(
+            &p,
+            &format!(
+                "03 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
+                 {ONE_HALF}{Z}"
+            ),
+        );
+    }
+
+    #[test]
+    fn golden_plant_effort_command() {
+        let c = PlantEffortCommand {
+            stamp: Stamp {
+                seq: 1,
+                source_mono_ns: 1,
+            },
+            effort: [3.0, -0.5],
+        };
+        golden(&c, &format!("03 01 01 {THREE}{MHALF}"));
     }
 }

@@ -1,12 +1,19 @@
 //! force's shell: one estimate per raw sample, stale flagging, and the request/reply
 //! queryables `cell/<id>/force/rpc/{tare,capture,identify,clear}` (JSON answers).
+//!
+//! Where non-finite input is caught: a raw sample with a NaN or infinity never reaches this
+//! shell — the bus drops it (`msg::Check`, counted as `rejected` on `sensor/wrench_raw` in the
+//! status), so it shows as a missing sample (`Stale` after `stale_ms`, and a restart of the
+//! filter when the gap is long, see [`missed_samples`]). Non-finite numbers computed here
+//! (gravity compensation, frames) are flagged `NonFinite` by the pipeline, with finite
+//! wrenches so that the estimate is not dropped by its subscribers.
 
 use std::time::{Duration, Instant};
 
 use common::{
     bus::Node,
     config::{ConfigErrors, Validate},
-    msg::{WrenchEstimate, WrenchFault},
+    msg::{Stamp, WrenchEstimate, WrenchFault},
     service::Shutdown,
     topic,
 };
@@ -51,6 +58,28 @@ fn reply_err(q: &Query, msg: String) {
     }
 }
 
+/// How many samples the sensor produced between the previous received one and `now` that did
+/// not reach the pipeline: the larger of the sequence gap (deliveries the latest-value slot
+/// overwrote or the network dropped) and the production-time gap at `sample_rate_hz`
+/// (`source_mono_ns`; this also covers a sensor that stopped publishing and came back, or
+/// restarted with a new sequence). Bursty stamping can overstate the time gap by a burst's
+/// length; that only matters when it reaches the pipeline's settle window.
+pub fn missed_samples(prev: Option<Stamp>, now: Stamp, sample_rate_hz: f64) -> u64 {
+    let Some(prev) = prev else {
+        return 0;
+    };
+    let by_seq = now.seq.saturating_sub(prev.seq).saturating_sub(1);
+    let dt_s = now.source_mono_ns.saturating_sub(prev.source_mono_ns) as f64 * 1e-9;
+    let periods = (dt_s * sample_rate_hz).round();
+    let by_time = if periods.is_finite() && periods >= 1.0 {
+        // Saturating float → int cast.
+        (periods as u64).saturating_sub(1)
+    } else {
+        0
+    };
+    by_seq.max(by_time)
+}
+
 pub async fn run(
     node: Node,
     cfg: (ForceConfig, Arm),
@@ -84,6 +113,7 @@ pub async fn run(
     let pose_max_age = Duration::from_secs_f64(cfg.pose_max_age_ms * 1e-3);
     let mut last_sample: Option<Instant> = None;
     let mut last_seq = 0u64;
+    let mut last_stamp: Option<Stamp> = None;
     let mut pending: Option<Query> = None;
     let mut counts = std::collections::BTreeMap::<String, u64>::new();
     let mut stale_tick = tokio::time::interval(Duration::from_millis(1));
@@ -96,6 +126,8 @@ pub async fn run(
             Some(s) = raw.changed() => {
                 last_sample = Some(s.at);
                 last_seq = s.msg.stamp.seq;
+                pl.missed(missed_samples(last_stamp, s.msg.stamp, cfg.sample_rate_hz));
+                last_stamp = Some(s.msg.stamp);
                 let pose = poses.get().filter(|p| p.at.elapsed() <= pose_max_age).map(|p| {
                     let t = p.msg.tcp_twist_base;
                     let n = |v: [f64; 3]| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
@@ -192,6 +224,8 @@ pub async fn run(
                     "payload": pl.payload(),
                     "captures": pl.captures(),
                     "last_fault": format!("{last_fault:?}"),
+                    "settling": pl.settling().map(|f| format!("{f:?}")),
+                    "settle_samples": pl.settle_samples(),
                     "estimates_by_fault": counts,
                     "sample_age_ms": last_sample.map(|t| t.elapsed().as_secs_f64() * 1e3),
                 }));
@@ -201,4 +235,35 @@ pub async fn run(
     drop(_presence);
     node.close().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(seq: u64, ms: u64) -> Stamp {
+        Stamp {
+            seq,
+            source_mono_ns: ms * 1_000_000,
+        }
+    }
+
+    #[test]
+    fn missed_samples_from_sequence_and_time_gaps() {
+        let fs = 1000.0;
+        assert_eq!(missed_samples(None, stamp(5, 5), fs), 0);
+        // Consecutive.
+        assert_eq!(missed_samples(Some(stamp(1, 1)), stamp(2, 2), fs), 0);
+        // Three deliveries overwritten: sequence gap (stamped in one burst).
+        assert_eq!(missed_samples(Some(stamp(1, 1)), stamp(5, 1), fs), 3);
+        // The sensor was unplugged for 500 ms; its sequence just continues.
+        assert_eq!(missed_samples(Some(stamp(9, 100)), stamp(10, 600), fs), 499);
+        // The sensor service restarted: new sequence, later time.
+        assert_eq!(
+            missed_samples(Some(stamp(900, 100)), stamp(1, 300), fs),
+            199
+        );
+        // Clock going backwards (another host): no gap claimed from time.
+        assert_eq!(missed_samples(Some(stamp(1, 300)), stamp(2, 100), fs), 0);
+    }
 }

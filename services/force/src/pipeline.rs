@@ -8,6 +8,9 @@
 //! Until the sensor has been tared (or the payload identified) in this session every estimate is
 //! flagged `NotTared`: offsets drift, and a stale bias is the commonest cause of a robot that
 //! creeps in force mode.
+//!
+//! A faulted sample never enters the filter or an average, and the estimates stay flagged until
+//! the filter has re-settled: see [`Pipeline`] for the rule and its settle window.
 
 use common::msg::{Wrench as MsgWrench, WrenchFault};
 use kinematics::Wrench;
@@ -118,6 +121,16 @@ impl PipelineParams {
         }
         range("spike_force_n", self.spike_force_n, 1.0, 1e5);
         range("payload.mass_kg", self.payload.mass_kg, 0.0, 100.0);
+        // Finite and plausible: a non-finite payload would make every estimate NonFinite.
+        for (name, v, lim) in [
+            ("com_m", self.payload.com_m, 10.0),
+            ("force_offset_n", self.payload.force_offset_n, 1e5),
+            ("torque_offset_nm", self.payload.torque_offset_nm, 1e5),
+        ] {
+            for (i, x) in v.iter().enumerate() {
+                range(&format!("payload.{name}[{i}]"), *x, -lim, lim);
+            }
+        }
         for (i, v) in self.gravity_base.iter().enumerate() {
             range(&format!("gravity_base[{i}]"), *v, -20.0, 20.0);
         }
@@ -162,6 +175,13 @@ pub struct PoseInput {
 }
 
 /// One processed sample.
+///
+/// A flagged estimate's wrenches are for diagnosis only. For a faulted sample (non-finite,
+/// device error, saturated, spike) or one without a fresh pose, `sensor` is the raw reading
+/// (zero when it is not finite) and the other frames are zero; during a settle window they are
+/// the filter's output, computed as usual. Every number is finite, so an estimate is never
+/// dropped by the bus's `Check` (a dropped estimate would leave a subscriber with the last one
+/// it accepted).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Estimate {
     pub fault: WrenchFault,
@@ -170,6 +190,15 @@ pub struct Estimate {
     pub base: Wrench,
     pub constraint: Wrench,
 }
+
+/// Settle tolerance: the filter counts as re-settled once a state disturbance has decayed to
+/// 1 % of its size (see [`Biquad::settle_samples`]).
+pub const SETTLE_TOLERANCE: f64 = 0.01;
+
+/// At most this fraction of a tare or capture window may be faulted samples (they are left out
+/// of the average); more, and the window is refused: the sensor is not giving a clean static
+/// reading.
+pub const MAX_EXCLUDED_FRACTION: f64 = 0.1;
 
 /// An averaging window in progress (tare or identification capture).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -181,6 +210,8 @@ enum Averaging {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 struct Accum {
     n: usize,
+    /// Faulted samples left out of this window.
+    excluded: usize,
     f: Vector3<f64>,
     t: Vector3<f64>,
     g: Vector3<f64>,
@@ -199,18 +230,67 @@ pub enum WindowOutcome {
     Refused(String),
 }
 
+/// The filter is being re-settled: estimates carry `fault` until `remaining` more samples have
+/// been filtered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Settling {
+    fault: WrenchFault,
+    remaining: u32,
+    /// The filter state is re-initialised from the next sample that enters it.
+    reinit: bool,
+}
+
 /// The pipeline's explicit state.
+///
+/// # Faulted samples and re-settling
+///
+/// A faulted sample (non-finite, device error, saturated, spike — or any non-finite number
+/// computed from it) never enters the filter, nor a tare or capture average. It also starts a
+/// settle window: the next sample that is fine re-initialises the filter to its own value
+/// (the steady state of that input, [`LowPass::reset_to`]), and that sample and the following
+/// ones are flagged with the same fault until [`Pipeline::settle_samples`] samples have been
+/// filtered since (93 at 12 Hz / 1 kHz: the filter's 1 % settling time). A new fault inside the
+/// window starts it again.
+///
+/// Why re-initialise rather than carry on from the state before the fault: a fault can last
+/// arbitrarily long (saturation during an impact, a device error), and the old state describes
+/// the signal before it. Carrying on would replay a step through the filter from the old to
+/// the new signal, an error as large as that change; re-initialising leaves the noise of one
+/// sample, which then decays with the filter's free response — bounded by the envelope used for
+/// the window. The faulted sample itself leaves the state untouched, so after the window the
+/// estimates are those of a run that never saw it (to the tolerance).
+///
+/// Samples that are fine but never reach the filter — no fresh pose (`NoPose`), or samples the
+/// shell reports missing with [`Pipeline::missed`] (`Stale`) — are a gap, not a fault: a gap
+/// shorter than the settle window leaves the state lagging by less than the filter's own
+/// memory and the filter carries on; a longer one re-initialises it and flags the window with
+/// `NoPose` or `Stale`. Every re-initialisation after a tare or identification (the bias
+/// changed) flags the window `NotTared`.
+///
+/// `NonFinite` is produced here for a non-finite raw sample (the bus already drops those: the
+/// shell never sees them, they show as `Stale`), for a non-finite gravity-compensated wrench
+/// (e.g. a non-finite payload handed to [`Pipeline::new`]; config validation refuses one) and
+/// for a non-finite output frame: a tool pose that passes the bus's `Check` (finite, unit
+/// quaternion) can still be absurdly far away, and the moment of a force about it overflows.
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     p: PipelineParams,
     sensor_in_tcp: Isometry3<f64>,
     base_in_constraint: Isometry3<f64>,
     filt: [LowPass; 6],
+    settle_n: u32,
+    settling: Option<Settling>,
+    /// Consecutive fine samples that did not reach the filter, and why.
+    gap: (u64, WrenchFault),
     tared: bool,
     last_raw: Option<[f64; 6]>,
     averaging: Option<(Averaging, Accum)>,
     outcome: Option<WindowOutcome>,
     captures: Vec<PoseSample>,
+}
+
+fn finite(w: &Wrench) -> bool {
+    w.force.iter().chain(w.torque.iter()).all(|v| v.is_finite())
 }
 
 impl Pipeline {
@@ -228,6 +308,9 @@ impl Pipeline {
         })?;
         Ok(Self {
             filt: [LowPass::new(c); 6],
+            settle_n: c.settle_samples(SETTLE_TOLERANCE),
+            settling: None,
+            gap: (0, WrenchFault::None),
             p,
             sensor_in_tcp,
             base_in_constraint: constraint_in_base.inverse(),
@@ -247,6 +330,16 @@ impl Pipeline {
     }
     pub fn captures(&self) -> usize {
         self.captures.len()
+    }
+
+    /// Length of the settle window in samples (see the type's docs).
+    pub fn settle_samples(&self) -> u32 {
+        self.settle_n
+    }
+
+    /// The fault estimates carry while the filter re-settles, if it is re-settling.
+    pub fn settling(&self) -> Option<WrenchFault> {
+        self.settling.map(|s| s.fault)
     }
 
     /// Starts a tare over the next `average_samples` samples.
@@ -282,20 +375,82 @@ impl Pipeline {
         let id = identify(&self.captures)?;
         self.p.payload = id.payload;
         self.tared = true;
-        self.reset_filters();
+        self.resettle(WrenchFault::NotTared);
         Ok(id)
     }
 
-    fn reset_filters(&mut self) {
-        // Next sample primes the filters: no step through the filter after a bias change.
-        if let Some(c) = Biquad::butterworth_lowpass(self.p.cutoff_hz, self.p.sample_rate_hz) {
-            self.filt = [LowPass::new(c); 6];
+    /// The shell's report that `samples` samples never arrived (sequence or time gap before
+    /// the sample it is about to pass to [`Pipeline::step`]).
+    pub fn missed(&mut self, samples: u64) {
+        if samples > 0 {
+            self.gap = (self.gap.0.saturating_add(samples), WrenchFault::Stale);
         }
+    }
+
+    /// Re-initialise the filter from the next sample that enters it, and flag `fault` until
+    /// it has re-settled.
+    fn resettle(&mut self, fault: WrenchFault) {
+        self.settling = Some(Settling {
+            fault,
+            remaining: self.settle_n.max(1),
+            reinit: true,
+        });
+        self.gap = (0, WrenchFault::None);
     }
 
     fn gravity_sensor(&self, pose: &PoseInput) -> Vector3<f64> {
         let r_bs = pose.tcp_in_base.rotation * self.sensor_in_tcp.rotation;
         r_bs.inverse() * Vector3::from(self.p.gravity_base)
+    }
+
+    /// The sample's own fault, if any (precedence: non-finite, then saturated, device error,
+    /// spike). Keeps every finite sample as the reference for the next spike check, so that a
+    /// real step is flagged once (then re-settles) rather than forever.
+    fn sample_fault(&mut self, raw: &[f64; 6], device_status: u32) -> Option<WrenchFault> {
+        if !raw.iter().all(|v| v.is_finite()) {
+            return Some(WrenchFault::NonFinite);
+        }
+        let mut fault = None;
+        if device_status != 0 {
+            fault = Some(WrenchFault::DeviceError);
+        }
+        if raw
+            .iter()
+            .zip(self.p.range.iter())
+            .any(|(v, r)| v.abs() >= 0.98 * r)
+        {
+            fault = Some(WrenchFault::Saturated);
+        }
+        if let Some(prev) = self.last_raw {
+            let jump = (0..3)
+                .map(|i| (raw[i] - prev[i]).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            if jump > self.p.spike_force_n && fault.is_none() {
+                fault = Some(WrenchFault::Spike);
+            }
+        }
+        self.last_raw = Some(*raw);
+        fault
+    }
+
+    /// A faulted sample: kept out of the filter and of any average, starts a settle window.
+    fn faulted(&mut self, fault: WrenchFault, raw: &[f64; 6]) -> Estimate {
+        self.resettle(fault);
+        self.exclude_from_average(fault);
+        let sensor = if raw.iter().all(|v| v.is_finite()) {
+            Wrench::new(
+                Vector3::new(raw[0], raw[1], raw[2]),
+                Vector3::new(raw[3], raw[4], raw[5]),
+            )
+        } else {
+            Wrench::default()
+        };
+        Estimate {
+            fault,
+            sensor,
+            ..Default::default()
+        }
     }
 
     /// Processes one raw sample (sensor frame, SI) with the newest tool pose (`None` when there
@@ -306,57 +461,40 @@ impl Pipeline {
         device_status: u32,
         pose: Option<&PoseInput>,
     ) -> Estimate {
-        let mut fault = WrenchFault::None;
-        if !raw.iter().all(|v| v.is_finite()) {
-            self.averaging_refuse("non-finite sample");
-            return Estimate {
-                fault: WrenchFault::NonFinite,
-                ..Default::default()
-            };
+        if let Some(fault) = self.sample_fault(&raw, device_status) {
+            return self.faulted(fault, &raw);
         }
-        if device_status != 0 {
-            fault = WrenchFault::DeviceError;
-        }
-        if raw
-            .iter()
-            .zip(self.p.range.iter())
-            .any(|(v, r)| v.abs() >= 0.98 * r)
-        {
-            fault = WrenchFault::Saturated;
-        }
-        if let Some(prev) = self.last_raw {
-            let jump = (0..3)
-                .map(|i| (raw[i] - prev[i]).powi(2))
-                .sum::<f64>()
-                .sqrt();
-            if jump > self.p.spike_force_n && fault == WrenchFault::None {
-                fault = WrenchFault::Spike;
-            }
-        }
-        self.last_raw = Some(raw);
         let f_raw = Vector3::new(raw[0], raw[1], raw[2]);
         let t_raw = Vector3::new(raw[3], raw[4], raw[5]);
 
         let Some(pose) = pose else {
+            self.gap = (self.gap.0.saturating_add(1), WrenchFault::NoPose);
             self.averaging_refuse("no fresh tool pose");
             return Estimate {
-                fault: if fault == WrenchFault::None {
-                    WrenchFault::NoPose
-                } else {
-                    fault
-                },
+                fault: WrenchFault::NoPose,
                 sensor: Wrench::new(f_raw, t_raw),
                 ..Default::default()
             };
         };
         let g_s = self.gravity_sensor(pose);
-        let (fc, _) = self.p.payload.compensate(&f_raw, &t_raw, &g_s);
-        self.accumulate(f_raw, t_raw, g_s, fc, pose);
-        // Compensate after accumulating: a tare finishing on this sample applies to it.
         let (fc, tc) = self.p.payload.compensate(&f_raw, &t_raw, &g_s);
-
-        // Filter, then dead band.
         let comp = [fc.x, fc.y, fc.z, tc.x, tc.y, tc.z];
+        if !(comp.iter().all(|v| v.is_finite()) && g_s.iter().all(|v| v.is_finite())) {
+            return self.faulted(WrenchFault::NonFinite, &raw);
+        }
+
+        // A gap longer than the filter's memory: start it afresh.
+        if self.gap.0 >= u64::from(self.settle_n) {
+            self.resettle(self.gap.1);
+        }
+        // Filter, then dead band; the state is restored if the result turns out non-finite.
+        let before = self.filt;
+        if let Some(s) = self.settling.as_mut().filter(|s| s.reinit) {
+            for (f, x) in self.filt.iter_mut().zip(comp) {
+                f.reset_to(x);
+            }
+            s.reinit = false;
+        }
         let mut out = [0.0; 6];
         for i in 0..6 {
             let y = self.filt[i].step(comp[i]);
@@ -375,9 +513,25 @@ impl Pipeline {
         let base = tool.rotate(&pose.tcp_in_base.rotation);
         let sensor_in_base = pose.tcp_in_base * self.sensor_in_tcp;
         let constraint = sensor.transform(&(self.base_in_constraint * sensor_in_base));
+        if ![sensor, tool, base, constraint].iter().all(finite) {
+            self.filt = before;
+            return self.faulted(WrenchFault::NonFinite, &raw);
+        }
+        self.gap = (0, WrenchFault::None);
+
+        let mut fault = WrenchFault::None;
+        if let Some(s) = self.settling.as_mut() {
+            fault = s.fault;
+            s.remaining = s.remaining.saturating_sub(1);
+            if s.remaining == 0 {
+                self.settling = None;
+            }
+        }
         if fault == WrenchFault::None && !self.tared {
             fault = WrenchFault::NotTared;
         }
+        // Last: a tare finishing on this sample re-initialises the filter from the next one.
+        self.accumulate(f_raw, t_raw, g_s, fc, pose);
         Estimate {
             fault,
             sensor,
@@ -390,6 +544,25 @@ impl Pipeline {
     fn averaging_refuse(&mut self, why: &str) {
         if self.averaging.take().is_some() {
             self.outcome = Some(WindowOutcome::Refused(why.to_string()));
+        }
+    }
+
+    /// Counts a faulted sample against the open window (it is not averaged); refuses the window
+    /// once more than [`MAX_EXCLUDED_FRACTION`] of it would be faulted.
+    fn exclude_from_average(&mut self, fault: WrenchFault) {
+        let Some((kind, mut acc)) = self.averaging else {
+            return;
+        };
+        acc.excluded += 1;
+        let max = (self.p.average_samples as f64 * MAX_EXCLUDED_FRACTION).floor() as usize;
+        if acc.excluded > max {
+            self.averaging_refuse(&format!(
+                "{} faulted samples (last: {fault:?}) during the window; at most {max} are \
+                 left out of an average of {}",
+                acc.excluded, self.p.average_samples
+            ));
+        } else {
+            self.averaging = Some((kind, acc));
         }
     }
 
@@ -437,7 +610,7 @@ impl Pipeline {
                 self.p.payload.force_offset_n = [f0.x, f0.y, f0.z];
                 self.p.payload.torque_offset_nm = [t0.x, t0.y, t0.z];
                 self.tared = true;
-                self.reset_filters();
+                self.resettle(WrenchFault::NotTared);
                 self.outcome = Some(WindowOutcome::Tared {
                     force_offset_n: self.p.payload.force_offset_n,
                     torque_offset_nm: self.p.payload.torque_offset_nm,
@@ -531,6 +704,11 @@ mod tests {
             pl.take_outcome(),
             Some(WindowOutcome::Tared { .. })
         ));
+        // The bias changed: the filter restarts from the next sample and is flagged until it
+        // has re-settled.
+        for _ in 0..pl.settle_samples() {
+            assert_eq!(pl.step(raw, 0, Some(&pose)).fault, WrenchFault::NotTared);
+        }
         let e = pl.step(raw, 0, Some(&pose));
         assert_eq!(e.fault, WrenchFault::None);
         assert!(
@@ -619,6 +797,327 @@ mod tests {
             WrenchFault::DeviceError
         );
         assert_eq!(pl.step([0.0; 6], 0, None).fault, WrenchFault::NoPose);
+    }
+
+    /// A deterministic, noisy static contact reading (sensor frame): 0.5 N / 0.01 N·m ripple.
+    fn noisy(k: usize) -> [f64; 6] {
+        let k = k as f64;
+        let n = 0.3 * (0.7 * k).sin() + 0.2 * (2.3 * k + 1.0).sin();
+        [
+            5.0 + n,
+            -3.0 - 0.5 * n,
+            10.0 + 0.8 * n,
+            0.1 + 0.02 * n,
+            -0.01 * n,
+            -0.05,
+        ]
+    }
+
+    fn tared(p: PipelineParams) -> Pipeline {
+        let mut pl =
+            Pipeline::new(p, Isometry3::identity(), Isometry3::identity()).expect("pipeline");
+        pl.tared = true;
+        pl
+    }
+
+    fn max_diff(a: &Estimate, b: &Estimate) -> f64 {
+        let d =
+            |x: &Wrench, y: &Wrench| (x.force - y.force).amax().max((x.torque - y.torque).amax());
+        d(&a.sensor, &b.sensor)
+            .max(d(&a.tool, &b.tool))
+            .max(d(&a.base, &b.base))
+            .max(d(&a.constraint, &b.constraint))
+    }
+
+    /// Item 7: a spike never enters the filter, stays flagged until the filter has re-settled,
+    /// and afterwards the estimates are those of a run without the spike.
+    #[test]
+    fn spike_leaves_the_filter_alone_and_is_flagged_until_resettled() {
+        let pose = still(UnitQuaternion::from_euler_angles(0.2, -0.3, 0.5));
+        type Signal = fn(usize) -> [f64; 6];
+        let cases: [(Signal, f64); 2] = [
+            // Constant input: the restart lands exactly on the undisturbed trajectory.
+            (|_| noisy(0), 1e-12),
+            // Noisy input: the restart's one-sample noise decays to 1 % within the window
+            // (ripple ≤ 0.5 N, so ≤ 0.01 N left; 2× margin for the difference of histories).
+            (noisy, 0.01),
+        ];
+        for (signal, tol) in cases {
+            let mut with = tared(params());
+            let mut without = tared(params());
+            let n = with.settle_samples() as usize;
+            assert_eq!(n, 93);
+            for k in 0..300 {
+                with.step(signal(k), 0, Some(&pose));
+                without.step(signal(k), 0, Some(&pose));
+            }
+            let before = with.filt;
+            let mut spiked = signal(300);
+            spiked[0] += 150.0;
+            let e = with.step(spiked, 0, Some(&pose));
+            without.step(signal(300), 0, Some(&pose));
+            assert_eq!(e.fault, WrenchFault::Spike);
+            assert_eq!(with.filt, before, "the spike changed the filter state");
+            assert!(finite(&e.sensor) && e.tool == Wrench::default());
+            // The return to the signal is a 150 N jump too: also flagged, also kept out.
+            let e = with.step(signal(301), 0, Some(&pose));
+            without.step(signal(301), 0, Some(&pose));
+            assert_eq!(e.fault, WrenchFault::Spike);
+            assert_eq!(with.filt, before);
+            // The settle window: `n` filtered samples still flagged Spike …
+            for k in 302..302 + n {
+                let e = with.step(signal(k), 0, Some(&pose));
+                without.step(signal(k), 0, Some(&pose));
+                assert_eq!(e.fault, WrenchFault::Spike, "sample {k}");
+            }
+            assert_eq!(with.settling(), None);
+            // … then usable, and the same as without the spike.
+            for k in 302 + n..302 + 5 * n {
+                let a = with.step(signal(k), 0, Some(&pose));
+                let b = without.step(signal(k), 0, Some(&pose));
+                assert_eq!(a.fault, WrenchFault::None, "sample {k}");
+                assert_eq!(b.fault, WrenchFault::None);
+                assert!(max_diff(&a, &b) <= tol, "sample {k}: {}", max_diff(&a, &b));
+            }
+        }
+    }
+
+    /// Item 7: every sample fault (and a non-finite raw sample) flags its own variant for
+    /// exactly the settle window; a new fault inside the window starts it again.
+    #[test]
+    fn each_fault_is_flagged_for_the_settle_window_then_cleared() {
+        let pose = still(UnitQuaternion::identity());
+        let good = [1.0, 2.0, 3.0, 0.0, 0.0, 0.0];
+        let saturated = [1.0, 2.0, 399.0, 0.0, 0.0, 0.0];
+        for (raw, status, fault) in [
+            (saturated, 0, WrenchFault::Saturated),
+            (good, 0x8000, WrenchFault::DeviceError),
+            ([f64::NAN; 6], 0, WrenchFault::NonFinite),
+            (
+                [1.0, f64::INFINITY, 3.0, 0.0, 0.0, 0.0],
+                0,
+                WrenchFault::NonFinite,
+            ),
+        ] {
+            let mut pl = tared(params());
+            let n = pl.settle_samples();
+            for _ in 0..10 {
+                assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::None);
+            }
+            let e = pl.step(raw, status, Some(&pose));
+            assert_eq!(e.fault, fault);
+            // The return from a saturated reading is itself a jump (a spike): the window runs
+            // from the last faulted sample, flagged with the last fault.
+            let mut last = fault;
+            let mut e = pl.step(good, 0, Some(&pose));
+            if e.fault == WrenchFault::Spike {
+                last = WrenchFault::Spike;
+                e = pl.step(good, 0, Some(&pose));
+            }
+            assert_eq!(e.fault, last, "{fault:?}: first good sample");
+            for i in 1..n {
+                assert_eq!(pl.step(good, 0, Some(&pose)).fault, last, "{fault:?}: {i}");
+            }
+            assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::None);
+        }
+        // A fault inside the window restarts it.
+        let mut pl = tared(params());
+        let n = pl.settle_samples();
+        pl.step(good, 0, Some(&pose));
+        pl.step(good, 1, Some(&pose));
+        for _ in 0..n / 2 {
+            assert_eq!(
+                pl.step(good, 0, Some(&pose)).fault,
+                WrenchFault::DeviceError
+            );
+        }
+        pl.step(good, 2, Some(&pose));
+        for _ in 0..n {
+            assert_eq!(
+                pl.step(good, 0, Some(&pose)).fault,
+                WrenchFault::DeviceError
+            );
+        }
+        assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::None);
+    }
+
+    /// Item 7: faulted samples are left out of tare and capture averages (the window waits
+    /// for clean ones instead); too many of them refuse the window.
+    #[test]
+    fn faulted_samples_are_left_out_of_tare_and_capture_averages() {
+        let p = PipelineParams {
+            average_samples: 50,
+            payload: Payload {
+                mass_kg: 0.8,
+                com_m: [0.01, -0.005, 0.04],
+                ..Default::default()
+            },
+            ..params()
+        };
+        let pose = still(UnitQuaternion::from_euler_angles(0.3, -0.5, 0.2));
+        let raw = reading(&truth(), &pose, Vector3::zeros());
+        let mut spike = raw;
+        spike[1] += 150.0;
+        let mut sat = raw;
+        sat[2] = 399.0;
+        // 5 faulted samples: spike + the jump back, saturated + the jump back, device error.
+        let faulted: [([f64; 6], u32); 3] = [(spike, 0), (sat, 0), (raw, 7)];
+        for capture in [false, true] {
+            let window = |pl: &mut Pipeline, dirty: bool| {
+                if capture {
+                    pl.start_capture();
+                } else {
+                    pl.start_tare();
+                }
+                // Feed clean samples until the window closes, the faulted ones in between.
+                let mut k = 0;
+                while pl.averaging() && k < 100 {
+                    let inject = if dirty && k % 10 == 5 {
+                        faulted.get(k / 10)
+                    } else {
+                        None
+                    };
+                    if let Some((r, status)) = inject {
+                        assert_ne!(pl.step(*r, *status, Some(&pose)).fault, WrenchFault::None);
+                    }
+                    pl.step(raw, 0, Some(&pose));
+                    k += 1;
+                }
+                pl.take_outcome()
+            };
+            let mut clean = Pipeline::new(p.clone(), Isometry3::identity(), Isometry3::identity())
+                .expect("pipeline");
+            let mut dirty = clean.clone();
+            let want = window(&mut clean, false);
+            let got = window(&mut dirty, true);
+            assert!(
+                matches!(
+                    want,
+                    Some(WindowOutcome::Tared { .. } | WindowOutcome::Captured { .. })
+                ),
+                "{want:?}"
+            );
+            assert_eq!(got, want);
+            if capture {
+                assert_eq!(dirty.captures, clean.captures);
+            } else {
+                assert_eq!(dirty.payload(), clean.payload());
+                let f0 = Vector3::from(dirty.payload().force_offset_n);
+                assert!(
+                    (f0 - Vector3::from(truth().force_offset_n)).norm() < 1e-9,
+                    "{f0}"
+                );
+            }
+        }
+        // More than 10 % faulted: refused, not averaged.
+        let mut pl =
+            Pipeline::new(p, Isometry3::identity(), Isometry3::identity()).expect("pipeline");
+        pl.start_tare();
+        for k in 0..6 {
+            assert!(pl.averaging(), "refused after {k} faulted samples");
+            pl.step(raw, 1, Some(&pose));
+        }
+        assert!(!pl.averaging());
+        match pl.take_outcome() {
+            Some(WindowOutcome::Refused(why)) => assert!(why.contains("faulted"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!pl.is_tared());
+    }
+
+    /// Item 7: `NonFinite` is produced — for a non-finite raw sample, for a tool pose that passes
+    /// the bus's check but overflows the constraint-frame moment, and for a non-finite payload —
+    /// and the estimate is all finite (it would be dropped by subscribers otherwise), the filter
+    /// untouched.
+    #[test]
+    fn non_finite_is_produced_and_published_finite() {
+        let pose = still(UnitQuaternion::identity());
+        let good = [0.0, 0.0, 10.0, 0.0, 0.0, 0.0];
+        let mut pl = tared(params());
+        for _ in 0..10 {
+            pl.step(good, 0, Some(&pose));
+        }
+        let before = pl.filt;
+        let all_finite = |e: &Estimate| {
+            finite(&e.sensor) && finite(&e.tool) && finite(&e.base) && finite(&e.constraint)
+        };
+        let e = pl.step([f64::NAN, 0.0, 0.0, 0.0, 0.0, 0.0], 0, Some(&pose));
+        assert_eq!(e.fault, WrenchFault::NonFinite);
+        assert!(all_finite(&e));
+        assert_eq!(pl.filt, before);
+
+        // Finite, unit quaternion (msg::Check accepts it), but 1e308 m away: r × f overflows.
+        let far = PoseInput {
+            tcp_in_base: Isometry3::from_parts(
+                Translation3::new(1e308, 0.0, 0.0),
+                UnitQuaternion::identity(),
+            ),
+            linear_speed_m_s: 0.0,
+            angular_speed_rad_s: 0.0,
+        };
+        let msg_pose = common::msg::Pose {
+            position_m: [1e308, 0.0, 0.0],
+            quat_wxyz: [1.0, 0.0, 0.0, 0.0],
+        };
+        assert!(msg_pose.is_valid());
+        let mut pl = tared(params());
+        for _ in 0..10 {
+            pl.step(good, 0, Some(&pose));
+        }
+        let before = pl.filt;
+        let e = pl.step(good, 0, Some(&far));
+        assert_eq!(e.fault, WrenchFault::NonFinite);
+        assert!(all_finite(&e), "{e:?}");
+        assert_eq!(pl.filt, before, "the filter state was restored");
+        // … and the next good ones are flagged NonFinite while the filter re-settles.
+        assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::NonFinite);
+
+        // A non-finite payload (config validation refuses it; a library user might not).
+        let nan_payload = PipelineParams {
+            payload: Payload {
+                com_m: [f64::NAN, 0.0, 0.0],
+                mass_kg: 1.0,
+                ..Default::default()
+            },
+            ..params()
+        };
+        assert!(nan_payload
+            .problems()
+            .iter()
+            .any(|(k, _)| k == "payload.com_m[0]"));
+        let mut pl = tared(nan_payload);
+        let e = pl.step(good, 0, Some(&pose));
+        assert_eq!(e.fault, WrenchFault::NonFinite);
+        assert!(all_finite(&e));
+    }
+
+    /// Samples that never reached the filter: a gap shorter than the settle window carries on
+    /// unflagged, a longer one restarts the filter and flags `Stale` / `NoPose` for the window.
+    #[test]
+    fn long_gaps_restart_the_filter_short_ones_do_not() {
+        let pose = still(UnitQuaternion::identity());
+        let good = [1.0, 0.0, 2.0, 0.0, 0.0, 0.0];
+        let mut pl = tared(params());
+        let n = pl.settle_samples();
+        pl.step(good, 0, Some(&pose));
+        pl.missed(u64::from(n) - 1);
+        assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::None);
+        pl.missed(u64::from(n));
+        for _ in 0..n {
+            assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::Stale);
+        }
+        assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::None);
+        for _ in 0..n - 1 {
+            assert_eq!(pl.step(good, 0, None).fault, WrenchFault::NoPose);
+        }
+        assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::None);
+        for _ in 0..n {
+            assert_eq!(pl.step(good, 0, None).fault, WrenchFault::NoPose);
+        }
+        for _ in 0..n {
+            assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::NoPose);
+        }
+        assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::None);
     }
 
     #[test]
