@@ -216,7 +216,7 @@ pub async fn hz(
 }
 
 async fn put<T: Serialize>(s: &Session, key: String, msg: &T) -> anyhow::Result<()> {
-    s.put(&key, codec::encode(msg))
+    s.put(&key, codec::encode(msg)?)
         .priority(zenoh::qos::Priority::InteractiveHigh)
         .congestion_control(zenoh::qos::CongestionControl::Block)
         .await
