@@ -196,7 +196,8 @@ where
     }
 }
 
-/// Real-time placement of a service's tick thread (`[control.rt]`).
+/// Real-time placement of a service's node thread (`[control.rt]`): the service's whole
+/// event loop runs on that one thread (a single-threaded runtime), not only its per-cycle step.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RtConfig {

@@ -83,7 +83,7 @@ macro_rules! topics {
 topics! {
     /// Measured joints, once per robot cycle: the cell's clock.
     JOINT_STATE: msg::JointState = {
-        suffix: "robot/joint_state", publisher: "robot-io", subscribers: "kinematics, control, cell",
+        suffix: "robot/joint_state", publisher: "robot-io", subscribers: "kinematics, cell",
         rate: "robot cycle (EGM 250 Hz)", qos: QOS_HOT, frame: "joint space",
     },
     /// robot-io's safety supervisor state (on change and at 10 Hz).

@@ -60,9 +60,12 @@ async fn command_travels_control_kinematics_robot_and_back() {
         max_speed_m_s: 0.2,
         max_rot_speed_rad_s: 1.0,
     };
-    s.put(topic::MOVE_TARGET.key(&c.cell.id), codec::encode(&mv).expect("encodable"))
-        .await
-        .unwrap();
+    s.put(
+        topic::MOVE_TARGET.key(&c.cell.id),
+        codec::encode(&mv).expect("encodable"),
+    )
+    .await
+    .unwrap();
     let t0 = Instant::now();
     let mut reached = None;
     while t0.elapsed() < Duration::from_secs(10) {

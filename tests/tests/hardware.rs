@@ -154,8 +154,14 @@ async fn packet_loss_and_jitter_never_exceed_limits() {
     let sent_speed = sent["peak_speed_ratio"].as_f64().unwrap();
     let sent_accel = sent["peak_accel_ratio"].as_f64().unwrap();
     assert!(sent["active_replies"].as_u64().unwrap() > 100, "{sent}");
-    assert!(sent_speed <= 1.0 + 1e-6, "reference speed {sent_speed} × limit");
-    assert!(sent_accel <= 1.0 + 1e-6, "reference acceleration {sent_accel} × limit");
+    assert!(
+        sent_speed <= 1.0 + 1e-6,
+        "reference speed {sent_speed} × limit"
+    );
+    assert!(
+        sent_accel <= 1.0 + 1e-6,
+        "reference acceleration {sent_accel} × limit"
+    );
     assert!(sent_speed > 0.5, "the move ran at speed: {sent_speed}");
     assert_eq!(sent["out_of_limits"].as_u64(), Some(0));
     let joint_peak = refs["joint_peak_speed_ratio"].as_f64().unwrap();
@@ -445,7 +451,9 @@ async fn two_dof_plant_effort_interface() {
             },
             effort: [0.0, push_n],
         };
-        s.put(&key, codec::encode(&cmd).expect("encodable")).await.unwrap();
+        s.put(&key, codec::encode(&cmd).expect("encodable"))
+            .await
+            .unwrap();
         if let Ok(Some(sample)) = states.try_recv() {
             last = codec::decode(&sample.payload().to_bytes()).ok();
         }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use common::{
     codec,
-    msg::{CartesianCommand, CartesianTarget, JointCommand, JointState, MotionTag, SafetyState, Stamp},
+    msg::{
+        CartesianCommand, CartesianTarget, JointCommand, JointState, MotionTag, SafetyState, Stamp,
+    },
     topic,
 };
 use kinematics::{node::to_msg_pose, Arm};
@@ -96,7 +98,9 @@ async fn line_through_wrist_singularity_respects_speed_limits() {
             motion,
             target: CartesianTarget::Pose(to_msg_pose(&Isometry3::from_parts(t.into(), r))),
         };
-        s.put(&key, codec::encode(&cmd).expect("encodable")).await.unwrap();
+        s.put(&key, codec::encode(&cmd).expect("encodable"))
+            .await
+            .unwrap();
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut cmds: Vec<JointCommand> = Vec::new();

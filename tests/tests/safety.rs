@@ -107,7 +107,11 @@ async fn estop_survives_a_robot_io_crash_until_reset() {
     assert!(ok, "{err}");
     let (j, st) = watch(&js, &safety, Duration::from_millis(1500)).await;
     assert!(j.len() > 100, "{} joint states", j.len());
-    assert!(spread(&j) < 1e-6, "the robot moved {} rad while stopped", spread(&j));
+    assert!(
+        spread(&j) < 1e-6,
+        "the robot moved {} rad while stopped",
+        spread(&j)
+    );
     assert!(st.iter().all(|x| x.level == SafetyLevel::EmergencyStop));
     assert_eq!(control_detail(&s, &c).await["mode"], "Idle");
     // Reset: acknowledged; a new command moves the robot.
@@ -177,7 +181,10 @@ async fn an_outage_mid_move_ends_it_and_nothing_moves_until_a_new_command() {
     })
     .await
     .unwrap_or_else(|| panic!("control did not go idle\n{}", c.log_text()));
-    let why = ended["stop_reason"].as_str().unwrap_or_default().to_string();
+    let why = ended["stop_reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     // The emulated IRC5 stops sending while stopped (silent) or reports motors off.
     assert!(
         why.contains("RobotNotReady") || why.contains("RobotSilent"),
@@ -197,8 +204,14 @@ async fn an_outage_mid_move_ends_it_and_nothing_moves_until_a_new_command() {
     let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
     assert!(ok, "{err}");
     let (j, _) = watch(&js, &safety, Duration::from_millis(1500)).await;
-    assert!(spread(&j) > 1e-3, "the robot did not move for a new command");
-    assert_eq!(control_detail(&s, &c).await["stop_reason"], serde_json::Value::Null);
+    assert!(
+        spread(&j) > 1e-3,
+        "the robot did not move for a new command"
+    );
+    assert_eq!(
+        control_detail(&s, &c).await["stop_reason"],
+        serde_json::Value::Null
+    );
 }
 
 /// robot-io is SIGKILLed in the middle of a move: the restarted instance comes up holding,
@@ -224,7 +237,10 @@ async fn a_robot_io_crash_mid_move_comes_back_holding() {
     .await
     .unwrap_or_else(|| panic!("control did not go idle\n{}", c.log_text()));
     assert!(
-        d["stop_reason"].as_str().unwrap_or_default().contains("restarted"),
+        d["stop_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("restarted"),
         "{d}"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -235,5 +251,8 @@ async fn a_robot_io_crash_mid_move_comes_back_holding() {
     let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
     assert!(ok, "{err}");
     let (j, _) = watch(&js, &safety, Duration::from_millis(1500)).await;
-    assert!(spread(&j) > 1e-3, "the robot did not move for a new command");
+    assert!(
+        spread(&j) > 1e-3,
+        "the robot did not move for a new command"
+    );
 }

@@ -242,7 +242,22 @@ pub async fn set_mode(s: &Session, cell: &CellSection, mode: Mode) -> anyhow::Re
     .await
 }
 
-pub async fn estop(s: &Session, cell: &CellSection, action: EStopAction) -> anyhow::Result<()> {
+/// How long `cell estop` / `cell reset` wait for robot-io's acknowledgement.
+pub const ESTOP_ACK_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Sends an e-stop request and waits for robot-io's acknowledgement: a safety state showing
+/// the stop (engage) or no longer showing it (reset). Fails with a clear message when none
+/// comes within [`ESTOP_ACK_TIMEOUT`]; returns the acknowledging state.
+pub async fn estop(
+    s: &Session,
+    cell: &CellSection,
+    action: EStopAction,
+) -> anyhow::Result<msg::SafetyState> {
+    use msg::SafetyLevel as L;
+    let sub = s
+        .declare_subscriber(topic::SAFETY_STATE.key(&cell.id))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe to the safety state: {e}"))?;
     put(
         s,
         topic::ESTOP.key(&cell.id),
@@ -251,7 +266,33 @@ pub async fn estop(s: &Session, cell: &CellSection, action: EStopAction) -> anyh
             action,
         },
     )
-    .await
+    .await?;
+    let acked = |st: &msg::SafetyState| match action {
+        EStopAction::Engage => st.level == L::EmergencyStop,
+        EStopAction::Reset => !matches!(st.level, L::EmergencyStop | L::ProtectiveStop),
+        EStopAction::ResetProtective => st.level != L::ProtectiveStop,
+    };
+    let deadline = tokio::time::Instant::now() + ESTOP_ACK_TIMEOUT;
+    loop {
+        let sample = match tokio::time::timeout_at(deadline, sub.recv_async()).await {
+            Ok(Ok(sample)) => sample,
+            Ok(Err(_)) | Err(_) => anyhow::bail!(
+                "no acknowledgement from robot-io within {} ms: the {} is NOT confirmed — check that robot-io is running (`cell status robot-io`) and use the hardware e-stop",
+                ESTOP_ACK_TIMEOUT.as_millis(),
+                match action {
+                    EStopAction::Engage => "e-stop",
+                    EStopAction::Reset => "reset",
+                    EStopAction::ResetProtective => "protective-stop reset",
+                }
+            ),
+        };
+        let Ok(st) = codec::decode::<msg::SafetyState>(&sample.payload().to_bytes()) else {
+            continue;
+        };
+        if acked(&st) {
+            return Ok(st);
+        }
+    }
 }
 
 pub async fn move_to(

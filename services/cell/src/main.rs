@@ -260,8 +260,9 @@ async fn run(
             if f.exists() {
                 tracing::warn!(path = %f.display(), "clearing the safety latch of an earlier run (deliberate start)");
             }
-            robot_io::latch::clear(f)
-                .map_err(|e| anyhow::anyhow!("cannot clear the safety latch {}: {e}", f.display()))?;
+            robot_io::latch::clear(f).map_err(|e| {
+                anyhow::anyhow!("cannot clear the safety latch {}: {e}", f.display())
+            })?;
         }
         launcher::up(
             cell,
@@ -401,7 +402,10 @@ async fn run(
                 EStopAction::Reset
             };
             let st = cli::estop(&s, &cell, action).await?;
-            println!("reset: robot-io {:?} ({:?}); nothing moves until a new command", st.level, st.reason);
+            println!(
+                "reset: robot-io {:?} ({:?}); nothing moves until a new command",
+                st.level, st.reason
+            );
         }
     }
     let _ = s.close().await;

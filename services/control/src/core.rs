@@ -49,7 +49,10 @@ impl std::fmt::Display for ModeError {
             ModeError::NotAvailable(m) => write!(f, "mode {m:?} is not available in this build"),
             ModeError::SafetyStop(l) => write!(f, "refused: robot-io is in {l:?}; reset first"),
             ModeError::RobotIoUnknown => {
-                write!(f, "refused: no safety state from robot-io yet (is it running?)")
+                write!(
+                    f,
+                    "refused: no safety state from robot-io yet (is it running?)"
+                )
             }
             ModeError::RobotNotReady(r) => write!(f, "refused: robot-io reports {r:?}"),
         }
@@ -400,11 +403,18 @@ mod tests {
             let tag = start_move(&mut c);
             assert_eq!(tag.robot_boot, BOOT);
             assert!(c.step(&pose(0.374, 0.0, 0.63), 0.0).is_some());
-            c.on_safety(&safety(SafetyLevel::Active, SafetyReason::None, tag.motion_id));
+            c.on_safety(&safety(
+                SafetyLevel::Active,
+                SafetyReason::None,
+                tag.motion_id,
+            ));
             assert!(c.step(&pose(0.374, 0.0, 0.63), 0.004).is_some());
             c.on_safety(&safety(SafetyLevel::Hold, reason, 0));
             assert_eq!(c.mode(), Mode::Idle, "{reason:?}");
-            assert!(c.stop_reason().unwrap().contains(&format!("{reason:?}")));
+            assert!(c
+                .stop_reason()
+                .expect("a stop reason")
+                .contains(&format!("{reason:?}")));
             // robot-io back to normal: nothing is published until a new command.
             c.on_safety(&safety(SafetyLevel::Hold, SafetyReason::NoCommandYet, 0));
             assert_eq!(c.step(&pose(0.374, 0.0, 0.63), 1.0), None);
@@ -424,7 +434,10 @@ mod tests {
         s.robot_boot = BOOT + 1;
         c.on_safety(&s);
         assert_eq!(c.mode(), Mode::Idle);
-        assert!(c.stop_reason().unwrap().contains("restarted"));
+        assert!(c
+            .stop_reason()
+            .expect("a stop reason")
+            .contains("restarted"));
         // The next motion carries the new boot id.
         assert_eq!(start_move(&mut c).robot_boot, BOOT + 1);
         assert_ne!(tag.robot_boot, BOOT + 1);
@@ -436,7 +449,10 @@ mod tests {
         start_move(&mut c);
         assert!(c.step(&pose(0.374, 0.0, 0.63), 0.0).is_some());
         assert!(c.step(&pose(0.374, 0.0, 0.63), 0.5).is_some());
-        assert_eq!(c.step(&pose(0.374, 0.0, 0.63), ACCEPT_TIMEOUT_S + 0.01), None);
+        assert_eq!(
+            c.step(&pose(0.374, 0.0, 0.63), ACCEPT_TIMEOUT_S + 0.01),
+            None
+        );
         assert_eq!(c.mode(), Mode::Idle);
         // Robot not ready: refused outright.
         c.on_safety(&safety(SafetyLevel::Hold, SafetyReason::RobotNotReady, 0));

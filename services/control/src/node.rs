@@ -20,7 +20,8 @@ use crate::core::ControlCore;
 pub struct ControlConfig {
     /// Mode at start-up: only `idle` or `hold` (a restart never resumes motion).
     pub initial_mode: InitialMode,
-    /// Real-time placement of the control tick thread (`[control.rt]`).
+    /// Real-time placement of control's node thread (`[control.rt]`): the whole service event
+    /// loop (not only the per-cycle step) runs on one thread with a single-threaded runtime.
     pub rt: common::service::RtConfig,
 }
 
@@ -50,7 +51,8 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
     let _presence = node.announce().await?;
 
     // Motion ids differ per process start (a restarted control never reuses an id).
-    let mut core = ControlCore::new(common::clock::mono_ns() ^ (u64::from(std::process::id()) << 40));
+    let mut core =
+        ControlCore::new(common::clock::mono_ns() ^ (u64::from(std::process::id()) << 40));
     // `initial_mode = "hold"` is applied once robot-io's safety state is known.
     let mut initial_hold = cfg.initial_mode == InitialMode::Hold;
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));

@@ -47,7 +47,10 @@ pub fn load(path: &Path) -> (Latches, Option<String>) {
                     estop: true,
                     protective: None,
                 },
-                Some(format!("cannot read {}: {e}; e-stop latched", path.display())),
+                Some(format!(
+                    "cannot read {}: {e}; e-stop latched",
+                    path.display()
+                )),
             )
         }
     };

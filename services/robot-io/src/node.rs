@@ -232,7 +232,13 @@ impl Shell {
         }
     }
 
-    fn publish_joints(&self, cycle: u64, q: [f64; 6], qd: [f64; 6], robot: common::msg::RobotStatus) {
+    fn publish_joints(
+        &self,
+        cycle: u64,
+        q: [f64; 6],
+        qd: [f64; 6],
+        robot: common::msg::RobotStatus,
+    ) {
         let js = JointState {
             stamp: common::msg::Stamp {
                 seq: 0,
@@ -324,7 +330,10 @@ pub async fn run(
         persisted: restored,
         latch_errors: 0,
     };
-    tracing::info!(robot_boot = format!("{robot_boot:016x}"), "robot-io boot id");
+    tracing::info!(
+        robot_boot = format!("{robot_boot:016x}"),
+        "robot-io boot id"
+    );
     shell.publish_safety(&sup, true);
     let result = match cfg.driver {
         DriverKind::Ideal => run_ideal(shell, sup, &cfg, shutdown, publisher).await,
@@ -453,7 +462,12 @@ impl EgmShell {
                         }
                     }
                 }
-                sh.publish_joints(h.cycle, fb.q_rad, fb.qd_rad_s.unwrap_or([0.0; 6]), fb.status);
+                sh.publish_joints(
+                    h.cycle,
+                    fb.q_rad,
+                    fb.qd_rad_s.unwrap_or([0.0; 6]),
+                    fb.status,
+                );
             }
         }
         if self.peer != Some(from) {
@@ -593,7 +607,10 @@ async fn run_egm(
                 continue;
             };
             let rx_s = sh.secs(Instant::now());
-            if let Some(r) = e.core.on_datagram_shutdown(buf.get(..n).unwrap_or(&[]), rx_s) {
+            if let Some(r) = e
+                .core
+                .on_datagram_shutdown(buf.get(..n).unwrap_or(&[]), rx_s)
+            {
                 e.send(&sh, &r, from).await;
                 break;
             }

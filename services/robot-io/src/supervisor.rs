@@ -216,8 +216,7 @@ impl Supervisor {
         if self.estop {
             Some((SafetyLevel::EmergencyStop, SafetyReason::EStop))
         } else {
-            self.protective
-                .map(|r| (SafetyLevel::ProtectiveStop, r))
+            self.protective.map(|r| (SafetyLevel::ProtectiveStop, r))
         }
     }
 
@@ -261,7 +260,11 @@ impl Supervisor {
     /// is acknowledged even between robot cycles; returns true when the state changed.
     pub fn engage_estop(&mut self) -> bool {
         self.estop = true;
-        self.set_state(SafetyLevel::EmergencyStop, SafetyReason::EStop, self.since_cycle)
+        self.set_state(
+            SafetyLevel::EmergencyStop,
+            SafetyReason::EStop,
+            self.since_cycle,
+        )
     }
     /// Clears the e-stop latch and a protective stop; the robot stays in hold until a fresh
     /// command of a new motion arrives. Returns true when the state changed.
@@ -283,7 +286,11 @@ impl Supervisor {
                 SafetyLevel::EmergencyStop | SafetyLevel::ProtectiveStop
             ) =>
             {
-                self.set_state(SafetyLevel::Hold, SafetyReason::NoCommandYet, self.since_cycle)
+                self.set_state(
+                    SafetyLevel::Hold,
+                    SafetyReason::NoCommandYet,
+                    self.since_cycle,
+                )
             }
             None => false,
         }
@@ -380,7 +387,12 @@ impl Supervisor {
                 // Nothing known to start from: cannot move.
                 self.last_v = [0.0; AXES];
                 self.last_target = None;
-                (None, [0.0; AXES], SafetyLevel::Hold, SafetyReason::RobotNotReady)
+                (
+                    None,
+                    [0.0; AXES],
+                    SafetyLevel::Hold,
+                    SafetyReason::RobotNotReady,
+                )
             }
             (None, _) => {
                 self.last_v = [0.0; AXES];
@@ -841,7 +853,10 @@ mod tests {
         assert_eq!(qr(&out), q, "hold is the measured position, unclamped");
         let out = s.step(&input(2, 0.004, q, Some((&c, 0.004))));
         assert_eq!(out.level, SafetyLevel::ProtectiveStop);
-        assert_eq!(s.latches().protective, Some(SafetyReason::MeasuredOutOfLimits));
+        assert_eq!(
+            s.latches().protective,
+            Some(SafetyReason::MeasuredOutOfLimits)
+        );
         // ResetProtective: a new motion may move back inside, never jumping to the limit.
         s.reset_protective();
         let c2 = cmd_m(2, [0.0; 6], 2);

@@ -270,7 +270,8 @@ fn non_finite_references_are_never_sent() {
     let good = [0.1; 6];
     let d = Driver::start(Reference::Raw(good));
     let c = controller();
-    c.send_to(&robot_bytes(10, 0, Q0_DEG, true), d.addr).unwrap();
+    c.send_to(&robot_bytes(10, 0, Q0_DEG, true), d.addr)
+        .unwrap();
     let (first, _) = recv_reply(&c).unwrap();
     let mut bad = good;
     for (k, v) in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY]
@@ -473,4 +474,187 @@ fn binary_answers_every_egm_robot() {
     assert!(killed.success());
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// The real `cell-robot-io` binary driven over the bus: an in-process zenoh router at the
+/// cell's router address, joint commands tagged with robot-io's boot id (read from its safety
+/// state), and a lagging fake controller following the replies. The references robot-io sends
+/// move towards the command within the speed and acceleration limits (on the controller's
+/// clock, which is exact here); a command with another boot id moves nothing; when the
+/// commands stop, the reference holds within the command timeout and a resumed stream of the
+/// same motion is refused.
+#[test]
+fn binary_executes_commands_from_the_bus_within_limits() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let port = free_udp_port();
+    let router_port = free_tcp_port();
+    let router = format!("tcp/127.0.0.1:{router_port}");
+    let cell_id = format!("egmbus{}", std::process::id());
+    let zs = rt.block_on(async {
+        let mut cfg = zenoh::Config::default();
+        cfg.insert_json5("mode", "\"router\"").unwrap();
+        cfg.insert_json5("listen/endpoints", &format!("[\"{router}\"]"))
+            .unwrap();
+        cfg.insert_json5("scouting/multicast/enabled", "false")
+            .unwrap();
+        zenoh::open(cfg).await.unwrap()
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cell-robot-io"))
+        .args([
+            "--set",
+            "robot_io.driver=\"egm\"",
+            "--set",
+            &format!("robot_io.egm.bind=\"127.0.0.1:{port}\""),
+            "--set",
+            &format!("cell.router=\"{router}\""),
+            "--set",
+            &format!("cell.id=\"{cell_id}\""),
+            "--set",
+            &format!(
+                "robot_io.latch_file=\"{}\"",
+                std::env::temp_dir()
+                    .join(format!("{cell_id}-latch.json"))
+                    .display()
+            ),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let safety_key = common::topic::SAFETY_STATE.key(&cell_id);
+    let cmd_key = common::topic::JOINT_COMMAND.key(&cell_id);
+    let safety = zenoh::Wait::wait(zs.declare_subscriber(&safety_key)).unwrap();
+    // The fake controller: every 4 ms an EgmRobot; the robot follows the replies with lag.
+    let c = controller();
+    c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut q = Q0_DEG;
+    let mut seq = 0u32;
+    // (controller seqno, planned joints (deg), holding: speedRef all zero)
+    type Replies = Vec<(u32, Vec<f64>, bool)>;
+    let mut replies: Replies = Vec::new();
+    let cycle = |q: &mut [f64; 6], seq: &mut u32, replies: &mut Replies| {
+        c.send_to(&robot_bytes(*seq, 4 * *seq, *q, true), target)
+            .unwrap();
+        if let Some((r, _)) = recv_reply(&c) {
+            let p = planned(&r);
+            for j in 0..6 {
+                q[j] += 0.5 * (p[j] - q[j]);
+            }
+            let holding = r
+                .speed_ref
+                .as_ref()
+                .and_then(|s| s.joints.as_ref())
+                .is_some_and(|j| j.joints.iter().all(|v| *v == 0.0));
+            replies.push((*seq, p, holding));
+        }
+        *seq += 1;
+        thread::sleep(Duration::from_millis(4));
+    };
+    // Wait for robot-io: replies, and its safety state with the boot id.
+    let t0 = Instant::now();
+    let boot = loop {
+        cycle(&mut q, &mut seq, &mut replies);
+        if let Ok(Some(s)) = safety.try_recv() {
+            if let Ok(st) =
+                common::codec::decode::<common::msg::SafetyState>(&s.payload().to_bytes())
+            {
+                if !replies.is_empty() {
+                    break st.robot_boot;
+                }
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "robot-io silent");
+    };
+    let put = |k: u64, boot: u64, q_rad: [f64; 6]| {
+        let cmd = JointCommand {
+            stamp: Stamp {
+                seq: k,
+                source_mono_ns: 0,
+            },
+            motion: MotionTag {
+                robot_boot: boot,
+                motion_id: 42,
+            },
+            q_rad,
+            ..Default::default()
+        };
+        zenoh::Wait::wait(zs.put(&cmd_key, common::codec::encode(&cmd).unwrap())).unwrap();
+    };
+    let mut goal = Q0_DEG.map(f64::to_radians);
+    goal[0] += 20f64.to_radians();
+    // Another boot id: refused, nothing moves.
+    let n0 = replies.len();
+    for k in 0..50 {
+        put(k, boot ^ 1, goal);
+        cycle(&mut q, &mut seq, &mut replies);
+    }
+    for (_, p, _) in &replies[n0..] {
+        assert!(
+            (p[0] - Q0_DEG[0]).abs() < 1e-9,
+            "moved for another boot: {p:?}"
+        );
+    }
+    // The right boot id: moves within the limits.
+    let n1 = replies.len();
+    for k in 50..400 {
+        put(k, boot, goal);
+        cycle(&mut q, &mut seq, &mut replies);
+    }
+    let l = JointLimits::irb120();
+    let a = irb120_max_accel();
+    let mut v_prev = 0.0;
+    let mut moved = 0.0f64;
+    let mut holds = 0;
+    for w in replies[n1..].windows(2) {
+        if w[1].2 {
+            // At rest: the reference arrived at the goal, or a hold (a command delayed past
+            // the timeout on this loaded host: exempt). The next step starts at rest.
+            holds += 1;
+            v_prev = 0.0;
+            continue;
+        }
+        let dt = f64::from(w[1].0 - w[0].0) * 0.004;
+        let v = (w[1].1[0] - w[0].1[0]).to_radians() / dt;
+        assert!(v.abs() <= l.max_speed[0] * (1.0 + 1e-6), "speed {v}");
+        assert!(
+            (v - v_prev).abs() <= a[0] * dt * (1.0 + 1e-6) + 1e-6,
+            "acceleration {v_prev} → {v}"
+        );
+        v_prev = v;
+        moved = moved.max(w[1].1[0] - Q0_DEG[0]);
+    }
+    assert!(moved > 5.0, "A1 moved only {moved}°");
+    eprintln!("{holds} of 350 replies at rest (holds, or the reference at the goal)");
+    // The stream stops: within the command timeout (+ a cycle of delivery) the reference
+    // holds still.
+    let n2 = replies.len();
+    for _ in 0..40 {
+        cycle(&mut q, &mut seq, &mut replies);
+    }
+    let tail = &replies[n2 + 5..];
+    for w in tail.windows(2) {
+        assert_eq!(w[0].1, w[1].1, "still moving after the stream stopped");
+    }
+    // The same motion resumes: refused (the stop ended it), nothing moves.
+    let held = tail.last().unwrap().1.clone();
+    let n3 = replies.len();
+    for k in 400..450 {
+        put(k, boot, goal);
+        cycle(&mut q, &mut seq, &mut replies);
+    }
+    for (_, p, _) in &replies[n3..] {
+        assert_eq!(*p, held, "an ended motion moved again");
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(child.wait().unwrap().success());
+    rt.block_on(async { zs.close().await.unwrap() });
 }

@@ -107,7 +107,7 @@ impl EgmCore {
         let Some(j) = reply.planned.as_ref().and_then(|p| p.joints.as_ref()) else {
             return;
         };
-        if j.joints.len() != AXES || !(dt > 0.0) {
+        if j.joints.len() != AXES || dt.is_nan() || dt <= 0.0 {
             return;
         }
         let mut q = [0.0; AXES];
@@ -334,11 +334,19 @@ mod tests {
         let cycles = c.cycle();
         // The robot lags: the reference is well ahead of the measurement.
         assert!((planned_rad(&last)[0] - meas[0].to_radians()).abs() > 1e-4);
-        let late = c.on_datagram(&bytes(&robot(7, 28, meas, true)), 0.041, Some((&far, 0.041)));
+        let late = c.on_datagram(
+            &bytes(&robot(7, 28, meas, true)),
+            0.041,
+            Some((&far, 0.041)),
+        );
         assert_eq!(late.datagram, Datagram::Repeat(FeedbackError::Late));
         assert_eq!(late.reply.as_ref().unwrap().planned, last.planned);
         assert_eq!(late.reply.as_ref().unwrap().speed_ref, last.speed_ref);
-        let dup = c.on_datagram(&bytes(&robot(9, 36, meas, true)), 0.042, Some((&far, 0.042)));
+        let dup = c.on_datagram(
+            &bytes(&robot(9, 36, meas, true)),
+            0.042,
+            Some((&far, 0.042)),
+        );
         assert_eq!(dup.datagram, Datagram::Repeat(FeedbackError::Duplicate));
         assert_eq!(dup.reply.unwrap().planned, last.planned);
         assert_eq!(c.cycle(), cycles, "no supervisor step for repeats");
@@ -358,7 +366,10 @@ mod tests {
         let mut r = robot(10, 40, meas, true);
         r.feed_back = None;
         let h = c.on_datagram(&bytes(&r), 0.040, Some((&far, 0.040)));
-        assert!(matches!(h.datagram, Datagram::Incomplete(FeedbackError::NoJoints)));
+        assert!(matches!(
+            h.datagram,
+            Datagram::Incomplete(FeedbackError::NoJoints)
+        ));
         let q = planned_rad(&h.reply.unwrap());
         // Still moving forward within the limits, not jumping back to the measurement.
         let l = JointLimits::irb120();
@@ -385,7 +396,10 @@ mod tests {
         let h = c.on_datagram(&bytes(&robot(0, 0, moved, true)), 0.03, Some((&far, 0.03)));
         let q = planned_rad(&h.reply.unwrap());
         for j in 0..6 {
-            assert!((q[j] - 20f64.to_radians()).abs() < 1e-12, "held where measured");
+            assert!(
+                (q[j] - 20f64.to_radians()).abs() < 1e-12,
+                "held where measured"
+            );
         }
         assert_eq!(c.sup.reason(), SafetyReason::MotionEnded);
     }

@@ -804,13 +804,21 @@ pub(crate) mod tests {
         r.feed_back.as_mut().unwrap().joints = Some(joints(&[1.0, 1.0, f64::NAN, 1.0, 1.0, 1.0]));
         assert_eq!(s.on_robot(&r, 0.008), Err(FeedbackError::NonFinite));
         assert_eq!(s.stats().incomplete, 3);
-        assert!((s.last_dt_s() - 0.004).abs() < 1e-12, "Δtm kept for a cycle without joints");
+        assert!(
+            (s.last_dt_s() - 0.004).abs() < 1e-12,
+            "Δtm kept for a cycle without joints"
+        );
         s.on_robot(&robot(3, 12, [1.0; 6], true), 0.012).unwrap();
-        let first = s.reply(&[0.5f64.to_radians(); 6], &[0.1; 6], 0.0125).unwrap();
+        let first = s
+            .reply(&[0.5f64.to_radians(); 6], &[0.1; 6], 0.0125)
+            .unwrap();
         let h = s.resend(0.013).unwrap();
         assert_eq!(h.planned, first.planned);
         assert_eq!(h.speed_ref, first.speed_ref);
-        assert_eq!(h.header.unwrap().seqno, Some(first.header.unwrap().seqno.unwrap() + 1));
+        assert_eq!(
+            h.header.unwrap().seqno,
+            Some(first.header.unwrap().seqno.unwrap() + 1)
+        );
     }
 
     #[test]
