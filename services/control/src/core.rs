@@ -339,6 +339,9 @@ mod tests {
             ..Default::default()
         })
         .expect("move");
+        // robot-io executes the motion.
+        let id = c.motion_tag().expect("a motion").motion_id;
+        c.on_safety(&safety(SafetyLevel::Active, SafetyReason::None, id));
         let dt = 0.004;
         let mut prev = start;
         let mut t = 0.0;
