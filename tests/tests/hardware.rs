@@ -383,6 +383,14 @@ async fn unplugged_sensor_is_flagged_stale_and_reconnects() {
         .with(zenoh::handlers::FifoChannel::new(16384))
         .await
         .unwrap();
+    // Unplug only once valid estimates flow (after a tare the filter settles first).
+    let flowing = wait_for(Duration::from_secs(10), || async {
+        let sample = est.recv_async().await.ok()?;
+        let e: WrenchEstimate = codec::decode(&sample.payload().to_bytes()).ok()?;
+        (e.fault == WrenchFault::None).then_some(())
+    })
+    .await;
+    assert!(flowing.is_some(), "no valid estimate before the unplug");
     sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": true})).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut last_good: Option<u64> = None;

@@ -157,7 +157,12 @@ impl ControlCore {
         }
         if s.level == SafetyLevel::Active && s.motion_id == m.tag.motion_id {
             m.accepted = true;
-        } else if m.accepted && s.level != SafetyLevel::Active {
+        } else if m.accepted
+            && s.level != SafetyLevel::Active
+            && s.reason != SafetyReason::CommandStale
+        {
+            // A stale blip holds and may resume; robot-io ends the motion (`MotionEnded`)
+            // when the stream stays stale.
             self.end_motion(format!(
                 "robot-io dropped from Active to {:?} ({:?})",
                 s.level, s.reason
@@ -398,7 +403,7 @@ mod tests {
         // Before the fix control kept its motion clock running through an outage and went on
         // publishing when robot-io came back.
         for reason in [
-            SafetyReason::CommandStale,
+            SafetyReason::MotionEnded,
             SafetyReason::RobotNotReady,
             SafetyReason::RobotSilent,
         ] {

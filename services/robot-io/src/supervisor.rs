@@ -62,6 +62,12 @@ pub struct SupervisorParams {
     pub measured_limit_margin_rad: f64,
 }
 
+/// A stale command stream holds at once; the motion *ends* when the stream stays stale this
+/// long (s). A blip of a cycle or two (a lost EGM datagram, a scheduling delay) resumes the
+/// same motion — from the held position, within the acceleration limit — while a real
+/// outage of the command path ends it. Every other drop from `Active` ends the motion at once.
+pub const STALE_ENDS_MOTION_S: f64 = 0.05;
+
 /// Default joint acceleration limits for the IRB 120 (rad/s²): 1000, 1000, 1000, 1280, 1280,
 /// 1680 °/s², i.e. each joint reaches its data-sheet speed (250, 250, 250, 320, 320, 420 °/s)
 /// in 0.25 s. ABB does not publish joint accelerations for the IRB 120; this is a conservative
@@ -131,9 +137,13 @@ pub struct Supervisor {
     active_motion: Option<u64>,
     /// The motion an outage ended: its commands are refused.
     ended_motion: Option<u64>,
+    /// A motion held because its commands went stale, and since when (s).
+    stale_motion: Option<(u64, f64)>,
     rejected: u64,
     limited_cycles: u64,
     per_joint_cycles: u64,
+    /// Time of the newest cycle (s).
+    now_s: f64,
 }
 
 fn all_finite(q: &[f64; AXES]) -> bool {
@@ -157,9 +167,11 @@ impl Supervisor {
             last_cmd_seq: None,
             active_motion: None,
             ended_motion: None,
+            stale_motion: None,
             rejected: 0,
             limited_cycles: 0,
             per_joint_cycles: 0,
+            now_s: 0.0,
         }
     }
 
@@ -189,9 +201,21 @@ impl Supervisor {
 
     fn set_state(&mut self, level: SafetyLevel, reason: SafetyReason, cycle: u64) -> bool {
         if self.level == SafetyLevel::Active && level != SafetyLevel::Active {
-            // Any drop from Active ends the motion: nothing of it moves again.
+            // Any drop from Active ends the motion (nothing of it moves again) — except a
+            // stale stream, which ends it only when it stays stale (`STALE_ENDS_MOTION_S`).
             if let Some(m) = self.active_motion.take() {
-                self.ended_motion = Some(m);
+                if reason == SafetyReason::CommandStale {
+                    self.stale_motion = Some((m, self.now_s));
+                } else {
+                    self.ended_motion = Some(m);
+                }
+            }
+        }
+        if level != SafetyLevel::Hold || reason != SafetyReason::CommandStale {
+            if let Some((m, _)) = self.stale_motion.take() {
+                if level != SafetyLevel::Active {
+                    self.ended_motion = Some(m);
+                }
             }
         }
         let changed = level != self.level || reason != self.reason;
@@ -361,6 +385,7 @@ impl Supervisor {
 
     /// Computes this cycle's reference.
     pub fn step(&mut self, i: &CycleInput) -> CycleOutput {
+        self.now_s = i.now_s;
         let measured = i.q_measured.filter(all_finite);
         if let Some(q) = &measured {
             self.check_measured_limits(q);
@@ -466,6 +491,13 @@ impl Supervisor {
         };
         let age = i.now_s - arrived_s;
         if !(age.is_finite() && age <= self.p.command_timeout_s) {
+            if let Some((m, since)) = self.stale_motion {
+                if i.now_s - since > STALE_ENDS_MOTION_S {
+                    self.stale_motion = None;
+                    self.ended_motion = Some(m);
+                    return (SafetyLevel::Hold, SafetyReason::MotionEnded, None);
+                }
+            }
             return (SafetyLevel::Hold, SafetyReason::CommandStale, None);
         }
         if cmd.motion.robot_boot != self.p.robot_boot {
@@ -899,9 +931,18 @@ mod tests {
         let out = s.step(&input(1, 0.0, q0, Some((&c, 0.0))));
         assert_eq!(out.level, SafetyLevel::Active);
         assert_eq!(s.active_motion(), Some(7));
-        // Stale: hold; the motion has ended.
+        // Stale: hold at once; a blip does not end the motion yet …
         let out = s.step(&input(2, 0.020, q0, Some((&c, 0.0))));
         assert_eq!(out.reason, SafetyReason::CommandStale);
+        assert_eq!(s.ended_motion(), None);
+        // … staying stale for longer than STALE_ENDS_MOTION_S does.
+        let out = s.step(&input(
+            3,
+            0.020 + STALE_ENDS_MOTION_S + 0.004,
+            q0,
+            Some((&c, 0.0)),
+        ));
+        assert_eq!(out.reason, SafetyReason::MotionEnded);
         assert_eq!(s.ended_motion(), Some(7));
         // The same motion's stream resumes: refused, holding.
         let c2 = cmd_m(2, [0.02; 6], 7);
@@ -920,6 +961,20 @@ mod tests {
         i.robot.motors_on = false;
         s.step(&i);
         assert_eq!(s.ended_motion(), Some(8));
+    }
+
+    #[test]
+    fn a_stale_blip_resumes_the_same_motion() {
+        let mut s = sup();
+        let q0 = [0.0; 6];
+        let c = cmd_m(1, [0.01; 6], 7);
+        s.step(&input(1, 0.0, q0, Some((&c, 0.0))));
+        let out = s.step(&input(2, 0.012, q0, Some((&c, 0.0))));
+        assert_eq!(out.reason, SafetyReason::CommandStale);
+        let c2 = cmd_m(2, [0.01; 6], 7);
+        let out = s.step(&input(3, 0.016, q0, Some((&c2, 0.016))));
+        assert_eq!(out.level, SafetyLevel::Active);
+        assert_eq!(s.ended_motion(), None);
     }
 
     #[test]
@@ -1040,7 +1095,7 @@ mod tests {
                 if *present && *age > 0.008 && out.level == SafetyLevel::Hold && out.reason != SafetyReason::RobotNotReady {
                     prop_assert_eq!(out.reason, SafetyReason::CommandStale);
                 }
-                if was_active && out.level != SafetyLevel::Active {
+                if was_active && out.level != SafetyLevel::Active && out.reason != SafetyReason::CommandStale {
                     prop_assert_eq!(s.ended_motion(), active_before);
                 }
                 was_active = out.level == SafetyLevel::Active;
