@@ -424,8 +424,15 @@ async fn unplugged_sensor_is_flagged_stale_and_reconnects() {
     })
     .await;
     assert!(back.is_some(), "sensor did not come back\n{}", c.log_text());
+    // The status detail refreshes periodically: wait for the count.
+    let reconnects = wait_for(Duration::from_secs(5), || async {
+        let st = statuses(&s, &c.cell).await.ok()?;
+        let n = st["sensor"]["detail"]["reconnects"].as_u64()?;
+        (n > reconnects_before).then_some(n)
+    })
+    .await
+    .unwrap_or(reconnects_before);
     let st = statuses(&s, &c.cell).await.unwrap();
-    let reconnects = st["sensor"]["detail"]["reconnects"].as_u64().unwrap();
     assert!(
         reconnects > reconnects_before,
         "the driver did not count a reconnect ({reconnects_before} → {reconnects}): {}",

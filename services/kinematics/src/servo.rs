@@ -150,6 +150,8 @@ pub struct Servo {
     last: Option<Joints>,
     /// The base the last output was computed from, and its cycle.
     last_base: Option<(u64, Joints)>,
+    /// Approaching a far pose target along the Cartesian line after a resync.
+    far_approach: bool,
 }
 
 impl Servo {
@@ -164,6 +166,7 @@ impl Servo {
             params,
             last: None,
             last_base: None,
+            far_approach: false,
         }
     }
 
@@ -314,7 +317,12 @@ impl Servo {
         };
         let wanted = match target {
             ServoTarget::Hold => base,
-            ServoTarget::Pose(p) => self.pose_step(p, &base, dt, &mut flags),
+            ServoTarget::Pose(p) => {
+                let far_mode = flags.resynced || self.far_approach;
+                let q = self.pose_step(p, &base, dt, far_mode, &mut flags);
+                self.far_approach = flags.far_solution;
+                q
+            }
             ServoTarget::Twist(t) => match self.arm.joint_velocity_dls(&base, t) {
                 Ok(r) => {
                     flags.near_singular = r.flags.damped;
@@ -356,6 +364,7 @@ impl Servo {
         p: &Isometry3<f64>,
         base: &Joints,
         dt: f64,
+        far_mode: bool,
         flags: &mut ServoFlags,
     ) -> Joints {
         match self.arm.ik_step(p, base, dt) {
@@ -369,7 +378,11 @@ impl Servo {
                 let cycles = s.speed_ratio.unwrap_or(f64::INFINITY);
                 let near =
                     (0..6).all(|j| (s.q[j] - base[j]).abs() <= self.params.max_lead_joint_rad);
-                if cycles <= self.params.max_joint_chase_cycles && near {
+                // The far-solution rule applies right after a resync (a restart from the
+                // measured robot) and for the approach that follows it: continuous tracking through a wrist flip chases the exact
+                // solution in joint space (bounded by the lead over the measured robot), as a
+                // DLS crawl along the line would stall at the singularity.
+                if (cycles <= self.params.max_joint_chase_cycles && near) || !far_mode {
                     // A few cycles away (a near-singular pass): joint space at the speed limits,
                     // direction kept. Converges to the exact pose without stalling.
                     self.joint_step_towards(base, &s.q, dt)
