@@ -277,6 +277,20 @@ pub async fn up_all(c: &TestCell) -> zenoh::Session {
     })
     .await;
     assert!(ok.is_some(), "services did not come up\n{}", c.log_text());
+    // …and until robot-io runs its robot session: before that control refuses motions
+    // (robot-io reports the robot silent), and a fire-and-forget `cell move` would be lost.
+    let running = wait_for(Duration::from_secs(30), || async {
+        let st = statuses(&s, &c.cell).await.ok()?;
+        let r = &st.get("robot-io")?["detail"];
+        let cycles = r["cycles"].as_u64().or(r["cycle"]["cycles"].as_u64())?;
+        (cycles > 10 && r["safety"]["reason"] != "RobotSilent").then_some(())
+    })
+    .await;
+    assert!(
+        running.is_some(),
+        "robot-io did not start its robot session\n{}",
+        c.log_text()
+    );
     s
 }
 
