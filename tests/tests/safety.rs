@@ -83,6 +83,41 @@ async fn control_detail(s: &zenoh::Session, c: &TestCell) -> serde_json::Value {
     statuses(s, &c.cell).await.unwrap()["control"]["detail"].clone()
 }
 
+/// Waits for control to go idle; returns its `stop_reason`.
+async fn control_went_idle(s: &zenoh::Session, c: &TestCell) -> String {
+    let d = wait_for(Duration::from_secs(3), || async {
+        let d = control_detail(s, c).await;
+        (d["mode"] == "Idle").then_some(d)
+    })
+    .await
+    .unwrap_or_else(|| panic!("control did not go idle\n{}", c.log_text()));
+    d["stop_reason"].as_str().unwrap_or_default().to_string()
+}
+
+/// Over 1.5 s: joint states flow, nothing moves, robot-io is never `Active`.
+async fn assert_nothing_moves(js: &Sub, safety: &Sub) {
+    let (j, st) = watch(js, safety, Duration::from_millis(1500)).await;
+    assert!(j.len() > 100, "{} joint states", j.len());
+    assert!(
+        spread(&j) < 1e-6,
+        "the robot moved {} rad without a new command",
+        spread(&j)
+    );
+    assert!(st.iter().all(|x| x.level != SafetyLevel::Active));
+}
+
+/// A new operator command moves the robot (within 1.5 s); returns the safety states seen.
+async fn assert_a_new_command_moves(c: &TestCell, js: &Sub, safety: &Sub) -> Vec<SafetyState> {
+    let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
+    assert!(ok, "{err}");
+    let (j, st) = watch(js, safety, Duration::from_millis(1500)).await;
+    assert!(
+        spread(&j) > 1e-3,
+        "the robot did not move for a new command"
+    );
+    st
+}
+
 /// E-stop → SIGKILL robot-io → the launcher restarts it: still stopped, commands refused
 /// (nothing moves, never `Active`) until `cell reset`; then a new command moves the robot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,7 +125,6 @@ async fn estop_survives_a_robot_io_crash_until_reset() {
     let _serial = SERIAL.lock().await;
     let c = TestCell::start("estopcrash", &[]);
     let s = up_all(&c).await;
-    robot_io_running(&s, &c, 0).await;
     let (ok, out, err) = c.cli(&["estop"]);
     assert!(ok, "cell estop: {out}{err}");
     assert!(out.contains("EmergencyStop"), "{out}");
@@ -117,10 +151,7 @@ async fn estop_survives_a_robot_io_crash_until_reset() {
     // Reset: acknowledged; a new command moves the robot.
     let (ok, out, err) = c.cli(&["reset"]);
     assert!(ok, "cell reset: {out}{err}");
-    let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
-    assert!(ok, "{err}");
-    let (j, st) = watch(&js, &safety, Duration::from_millis(1500)).await;
-    assert!(spread(&j) > 1e-3, "the robot did not move after the reset");
+    let st = assert_a_new_command_moves(&c, &js, &safety).await;
     assert!(st.iter().any(|x| x.level == SafetyLevel::Active));
 }
 
@@ -145,7 +176,7 @@ async fn estop_without_acknowledgement_fails() {
 }
 
 /// Starts a slow move and waits until robot-io executes it.
-async fn start_slow_move(s: &zenoh::Session, c: &TestCell, safety: &Sub) {
+async fn start_slow_move(c: &TestCell, safety: &Sub) {
     let (ok, _, err) = c.cli(&["move", "350", "120", "480", "--speed-mm-s", "40"]);
     assert!(ok, "{err}");
     let active = wait_for(Duration::from_secs(5), || async {
@@ -156,7 +187,6 @@ async fn start_slow_move(s: &zenoh::Session, c: &TestCell, safety: &Sub) {
     })
     .await;
     assert!(active.is_some(), "the move did not start\n{}", c.log_text());
-    let _ = s;
     tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
@@ -168,46 +198,22 @@ async fn an_outage_mid_move_ends_it_and_nothing_moves_until_a_new_command() {
     let _serial = SERIAL.lock().await;
     let c = TestCell::start("outage", &[]);
     let s = up_all(&c).await;
-    robot_io_running(&s, &c, 0).await;
     let js = subscribe(&s, topic::JOINT_STATE.key(&c.cell.id)).await;
     let safety = subscribe(&s, topic::SAFETY_STATE.key(&c.cell.id)).await;
-    start_slow_move(&s, &c, &safety).await;
+    start_slow_move(&c, &safety).await;
     sim_fault(&s, &c, serde_json::json!({"controller_stopped": true})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     sim_fault(&s, &c, serde_json::json!({"controller_stopped": false})).await;
-    let ended = wait_for(Duration::from_secs(3), || async {
-        let d = control_detail(&s, &c).await;
-        (d["mode"] == "Idle").then_some(d)
-    })
-    .await
-    .unwrap_or_else(|| panic!("control did not go idle\n{}", c.log_text()));
-    let why = ended["stop_reason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let why = control_went_idle(&s, &c).await;
     // The emulated IRC5 stops sending while stopped (silent) or reports motors off.
     assert!(
         why.contains("RobotNotReady") || why.contains("RobotSilent"),
-        "stop reason: {ended}"
+        "stop reason: {why}"
     );
     // Let the controller come back and the robot settle, then watch: nothing moves.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (j, st) = watch(&js, &safety, Duration::from_millis(1500)).await;
-    assert!(j.len() > 100, "{} joint states", j.len());
-    assert!(
-        spread(&j) < 1e-6,
-        "the robot moved {} rad after the outage without a new command",
-        spread(&j)
-    );
-    assert!(st.iter().all(|x| x.level != SafetyLevel::Active));
-    // A new command: moves again.
-    let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
-    assert!(ok, "{err}");
-    let (j, _) = watch(&js, &safety, Duration::from_millis(1500)).await;
-    assert!(
-        spread(&j) > 1e-3,
-        "the robot did not move for a new command"
-    );
+    assert_nothing_moves(&js, &safety).await;
+    assert_a_new_command_moves(&c, &js, &safety).await;
     assert_eq!(
         control_detail(&s, &c).await["stop_reason"],
         serde_json::Value::Null
@@ -222,37 +228,16 @@ async fn a_robot_io_crash_mid_move_comes_back_holding() {
     let _serial = SERIAL.lock().await;
     let c = TestCell::start("crashmove", &[]);
     let s = up_all(&c).await;
-    robot_io_running(&s, &c, 0).await;
     let js = subscribe(&s, topic::JOINT_STATE.key(&c.cell.id)).await;
     let safety = subscribe(&s, topic::SAFETY_STATE.key(&c.cell.id)).await;
-    start_slow_move(&s, &c, &safety).await;
+    start_slow_move(&c, &safety).await;
     let pid = robot_io_pid(&s, &c).await;
     kill9(pid);
     let r = robot_io_running(&s, &c, pid).await;
     assert_ne!(r["detail"]["safety"]["level"], "EmergencyStop", "{r}");
-    let d = wait_for(Duration::from_secs(3), || async {
-        let d = control_detail(&s, &c).await;
-        (d["mode"] == "Idle").then_some(d)
-    })
-    .await
-    .unwrap_or_else(|| panic!("control did not go idle\n{}", c.log_text()));
-    assert!(
-        d["stop_reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("restarted"),
-        "{d}"
-    );
+    let why = control_went_idle(&s, &c).await;
+    assert!(why.contains("restarted"), "stop reason: {why}");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (j, st) = watch(&js, &safety, Duration::from_millis(1500)).await;
-    assert!(j.len() > 100, "{} joint states", j.len());
-    assert!(spread(&j) < 1e-6, "the robot moved {} rad", spread(&j));
-    assert!(st.iter().all(|x| x.level != SafetyLevel::Active));
-    let (ok, _, err) = c.cli(&["move", "350", "100", "500"]);
-    assert!(ok, "{err}");
-    let (j, _) = watch(&js, &safety, Duration::from_millis(1500)).await;
-    assert!(
-        spread(&j) > 1e-3,
-        "the robot did not move for a new command"
-    );
+    assert_nothing_moves(&js, &safety).await;
+    assert_a_new_command_moves(&c, &js, &safety).await;
 }

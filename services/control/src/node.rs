@@ -39,6 +39,16 @@ impl Validate for ControlConfig {
     }
 }
 
+/// Says once, when it happens, why a motion ended by itself (not on every cycle after).
+fn report_end(node: &Node, core: &ControlCore, before: Mode) {
+    if before != core.mode() {
+        if let Some(why) = core.stop_reason() {
+            tracing::warn!("motion ended: {why}; idle until a new command");
+            node.set_error(format!("motion ended: {why}"));
+        }
+    }
+}
+
 pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let mut poses = node.latest(topic::TOOL_POSE).await?;
     let wrench = node.latest(topic::WRENCH_ESTIMATE).await?;
@@ -79,12 +89,7 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
             Some(s) = safety.rx.recv() => {
                 let before = core.mode();
                 core.on_safety(&s.msg);
-                if before != core.mode() {
-                    if let Some(why) = core.stop_reason() {
-                        tracing::warn!("motion ended: {why}; idle until a new command");
-                        node.set_error(format!("motion ended: {why}"));
-                    }
-                }
+                report_end(&node, &core, before);
                 if initial_hold {
                     initial_hold = false;
                     if let Err(e) = core.request_mode(Mode::Hold) {
@@ -95,18 +100,13 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
             Some(p) = poses.changed() => {
                 let pose = p.msg;
                 let now_s = pose.stamp.source_mono_ns as f64 * 1e-9;
+                let before = core.mode();
                 let target = core.step(&from_msg_pose(&pose.tcp_in_base), now_s);
-                match (target, core.motion_tag()) {
-                    (Some(target), Some(motion)) => {
-                        let cmd = CartesianCommand { stamp: cmd_pub.next_stamp(), cycle: pose.cycle, motion, target };
-                        cmd_pub.put(&cmd);
-                        published += 1;
-                    }
-                    _ => {
-                        if let Some(why) = core.stop_reason() {
-                            node.set_error(format!("motion ended: {why}"));
-                        }
-                    }
+                report_end(&node, &core, before);
+                if let (Some(target), Some(motion)) = (target, core.motion_tag()) {
+                    let cmd = CartesianCommand { stamp: cmd_pub.next_stamp(), cycle: pose.cycle, motion, target };
+                    cmd_pub.put(&cmd);
+                    published += 1;
                 }
             }
             _ = status_tick.tick() => {

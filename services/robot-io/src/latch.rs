@@ -27,12 +27,10 @@ fn reason_name(r: SafetyReason) -> String {
     format!("{r:?}")
 }
 
-fn reason_from(name: &str) -> SafetyReason {
-    match name {
-        "MeasuredOutOfLimits" => SafetyReason::MeasuredOutOfLimits,
-        // Any other protective stop comes back as a protective stop all the same.
-        _ => SafetyReason::MeasuredOutOfLimits,
-    }
+/// `MeasuredOutOfLimits` is the only protective-stop reason today; whatever name the file
+/// holds comes back as a protective stop all the same (the name is for the reader).
+fn reason_from(_name: &str) -> SafetyReason {
+    SafetyReason::MeasuredOutOfLimits
 }
 
 /// Reads the latches. Missing → none. Unreadable or corrupt → e-stop latched, with the

@@ -54,18 +54,20 @@ async fn publish_task(
     mut js_pub: Publisher<JointState>,
     mut safety_pub: Publisher<SafetyState>,
 ) {
+    // The publisher's sequence number; the production time the cycle path gave.
+    fn restamp<T: serde::Serialize>(p: &mut Publisher<T>, stamp: &mut common::msg::Stamp) {
+        let produced = stamp.source_mono_ns;
+        *stamp = p.next_stamp();
+        stamp.source_mono_ns = produced;
+    }
     while let Some(m) = rx.recv().await {
         match m {
             Outbound::Joint(mut js) => {
-                let produced = js.stamp.source_mono_ns;
-                js.stamp = js_pub.next_stamp();
-                js.stamp.source_mono_ns = produced;
+                restamp(&mut js_pub, &mut js.stamp);
                 js_pub.put(&js);
             }
             Outbound::Safety(mut st) => {
-                let produced = st.stamp.source_mono_ns;
-                st.stamp = safety_pub.next_stamp();
-                st.stamp.source_mono_ns = produced;
+                restamp(&mut safety_pub, &mut st.stamp);
                 safety_pub.put(&st);
             }
         }
@@ -138,10 +140,9 @@ impl Shell {
         t.duration_since(self.epoch).as_secs_f64()
     }
 
-    /// Applies every pending e-stop request, then persists the latches if they changed
-    /// (before anything acknowledges them on the bus).
-    /// Returns true when the safety state changed (then it must be published).
-    fn drain_estops(&mut self, sup: &mut Supervisor) -> bool {
+    /// Applies every pending e-stop request, persists the latches if they changed, then
+    /// acknowledges a changed safety state on the bus (persisted first).
+    fn drain_estops(&mut self, sup: &mut Supervisor) {
         let mut changed = false;
         while let Ok(e) = self.estops.rx.try_recv() {
             changed |= match e.msg.action {
@@ -163,7 +164,6 @@ impl Shell {
         if changed {
             self.publish_safety(sup, true);
         }
-        changed
     }
 
     /// Writes the latch file when the supervisor's latches differ from the file's.
@@ -574,7 +574,7 @@ async fn run_egm(
                 }
             },
             _ = house.tick() => {
-                let estop_changed = sh.drain_estops(&mut e.core.sup);
+                sh.drain_estops(&mut e.core.sup);
                 let now_s = sh.secs(Instant::now());
                 let (silent, changed) = e.core.check_silent(now_s);
                 if changed {
@@ -587,7 +587,7 @@ async fn run_egm(
                 // Between datagrams too, so that the 10 Hz state keeps flowing while the robot
                 // is silent (an e-stop was acknowledged by `drain_estops` already).
                 if silent || changed {
-                    sh.publish_safety(&e.core.sup, changed && !estop_changed);
+                    sh.publish_safety(&e.core.sup, changed);
                 }
                 if last_status.elapsed() >= Duration::from_millis(250) {
                     sh.node.set_detail(e.status_json(&sh, silent));

@@ -62,6 +62,20 @@ pub struct SupervisorParams {
     pub measured_limit_margin_rad: f64,
 }
 
+impl SupervisorParams {
+    /// The IRB 120 over EGM with robot-io's defaults: 8 ms command timeout (2 cycles), the
+    /// data-sheet limits, [`irb120_max_accel`], 0.5° measured-limit margin.
+    pub fn irb120(robot_boot: u64) -> Self {
+        Self {
+            command_timeout_s: 0.008,
+            limits: JointLimits::irb120(),
+            max_accel: irb120_max_accel(),
+            robot_boot,
+            measured_limit_margin_rad: 0.5f64.to_radians(),
+        }
+    }
+}
+
 /// A stale command stream holds at once; the motion *ends* when the stream stays stale this
 /// long (s). A blip of a cycle or two (a lost EGM datagram, a scheduling delay) resumes the
 /// same motion — from the held position, within the acceleration limit — while a real
@@ -629,13 +643,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn sup() -> Supervisor {
-        Supervisor::new(SupervisorParams {
-            command_timeout_s: 0.008,
-            limits: JointLimits::irb120(),
-            max_accel: irb120_max_accel(),
-            robot_boot: BOOT,
-            measured_limit_margin_rad: 0.5f64.to_radians(),
-        })
+        Supervisor::new(SupervisorParams::irb120(BOOT))
     }
     const BOOT: u64 = 77;
     fn qr(o: &CycleOutput) -> [f64; 6] {

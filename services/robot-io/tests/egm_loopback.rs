@@ -129,18 +129,8 @@ impl Driver {
         let handle = thread::spawn(move || {
             let epoch = Instant::now();
             let mut core = EgmCore::new(
-                EgmSession::new(SessionParams {
-                    nominal_cycle_s: 0.004,
-                    silence_timeout_s: 0.05,
-                    send_speed_ref: true,
-                }),
-                Supervisor::new(SupervisorParams {
-                    command_timeout_s: 0.008,
-                    limits: JointLimits::irb120(),
-                    max_accel: irb120_max_accel(),
-                    robot_boot: BOOT,
-                    measured_limit_margin_rad: 0.5f64.to_radians(),
-                }),
+                EgmSession::new(SessionParams::IRC5),
+                Supervisor::new(SupervisorParams::irb120(BOOT)),
             );
             let mut buf = [0u8; 65536];
             let mut cmd_seq = 0u64;
@@ -399,27 +389,37 @@ fn free_tcp_port() -> u16 {
         .port()
 }
 
-/// `cell-robot-io` with `driver = "egm"` (no router reachable: the bus is not needed to
-/// answer the robot): replies to the sender, seqno +1, holds the measured position in degrees
-/// without commands, survives garbage, and answers again after a silence.
-#[test]
-fn binary_answers_every_egm_robot() {
-    let port = free_udp_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cell-robot-io"))
+/// Starts `cell-robot-io` with `driver = "egm"` on `127.0.0.1:port`, its bus pointed at
+/// `router`, a private cell id and latch file.
+fn spawn_robot_io(port: u16, router: &str, cell_id: &str) -> std::process::Child {
+    let latch = std::env::temp_dir().join(format!("{cell_id}-latch.json"));
+    Command::new(env!("CARGO_BIN_EXE_cell-robot-io"))
         .args([
             "--set",
             "robot_io.driver=\"egm\"",
             "--set",
             &format!("robot_io.egm.bind=\"127.0.0.1:{port}\""),
             "--set",
-            &format!("cell.router=\"tcp/127.0.0.1:{}\"", free_tcp_port()),
+            &format!("cell.router=\"{router}\""),
             "--set",
-            &format!("cell.id=\"egmtest{}\"", std::process::id()),
+            &format!("cell.id=\"{cell_id}\""),
+            "--set",
+            &format!("robot_io.latch_file=\"{}\"", latch.display()),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// `cell-robot-io` with `driver = "egm"` (no router reachable: the bus is not needed to
+/// answer the robot): replies to the sender, seqno +1, holds the measured position in degrees
+/// without commands, survives garbage, and answers again after a silence.
+#[test]
+fn binary_answers_every_egm_robot() {
+    let port = free_udp_port();
+    let router = format!("tcp/127.0.0.1:{}", free_tcp_port());
+    let mut child = spawn_robot_io(port, &router, &format!("egmtest{}", std::process::id()));
     let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let c = controller();
     c.set_read_timeout(Some(Duration::from_millis(200)))
@@ -503,28 +503,7 @@ fn binary_executes_commands_from_the_bus_within_limits() {
             .unwrap();
         zenoh::open(cfg).await.unwrap()
     });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cell-robot-io"))
-        .args([
-            "--set",
-            "robot_io.driver=\"egm\"",
-            "--set",
-            &format!("robot_io.egm.bind=\"127.0.0.1:{port}\""),
-            "--set",
-            &format!("cell.router=\"{router}\""),
-            "--set",
-            &format!("cell.id=\"{cell_id}\""),
-            "--set",
-            &format!(
-                "robot_io.latch_file=\"{}\"",
-                std::env::temp_dir()
-                    .join(format!("{cell_id}-latch.json"))
-                    .display()
-            ),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_robot_io(port, &router, &cell_id);
     let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let safety_key = common::topic::SAFETY_STATE.key(&cell_id);
     let cmd_key = common::topic::JOINT_COMMAND.key(&cell_id);

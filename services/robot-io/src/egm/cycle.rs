@@ -274,18 +274,8 @@ mod tests {
 
     fn core() -> EgmCore {
         EgmCore::new(
-            EgmSession::new(SessionParams {
-                nominal_cycle_s: 0.004,
-                silence_timeout_s: 0.05,
-                send_speed_ref: true,
-            }),
-            Supervisor::new(SupervisorParams {
-                command_timeout_s: 0.008,
-                limits: JointLimits::irb120(),
-                max_accel: irb120_max_accel(),
-                robot_boot: BOOT,
-                measured_limit_margin_rad: 0.5f64.to_radians(),
-            }),
+            EgmSession::new(SessionParams::IRC5),
+            Supervisor::new(SupervisorParams::irb120(BOOT)),
         )
     }
 

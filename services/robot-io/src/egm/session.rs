@@ -40,6 +40,16 @@ pub struct SessionParams {
     pub send_speed_ref: bool,
 }
 
+impl SessionParams {
+    /// An IRC5 at its 4 ms EGM cycle: silent after 50 ms, speed references sent (robot-io's
+    /// defaults).
+    pub const IRC5: SessionParams = SessionParams {
+        nominal_cycle_s: 0.004,
+        silence_timeout_s: 0.05,
+        send_speed_ref: true,
+    };
+}
+
 /// The controller's reported states, as received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ControllerStates {
@@ -618,11 +628,7 @@ pub(crate) mod tests {
     use proptest::prelude::*;
     use prost::Message;
 
-    const P: SessionParams = SessionParams {
-        nominal_cycle_s: 0.004,
-        silence_timeout_s: 0.05,
-        send_speed_ref: true,
-    };
+    const P: SessionParams = SessionParams::IRC5;
 
     /// A controller's `EgmRobot` (V1.1 fields) for tests.
     pub(crate) fn robot(seq: u32, tm: u32, q_deg: [f64; 6], ready: bool) -> EgmRobot {
