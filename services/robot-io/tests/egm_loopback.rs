@@ -389,9 +389,34 @@ fn free_tcp_port() -> u16 {
         .port()
 }
 
+/// A child process killed when the test ends, also when it panics.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
 /// Starts `cell-robot-io` with `driver = "egm"` on `127.0.0.1:port`, its bus pointed at
 /// `router`, a private cell id and latch file.
-fn spawn_robot_io(port: u16, router: &str, cell_id: &str) -> std::process::Child {
+fn spawn_robot_io(port: u16, router: &str, cell_id: &str) -> Reaped {
     let latch = std::env::temp_dir().join(format!("{cell_id}-latch.json"));
     Command::new(env!("CARGO_BIN_EXE_cell-robot-io"))
         .args([
@@ -409,6 +434,7 @@ fn spawn_robot_io(port: u16, router: &str, cell_id: &str) -> std::process::Child
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Reaped)
         .unwrap()
 }
 
@@ -513,7 +539,7 @@ fn binary_executes_commands_from_the_bus_within_limits() {
     c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
     let mut q = Q0_DEG;
     let mut seq = 0u32;
-    // (controller seqno, planned joints (deg), holding: speedRef all zero)
+    // (reply seqno = controller seqno, planned joints (deg), holding: speedRef all zero)
     type Replies = Vec<(u32, Vec<f64>, bool)>;
     let mut replies: Replies = Vec::new();
     let cycle = |q: &mut [f64; 6], seq: &mut u32, replies: &mut Replies| {
@@ -529,7 +555,10 @@ fn binary_executes_commands_from_the_bus_within_limits() {
                 .as_ref()
                 .and_then(|s| s.joints.as_ref())
                 .is_some_and(|j| j.joints.iter().all(|v| *v == 0.0));
-            replies.push((*seq, p, holding));
+            // Paired by the reply's own seqno (+1 per reply from 0 at the session start, one
+            // reply per datagram here): a reply that arrives after the receive timeout on a
+            // loaded host is not attributed to the next datagram.
+            replies.push((seqno(&r), p, holding));
         }
         *seq += 1;
         thread::sleep(Duration::from_millis(4));
