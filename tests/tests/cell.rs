@@ -9,16 +9,7 @@ use common::{
     msg::{JointState, MoveTarget, Pose, SafetyLevel, SafetyReason, SafetyState, Stamp, ToolPose},
     topic,
 };
-use tests::{live_services, statuses, wait_for, TestCell, DEFAULT_SERVICES};
-
-async fn wait_all_live(c: &TestCell, s: &zenoh::Session) {
-    let ok = wait_for(Duration::from_secs(20), || async {
-        let live = live_services(s, &c.cell).await;
-        (live == DEFAULT_SERVICES).then_some(())
-    })
-    .await;
-    assert!(ok.is_some(), "services did not come up:\n{}", c.log_text());
-}
+use tests::{live_services, statuses, up_all, wait_for, TestCell, DEFAULT_SERVICES};
 
 async fn next<T: serde::de::DeserializeOwned>(
     sub: &zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>,
@@ -36,8 +27,7 @@ async fn next<T: serde::de::DeserializeOwned>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_travels_control_kinematics_robot_and_back() {
     let c = TestCell::start("chain", &[]);
-    let s = c.client().await;
-    wait_all_live(&c, &s).await;
+    let s = up_all(&c).await;
     let poses = s
         .declare_subscriber(topic::TOOL_POSE.key(&c.cell.id))
         .await
@@ -104,8 +94,7 @@ async fn command_travels_control_kinematics_robot_and_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn liveliness_and_json_status_for_every_service() {
     let c = TestCell::start("status", &[]);
-    let s = c.client().await;
-    wait_all_live(&c, &s).await;
+    let s = up_all(&c).await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let st = statuses(&s, &c.cell).await.unwrap();
     let names: Vec<&str> = st.keys().map(|k| k.as_str()).collect();
@@ -129,8 +118,7 @@ async fn liveliness_and_json_status_for_every_service() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_service_is_restarted() {
     let c = TestCell::start("restart", &[]);
-    let s = c.client().await;
-    wait_all_live(&c, &s).await;
+    let s = up_all(&c).await;
     let st = statuses(&s, &c.cell).await.unwrap();
     let pid = st["kinematics"]["pid"].as_u64().unwrap();
     // SAFETY: killing the test's own grandchild.
@@ -152,8 +140,7 @@ async fn killed_service_is_restarted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_everything_cleanly() {
     let mut c = TestCell::start("sigterm", &[]);
-    let s = c.client().await;
-    wait_all_live(&c, &s).await;
+    let s = up_all(&c).await;
     let st = statuses(&s, &c.cell).await.unwrap();
     let pids: Vec<i32> = st
         .values()
@@ -193,8 +180,7 @@ async fn sigterm_stops_everything_cleanly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_messages_are_counted_and_dropped() {
     let c = TestCell::start("garbage", &[]);
-    let s = c.client().await;
-    wait_all_live(&c, &s).await;
+    let s = up_all(&c).await;
     let before = statuses(&s, &c.cell).await.unwrap();
     let garbage: [&[u8]; 4] = [b"", b"\x01", b"\xff\xff\xff\xff\xff\xff", &[1u8; 300]];
     // Also a well-formed joint command full of NaN: decodes, fails the plausibility check.

@@ -12,17 +12,7 @@ use common::{
 };
 use kinematics::{node::to_msg_pose, Arm};
 use nalgebra::Isometry3;
-use tests::{live_services, wait_for, TestCell, DEFAULT_SERVICES};
-
-async fn up(c: &TestCell) -> zenoh::Session {
-    let s = c.client().await;
-    let ok = wait_for(Duration::from_secs(20), || async {
-        (live_services(&s, &c.cell).await == DEFAULT_SERVICES).then_some(())
-    })
-    .await;
-    assert!(ok.is_some(), "{}", c.log_text());
-    s
-}
+use tests::{up_all as up, TestCell};
 
 /// A stream of Cartesian commands along a straight line through a wrist singularity (q5
 /// crosses 0), paced at the robot cycle, becomes joint commands whose every step stays within
