@@ -7,6 +7,10 @@
 //!
 //! It does not talk to the sensor (sensor does) nor move the robot (`cell payload identify`
 //! moves it through control).
+//!
+//! The estimate is in the sensor, TCP/tool and TCP/base frames only: control expresses the
+//! wrench in a task's constraint frame {C} itself (see `control::hybrid`), since {C} belongs
+//! to the task (fixed, tool-attached or tracking).
 
 pub mod filter;
 pub mod node;

@@ -86,12 +86,7 @@ pub async fn run(
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let (cfg, arm) = cfg;
-    let constraint = cfg
-        .constraint_in_base
-        .to_isometry("constraint_in_base")
-        .map_err(|e| anyhow::anyhow!(e.join("; ")))?;
-    let mut pl =
-        Pipeline::new(cfg.clone(), arm.sensor_in_tcp(), constraint).map_err(anyhow::Error::msg)?;
+    let mut pl = Pipeline::new(cfg.clone(), arm.sensor_in_tcp()).map_err(anyhow::Error::msg)?;
     let mut raw = node.latest(topic::WRENCH_RAW).await?;
     let poses = node.latest(topic::TOOL_POSE).await?;
     let mut est_pub = node.publisher(topic::WRENCH_ESTIMATE).await?;
@@ -149,7 +144,6 @@ pub async fn run(
                     sensor: to_msg(&e.sensor),
                     tool: to_msg(&e.tool),
                     base: to_msg(&e.base),
-                    constraint: to_msg(&e.constraint),
                 };
                 est_pub.put(&msg);
                 if let Some(outcome) = pl.take_outcome() {

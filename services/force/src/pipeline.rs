@@ -3,7 +3,7 @@
 //!
 //! raw sensor wrench → checks (non-finite, saturation, spike, device status) → bias and tool
 //! gravity compensation (payload model, orientation from kinematics) → 2nd-order Butterworth
-//! low-pass → smooth dead band → frames (sensor, TCP/tool, TCP/base, constraint).
+//! low-pass → smooth dead band → frames (sensor, TCP/tool, TCP/base).
 //!
 //! Until the sensor has been tared (or the payload identified) in this session every estimate is
 //! flagged `NotTared`: offsets drift, and a stale bias is the commonest cause of a robot that
@@ -49,8 +49,6 @@ pub struct PipelineParams {
     pub still_angular_rad_s: f64,
     /// Tare refused while the compensated force exceeds this (N): that is contact, not bias.
     pub tare_max_contact_n: f64,
-    /// Constraint frame in base (for the `constraint` output).
-    pub constraint_in_base: kinematics::FrameParams,
     /// Shell: no raw sample for this long → estimates flagged `Stale` (ms).
     pub stale_ms: f64,
     /// Shell: a tool pose older than this is not used for gravity compensation (ms).
@@ -75,7 +73,6 @@ impl Default for PipelineParams {
             still_linear_m_s: 0.002,
             still_angular_rad_s: 0.01,
             tare_max_contact_n: 3.0,
-            constraint_in_base: kinematics::FrameParams::identity(),
             stale_ms: 9.0,
             pose_max_age_ms: 50.0,
             identification_poses_deg: default_identification_poses(),
@@ -154,14 +151,6 @@ impl PipelineParams {
                 ),
             ));
         }
-        if let Err(errs) = self.constraint_in_base.to_isometry("constraint_in_base") {
-            for e in errs {
-                let (k, v) = e
-                    .split_once(':')
-                    .unwrap_or(("constraint_in_base", e.as_str()));
-                p.push((k.trim().to_string(), v.trim().to_string()));
-            }
-        }
         p
     }
 }
@@ -188,7 +177,6 @@ pub struct Estimate {
     pub sensor: Wrench,
     pub tool: Wrench,
     pub base: Wrench,
-    pub constraint: Wrench,
 }
 
 /// Settle tolerance: the filter counts as re-settled once a state disturbance has decayed to
@@ -270,13 +258,13 @@ struct Settling {
 /// `NonFinite` is produced here for a non-finite raw sample (the bus already drops those: the
 /// shell never sees them, they show as `Stale`), for a non-finite gravity-compensated wrench
 /// (e.g. a non-finite payload handed to [`Pipeline::new`]; config validation refuses one) and
-/// for a non-finite output frame: a tool pose that passes the bus's `Check` (finite, unit
-/// quaternion) can still be absurdly far away, and the moment of a force about it overflows.
+/// for a non-finite output frame: a `sensor_in_tcp` handed to [`Pipeline::new`] can be absurdly
+/// far away, and the moment of a force about the TCP overflows. The tool pose's position enters
+/// no frame (the TCP and base wrenches are both at the TCP), only its orientation.
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     p: PipelineParams,
     sensor_in_tcp: Isometry3<f64>,
-    base_in_constraint: Isometry3<f64>,
     filt: [LowPass; 6],
     settle_n: u32,
     settling: Option<Settling>,
@@ -294,12 +282,8 @@ fn finite(w: &Wrench) -> bool {
 }
 
 impl Pipeline {
-    /// `sensor_in_tcp` from the arm model; `constraint_in_base` the configured constraint frame.
-    pub fn new(
-        p: PipelineParams,
-        sensor_in_tcp: Isometry3<f64>,
-        constraint_in_base: Isometry3<f64>,
-    ) -> Result<Self, String> {
+    /// `sensor_in_tcp` from the arm model.
+    pub fn new(p: PipelineParams, sensor_in_tcp: Isometry3<f64>) -> Result<Self, String> {
         let c = Biquad::butterworth_lowpass(p.cutoff_hz, p.sample_rate_hz).ok_or_else(|| {
             format!(
                 "cutoff {} Hz invalid at {} Hz",
@@ -313,7 +297,6 @@ impl Pipeline {
             gap: (0, WrenchFault::None),
             p,
             sensor_in_tcp,
-            base_in_constraint: constraint_in_base.inverse(),
             tared: false,
             last_raw: None,
             averaging: None,
@@ -511,9 +494,7 @@ impl Pipeline {
         );
         let tool = sensor.transform(&self.sensor_in_tcp);
         let base = tool.rotate(&pose.tcp_in_base.rotation);
-        let sensor_in_base = pose.tcp_in_base * self.sensor_in_tcp;
-        let constraint = sensor.transform(&(self.base_in_constraint * sensor_in_base));
-        if ![sensor, tool, base, constraint].iter().all(finite) {
+        if ![sensor, tool, base].iter().all(finite) {
             self.filt = before;
             return self.faulted(WrenchFault::NonFinite, &raw);
         }
@@ -537,7 +518,6 @@ impl Pipeline {
             sensor,
             tool,
             base,
-            constraint,
         }
     }
 
@@ -690,7 +670,6 @@ mod tests {
                 ..params()
             },
             Isometry3::identity(),
-            Isometry3::identity(),
         )
         .expect("pipeline");
         let pose = still(UnitQuaternion::from_euler_angles(0.3, -0.5, 0.2));
@@ -727,8 +706,7 @@ mod tests {
 
     #[test]
     fn identification_through_captures_then_contact_in_base() {
-        let mut pl = Pipeline::new(params(), Isometry3::identity(), Isometry3::identity())
-            .expect("pipeline");
+        let mut pl = Pipeline::new(params(), Isometry3::identity()).expect("pipeline");
         let rots = [
             (0.0, 0.0, 0.0),
             (std::f64::consts::PI, 0.0, 0.0),
@@ -769,8 +747,7 @@ mod tests {
 
     #[test]
     fn tare_refused_while_moving_and_faults_flagged() {
-        let mut pl = Pipeline::new(params(), Isometry3::identity(), Isometry3::identity())
-            .expect("pipeline");
+        let mut pl = Pipeline::new(params(), Isometry3::identity()).expect("pipeline");
         let mut pose = still(UnitQuaternion::identity());
         pose.linear_speed_m_s = 0.1;
         pl.start_tare();
@@ -814,8 +791,7 @@ mod tests {
     }
 
     fn tared(p: PipelineParams) -> Pipeline {
-        let mut pl =
-            Pipeline::new(p, Isometry3::identity(), Isometry3::identity()).expect("pipeline");
+        let mut pl = Pipeline::new(p, Isometry3::identity()).expect("pipeline");
         pl.tared = true;
         pl
     }
@@ -826,7 +802,6 @@ mod tests {
         d(&a.sensor, &b.sensor)
             .max(d(&a.tool, &b.tool))
             .max(d(&a.base, &b.base))
-            .max(d(&a.constraint, &b.constraint))
     }
 
     /// Item 7: a spike never enters the filter, stays flagged until the filter has re-settled,
@@ -985,8 +960,7 @@ mod tests {
                 }
                 pl.take_outcome()
             };
-            let mut clean = Pipeline::new(p.clone(), Isometry3::identity(), Isometry3::identity())
-                .expect("pipeline");
+            let mut clean = Pipeline::new(p.clone(), Isometry3::identity()).expect("pipeline");
             let mut dirty = clean.clone();
             let want = window(&mut clean, false);
             let got = window(&mut dirty, true);
@@ -1010,8 +984,7 @@ mod tests {
             }
         }
         // More than 10 % faulted: refused, not averaged.
-        let mut pl =
-            Pipeline::new(p, Isometry3::identity(), Isometry3::identity()).expect("pipeline");
+        let mut pl = Pipeline::new(p, Isometry3::identity()).expect("pipeline");
         pl.start_tare();
         for k in 0..6 {
             assert!(pl.averaging(), "refused after {k} faulted samples");
@@ -1025,10 +998,11 @@ mod tests {
         assert!(!pl.is_tared());
     }
 
-    /// Item 7: `NonFinite` is produced — for a non-finite raw sample, for a tool pose that passes
-    /// the bus's check but overflows the constraint-frame moment, and for a non-finite payload —
-    /// and the estimate is all finite (it would be dropped by subscribers otherwise), the filter
-    /// untouched.
+    /// Item 7: `NonFinite` is produced — for a non-finite raw sample, for a sensor mount so far
+    /// from the TCP that the moment about the TCP overflows, and for a non-finite payload — and
+    /// the estimate is all finite (it would be dropped by subscribers otherwise), the filter
+    /// untouched. A tool pose that passes the bus's check but is absurdly far away is harmless:
+    /// its position enters no frame.
     #[test]
     fn non_finite_is_produced_and_published_finite() {
         let pose = still(UnitQuaternion::identity());
@@ -1038,15 +1012,14 @@ mod tests {
             pl.step(good, 0, Some(&pose));
         }
         let before = pl.filt;
-        let all_finite = |e: &Estimate| {
-            finite(&e.sensor) && finite(&e.tool) && finite(&e.base) && finite(&e.constraint)
-        };
+        let all_finite = |e: &Estimate| finite(&e.sensor) && finite(&e.tool) && finite(&e.base);
         let e = pl.step([f64::NAN, 0.0, 0.0, 0.0, 0.0, 0.0], 0, Some(&pose));
         assert_eq!(e.fault, WrenchFault::NonFinite);
         assert!(all_finite(&e));
         assert_eq!(pl.filt, before);
 
-        // Finite, unit quaternion (msg::Check accepts it), but 1e308 m away: r × f overflows.
+        // Finite, unit quaternion (msg::Check accepts it), but 1e308 m away: no frame is about
+        // the base origin, so nothing overflows.
         let far = PoseInput {
             tcp_in_base: Isometry3::from_parts(
                 Translation3::new(1e308, 0.0, 0.0),
@@ -1064,13 +1037,28 @@ mod tests {
         for _ in 0..10 {
             pl.step(good, 0, Some(&pose));
         }
-        let before = pl.filt;
         let e = pl.step(good, 0, Some(&far));
+        assert_eq!(e.fault, WrenchFault::None);
+        assert!(all_finite(&e), "{e:?}");
+
+        // The sensor 1e308 m from the TCP: r × f overflows the TCP moment.
+        let mut pl =
+            Pipeline::new(params(), Isometry3::translation(1e308, 0.0, 0.0)).expect("pipeline");
+        pl.tared = true;
+        // A force along r has no moment: these pass and set the filter state.
+        let along = [10.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        for _ in 0..10 {
+            assert_eq!(pl.step(along, 0, Some(&pose)).fault, WrenchFault::None);
+        }
+        // A device error restarts the filter from the next sample, which has a moment.
+        pl.step(along, 1, Some(&pose));
+        let before = pl.filt;
+        let e = pl.step([10.0, 0.0, 10.0, 0.0, 0.0, 0.0], 0, Some(&pose));
         assert_eq!(e.fault, WrenchFault::NonFinite);
         assert!(all_finite(&e), "{e:?}");
         assert_eq!(pl.filt, before, "the filter state was restored");
         // … and the next good ones are flagged NonFinite while the filter re-settles.
-        assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::NonFinite);
+        assert_eq!(pl.step(along, 0, Some(&pose)).fault, WrenchFault::NonFinite);
 
         // A non-finite payload (config validation refuses it; a library user might not).
         let nan_payload = PipelineParams {
@@ -1121,22 +1109,31 @@ mod tests {
     }
 
     #[test]
-    fn tool_and_constraint_frames() {
-        // Sensor 0.1 m behind the TCP along z; constraint frame = base shifted.
+    fn tool_and_base_frames() {
+        // Sensor 0.1 m behind the TCP along z; the tool turned 90° about base z.
         let sensor_in_tcp = Isometry3::translation(0.0, 0.0, -0.1);
-        let constraint_in_base = Isometry3::translation(0.4, 0.0, 0.0);
-        let mut pl = Pipeline::new(params(), sensor_in_tcp, constraint_in_base).expect("pipeline");
+        let mut pl = Pipeline::new(params(), sensor_in_tcp).expect("pipeline");
         pl.tared = true;
-        let pose = still(UnitQuaternion::identity());
+        let pose = still(UnitQuaternion::from_axis_angle(
+            &Vector3::z_axis(),
+            std::f64::consts::FRAC_PI_2,
+        ));
         let raw = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0];
         let e = pl.step(raw, 0, Some(&pose));
         // At the TCP: torque = p × f with p = (0,0,-0.1): (0, -0.1, 0).
+        assert!((e.tool.force - Vector3::new(1.0, 0.0, 0.0)).norm() < 1e-12);
         assert!((e.tool.torque - Vector3::new(0.0, -0.1, 0.0)).norm() < 1e-12);
-        // Constraint origin at (0.4,0,0) in base; sensor origin at (0.4, 0, 0.4): r = (0,0,0.4).
+        // Base axes, still at the TCP (the TCP's position (0.4, 0, 0.5) adds no moment): the
+        // tool's x is base y, its y base −x.
         assert!(
-            (e.constraint.torque - Vector3::new(0.0, 0.4, 0.0)).norm() < 1e-12,
+            (e.base.force - Vector3::new(0.0, 1.0, 0.0)).norm() < 1e-12,
             "{}",
-            e.constraint.torque
+            e.base.force
+        );
+        assert!(
+            (e.base.torque - Vector3::new(0.1, 0.0, 0.0)).norm() < 1e-12,
+            "{}",
+            e.base.torque
         );
     }
 }
