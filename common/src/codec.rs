@@ -8,7 +8,7 @@
 use serde::{de::DeserializeOwned, Serialize};
 
 /// Bumped whenever any message's encoding changes (postcard is positional).
-pub const WIRE_VERSION: u8 = 3;
+pub const WIRE_VERSION: u8 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -161,6 +161,7 @@ mod tests {
         "msg::WrenchEstimate",
         "msg::ModeCommand",
         "msg::HybridTask",
+        "msg::HybridState",
         "msg::MoveTarget",
         "msg::SafetyState",
         "msg::EStop",
@@ -287,15 +288,15 @@ mod tests {
             seq: 300,
             source_mono_ns: 1,
         };
-        // version 03, seq 300 = ac 02, ns 1 = 01.
-        golden(&s, "03 ac02 01");
+        // version 04, seq 300 = ac 02, ns 1 = 01.
+        golden(&s, "04 ac02 01");
         // u64::MAX: nine 7-bit groups of ones (ff ×9) and the last bit (01).
         golden(
             &Stamp {
                 seq: u64::MAX,
                 source_mono_ns: 0,
             },
-            "03 ffffffffffffffffff01 00",
+            "04 ffffffffffffffffff01 00",
         );
     }
 
@@ -318,7 +319,7 @@ mod tests {
         // stamp 01 02 | cycle 05 | q_rad 6 f64 | qd_rad_s 6 f64 | robot: three bools 01 00 01.
         golden(
             &js,
-            &format!("03 01 02 05 {ONE}{}{M2} {} 01 00 01", z(4), z(6)),
+            &format!("04 01 02 05 {ONE}{}{M2} {} 01 00 01", z(4), z(6)),
         );
     }
 
@@ -347,7 +348,7 @@ mod tests {
         golden(
             &c,
             &format!(
-                "03 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
+                "04 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
                 z(5),
                 z(5)
             ),
@@ -385,7 +386,7 @@ mod tests {
         golden(
             &p,
             &format!(
-                "03 01 01 07 {Z}{MHALF}{} \
+                "04 01 01 07 {Z}{MHALF}{} \
                  {Z}{Z}{ONE} {ONE}{Z}{Z}{Z} \
                  {HALF}{Z}{ONE} {Z}{ONE}{Z}{Z} \
                  {Z}{Z}{QUARTER} {Z}{Z}{M1} \
@@ -422,7 +423,7 @@ mod tests {
             target,
         };
         // stamp 01 01 | cycle 09 | motion 02 03 | target.
-        let head = "03 01 01 09 02 03";
+        let head = "04 01 01 09 02 03";
         let hold = CartesianTarget::Hold;
         assert_eq!(target_index(&hold), "00");
         golden(&cmd(hold), &format!("{head} 00"));
@@ -468,7 +469,7 @@ mod tests {
         // (group 4, bit 3 → 0x08): 80 80 88 80 08.
         golden(
             &w,
-            &format!("03 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
+            &format!("04 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
         );
     }
 
@@ -497,13 +498,7 @@ mod tests {
             WrenchFault::DeviceError,
             WrenchFault::NoPose,
         ];
-        let wrenches = format!(
-            "{ONE}{}  {}{M1}  {Z}{Z}{TWO}{}  {}{HALF}{Z}{Z}",
-            z(5),
-            z(5),
-            z(3),
-            z(3)
-        );
+        let wrenches = format!("{ONE}{}  {}{M1}  {Z}{Z}{TWO}{}", z(5), z(5), z(3));
         for (i, fault) in all.into_iter().enumerate() {
             assert_eq!(fault_index(fault), format!("{i:02x}"));
             let e = WrenchEstimate {
@@ -525,18 +520,14 @@ mod tests {
                     force_n: [0.0, 0.0, 2.0],
                     torque_nm: [0.0; 3],
                 },
-                constraint: Wrench {
-                    force_n: [0.0; 3],
-                    torque_nm: [0.5, 0.0, 0.0],
-                },
             };
-            // stamp | sample_seq 128 = 80 01 | fault index | 4 wrenches × 6 f64.
+            // stamp | sample_seq 128 = 80 01 | fault index | 3 wrenches × 6 f64.
             golden(
                 &e,
-                &format!("03 01 02 {V128} {} {wrenches}", fault_index(fault)),
+                &format!("04 01 02 {V128} {} {wrenches}", fault_index(fault)),
             );
         }
-        let beyond = format!("03 01 02 {V128} 08 {}", z(24));
+        let beyond = format!("04 01 02 {V128} 08 {}", z(18));
         assert!(decode::<WrenchEstimate>(&unhex(&beyond)).is_err());
     }
 
@@ -570,41 +561,148 @@ mod tests {
                 },
                 mode,
             };
-            golden(&m, &format!("03 {V300} 01 {}", mode_index(mode)));
+            golden(&m, &format!("04 {V300} 01 {}", mode_index(mode)));
         }
-        assert!(decode::<ModeCommand>(&unhex(&format!("03 {V300} 01 06"))).is_err());
+        assert!(decode::<ModeCommand>(&unhex(&format!("04 {V300} 01 06"))).is_err());
+    }
+
+    fn profile_index(p: &Profile) -> &'static str {
+        match p {
+            Profile::Constant(_) => "00",
+            Profile::Step { .. } => "01",
+            Profile::Ramp { .. } => "02",
+            Profile::Sine { .. } => "03",
+            Profile::Series(_) => "04",
+        }
     }
 
     #[test]
-    fn golden_hybrid_task() {
-        let t = HybridTask {
+    fn golden_hybrid_task_every_profile_frame_and_robot() {
+        let reference = [
+            Profile::Constant(1.0),
+            Profile::Step {
+                before: 0.0,
+                after: 2.0,
+                at_s: 0.5,
+            },
+            Profile::Ramp {
+                from: 0.0,
+                to: -1.0,
+                start_s: 0.25,
+                duration_s: 1.5,
+            },
+            Profile::Sine {
+                offset: 0.5,
+                amplitude: -0.5,
+                freq_hz: 0.25,
+                phase_rad: 1.0,
+            },
+            Profile::Series(vec![[0.0, 1.0], [2.0, 3.0]]),
+            Profile::Constant(0.0),
+        ];
+        let idx: Vec<_> = reference.iter().map(profile_index).collect();
+        assert_eq!(idx, ["00", "01", "02", "03", "04", "00"]);
+        let mut t = HybridTask {
             stamp: Stamp {
                 seq: 1,
                 source_mono_ns: 1,
             },
-            constraint_in_base: Pose {
+            name: "ab".into(),
+            robot: TaskRobot::Plant,
+            frame_kind: FrameKind::Tracking,
+            frame: Pose {
                 position_m: [0.0, 0.0, 0.5],
                 quat_wxyz: [1.0, 0.0, 0.0, 0.0],
             },
             force_axes: [false, false, true, false, false, false],
-            wrench_setpoint: Wrench {
-                force_n: [0.0, 0.0, -10.0],
-                torque_nm: [0.0; 3],
-            },
-            pose_setpoint: Pose {
-                position_m: [0.5, 0.0, 0.25],
-                quat_wxyz: [0.0, 0.0, 0.0, 1.0],
-            },
+            reference,
+            duration_s: 2.0,
+            rate_hz: 0.5,
+            gains: None,
+            limits: None,
         };
-        // The bool array is six bytes, no length prefix.
+        // stamp | name: len 02 "ab" | robot 01 | frame_kind 02 | pose | 6 bools | 6 profiles
+        // (variant index, fields; the series: length 02, points) | duration | rate | 00 00.
+        let head = format!("04 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let profiles = format!(
+            "00 {ONE} 01 {Z}{TWO}{HALF} 02 {Z}{M1}{QUARTER}{ONE_HALF} \
+             03 {HALF}{MHALF}{QUARTER}{ONE} 04 02 {Z}{ONE}{TWO}{THREE} 00 {Z}"
+        );
+        golden(&t, &format!("{head} {profiles} {TWO} {HALF} 00 00"));
+        for (kind, i) in [(FrameKind::Base, "00"), (FrameKind::Tool, "01")] {
+            t.frame_kind = kind;
+            t.robot = TaskRobot::Arm;
+            let head = format!("04 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+            golden(&t, &format!("{head} {profiles} {TWO} {HALF} 00 00"));
+        }
+        // Some gains and limits: 01 then the fields in order.
+        t.gains = Some(HybridGains {
+            kp: [1.0; 6],
+            feedforward: 0.5,
+            ..Default::default()
+        });
+        t.limits = Some(HybridLimits {
+            force_axis_speed_m_s: 0.25,
+            force_axis_speed_rad_s: 0.5,
+            deviation_m: 1.0,
+            deviation_rad: 2.0,
+            max_force_n: 3.0,
+            max_torque_nm: 1.5,
+            contact_force_n: 1.0,
+            contact_loss_s: 0.25,
+        });
+        let head = format!("04 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let gains = format!("01 {} {} {HALF}", ONE.repeat(6), z(30));
+        let limits = format!("01 {QUARTER}{HALF}{ONE}{TWO}{THREE}{ONE_HALF}{ONE}{QUARTER}");
         golden(
             &t,
-            &format!(
-                "03 01 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 00 00 01 00 00 00 \
-                 {Z}{Z}{M10} {} {HALF}{Z}{QUARTER} {Z}{Z}{Z}{ONE}",
-                z(3)
-            ),
+            &format!("{head} {profiles} {TWO} {HALF} {gains} {limits}"),
         );
+    }
+
+    #[test]
+    fn golden_hybrid_state_every_phase() {
+        for (i, phase) in [
+            HybridPhase::Approach,
+            HybridPhase::Contact,
+            HybridPhase::ContactLost,
+            HybridPhase::Done,
+            HybridPhase::Aborted,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let s = HybridState {
+                stamp: Stamp {
+                    seq: 1,
+                    source_mono_ns: 2,
+                },
+                motion_id: 300,
+                t_s: 0.5,
+                phase,
+                force_ref: [0.0, 0.0, 2.0, 0.0, 0.0, 0.0],
+                force: [0.0, 0.0, 1.5, 0.0, 0.0, 0.0],
+                position_ref: [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                position: [0.5, 0.0, 0.0, 0.0, 0.0, 0.0],
+                output: [0.0, 0.0, 0.0, 0.0, 0.0, -1.0],
+                limited: 4,
+                frame_in_base: Pose::IDENTITY,
+            };
+            golden(
+                &s,
+                &format!(
+                    "04 01 02 {V300} {HALF} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
+                     {ONE}{} {HALF}{} {}{M1} 04 {} {ONE}{}",
+                    z(3),
+                    z(3),
+                    z(5),
+                    z(5),
+                    z(5),
+                    z(3),
+                    z(3)
+                ),
+            );
+        }
     }
 
     #[test]
@@ -623,7 +721,7 @@ mod tests {
         };
         golden(
             &m,
-            &format!("03 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
+            &format!("04 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
         );
     }
 
@@ -673,7 +771,7 @@ mod tests {
     fn golden_safety_state_every_level_and_reason() {
         // stamp | level | reason | since_cycle ac 02 | rejected 02 | robot_boot c0 84 3d |
         // motion_id 00.
-        let vector = |l: &str, r: &str| format!("03 01 01 {l} {r} {V300} 02 {V1E6} 00");
+        let vector = |l: &str, r: &str| format!("04 01 01 {l} {r} {V300} 02 {V1E6} 00");
         let levels = [
             SafetyLevel::Active,
             SafetyLevel::Hold,
@@ -716,7 +814,7 @@ mod tests {
         };
         golden(
             &running,
-            &format!("03 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
+            &format!("04 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
         );
         // Exactly four levels and thirteen reasons.
         assert!(decode::<SafetyState>(&unhex(&vector("04", "00"))).is_err());
@@ -747,9 +845,9 @@ mod tests {
                 },
                 action,
             };
-            golden(&e, &format!("03 {V300} 01 {}", action_index(action)));
+            golden(&e, &format!("04 {V300} 01 {}", action_index(action)));
         }
-        assert!(decode::<EStop>(&unhex(&format!("03 {V300} 01 03"))).is_err());
+        assert!(decode::<EStop>(&unhex(&format!("04 {V300} 01 03"))).is_err());
     }
 
     #[test]
@@ -771,7 +869,7 @@ mod tests {
         golden(
             &p,
             &format!(
-                "03 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
+                "04 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
                  {ONE_HALF}{Z}"
             ),
         );
@@ -786,6 +884,6 @@ mod tests {
             },
             effort: [3.0, -0.5],
         };
-        golden(&c, &format!("03 01 01 {THREE}{MHALF}"));
+        golden(&c, &format!("04 01 01 {THREE}{MHALF}"));
     }
 }

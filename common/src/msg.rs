@@ -243,10 +243,9 @@ pub struct WrenchEstimate {
     pub sensor: Wrench,
     /// The same at the TCP, tool axes.
     pub tool: Wrench,
-    /// The same at the TCP, base axes.
+    /// The same at the TCP, base axes. (A task's constraint frame is control's: control
+    /// transforms this into {C}.)
     pub base: Wrench,
-    /// The same at the origin of the configured constraint frame, in its axes.
-    pub constraint: Wrench,
 }
 
 /// Control modes. Restart always comes up in `Idle`.
@@ -274,19 +273,176 @@ pub struct ModeCommand {
     pub mode: Mode,
 }
 
-/// Raibert–Craig task description in a constraint frame.
+/// A reference over task time `t` (s since the task started). Force axes: N or N·m applied
+/// by the tool on the environment; position axes: displacement (m or rad) along the
+/// constraint frame's axis from where the task started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Profile {
+    /// The same value throughout.
+    Constant(f64),
+    /// `before` until `at_s`, `after` from then on.
+    Step { before: f64, after: f64, at_s: f64 },
+    /// `from` until `start_s`, linear to `to` over `duration_s`, then `to`.
+    Ramp {
+        from: f64,
+        to: f64,
+        start_s: f64,
+        duration_s: f64,
+    },
+    /// `offset + amplitude·sin(2π·freq_hz·t + phase_rad)`.
+    Sine {
+        offset: f64,
+        amplitude: f64,
+        freq_hz: f64,
+        phase_rad: f64,
+    },
+    /// Piecewise linear through `(t_s, value)` points (strictly increasing times), held
+    /// before the first and after the last.
+    Series(Vec<[f64; 2]>),
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile::Constant(0.0)
+    }
+}
+
+/// Longest `Profile::Series` a task may carry.
+pub const MAX_SERIES_POINTS: usize = 4096;
+
+/// What a hybrid task drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum TaskRobot {
+    /// The arm, position-controlled (EGM): the law's output is a TCP velocity in {C},
+    /// integrated into the Cartesian command that kinematics turns into joints.
+    #[default]
+    Arm,
+    /// The simulator's Raibert–Craig 2-DOF plant, torque-controlled: `τ = Jᵀ·f` on
+    /// `sim/plant/effort_cmd`. Axes x, y of {C} are in the plant's plane.
+    Plant,
+}
+
+/// Where the constraint frame {C} lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum FrameKind {
+    /// Fixed in base: `HybridTask::frame` is {C} in base.
+    #[default]
+    Base,
+    /// Attached to the tool: `frame` is {C} in the TCP frame; it moves with the TCP.
+    Tool,
+    /// Starts as `frame` in base; its z axis then follows the measured contact normal
+    /// (friction along the motion removed), for contour following.
+    Tracking,
+}
+
+/// Per-axis gains of the hybrid law (axes x, y, z, rx, ry, rz of {C}).
+///
+/// Arm: position gains map metres (rad) of error to m/s (rad/s) of TCP velocity
+/// (`kp` in 1/s, `ki` in 1/s², `kd` dimensionless); force gains map newtons to m/s
+/// (`kp_f` in m/(N·s), `ki_f` in m/(N·s²)). Plant: position gains map m to N, force gains are
+/// dimensionless (N per N). `limit_n` is the paper's saturation-type limiter: the force error
+/// entering the integral is clamped to ±`limit_n` (N, N·m), so large errors integrate at a
+/// bounded rate (a lower effective integral gain) while small ones integrate fully.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct HybridGains {
+    pub kp: [f64; 6],
+    pub ki: [f64; 6],
+    pub kd: [f64; 6],
+    pub kp_f: [f64; 6],
+    pub ki_f: [f64; 6],
+    pub limit_n: [f64; 6],
+    /// Force feedforward weight (0 = off, 1 = full).
+    pub feedforward: f64,
+}
+
+/// Limits of a hybrid task (UR `force_mode` is the anchor).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct HybridLimits {
+    /// Speed limit along each translational force axis (m/s): also the approach speed while
+    /// there is no contact.
+    pub force_axis_speed_m_s: f64,
+    /// Speed limit about each rotational force axis (rad/s).
+    pub force_axis_speed_rad_s: f64,
+    /// Largest allowed deviation from the reference on each translational position axis (m);
+    /// beyond → hold, reason.
+    pub deviation_m: f64,
+    /// The same for rotational position axes (rad).
+    pub deviation_rad: f64,
+    /// Largest allowed contact force magnitude (N); beyond → hold, reason.
+    pub max_force_n: f64,
+    /// Largest allowed contact torque magnitude (N·m); beyond → hold, reason.
+    pub max_torque_nm: f64,
+    /// Contact is made when the force along the force axes reaches this (N).
+    pub contact_force_n: f64,
+    /// Contact is lost when, after contact, the force stays below `contact_force_n / 2` this
+    /// long (s): reported; the axis approaches again at its speed limit.
+    pub contact_loss_s: f64,
+}
+
+/// Raibert–Craig task in a constraint frame {C}. Starting one switches control to `Hybrid`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct HybridTask {
     pub stamp: Stamp,
-    /// Constraint frame in base.
-    pub constraint_in_base: Pose,
-    /// Selection vector S over (x, y, z, rx, ry, rz) of the constraint frame:
-    /// true = force-controlled, false = position-controlled.
+    /// Name for reports (≤ 64 bytes).
+    pub name: String,
+    pub robot: TaskRobot,
+    pub frame_kind: FrameKind,
+    /// {C}: in base (`Base`, initial `Tracking`) or in the TCP frame (`Tool`). Plant: a pose
+    /// in the plant plane (z rotation only).
+    pub frame: Pose,
+    /// Selection vector S over (x, y, z, rx, ry, rz) of {C}: true = force-controlled.
     pub force_axes: [bool; 6],
-    /// Desired wrench on the force-controlled axes (constraint frame).
-    pub wrench_setpoint: Wrench,
-    /// Desired TCP pose (base) for the position-controlled axes.
-    pub pose_setpoint: Pose,
+    /// The reference of every axis: force (N, N·m) on S axes, displacement (m, rad) on the
+    /// others.
+    pub reference: [Profile; 6],
+    /// Task length (s); then control holds where the task ended (`Hold`).
+    pub duration_s: f64,
+    /// Law rate (Hz): 0 = every robot cycle (arm); the plant law runs at this rate on the
+    /// plant's time (the paper: 60, 80, 120).
+    pub rate_hz: f64,
+    /// `None`: gains derived from the identified contact stiffness (control's config).
+    pub gains: Option<HybridGains>,
+    /// `None`: control's configured defaults.
+    pub limits: Option<HybridLimits>,
+}
+
+/// Phase of a running hybrid task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum HybridPhase {
+    /// Force axes approach at their speed limit: no contact yet.
+    #[default]
+    Approach,
+    /// In contact: the force law runs.
+    Contact,
+    /// Contact was lost after being made: approaching again.
+    ContactLost,
+    /// The task ran its duration: holding.
+    Done,
+    /// A limit or a fault ended the task: control is idle, robot-io holds.
+    Aborted,
+}
+
+/// One step of the hybrid law, for progress and experiments (`control/hybrid_state`).
+/// All axis values in {C}: force applied by the tool (N, N·m), position as displacement from
+/// the start (m, rad).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct HybridState {
+    pub stamp: Stamp,
+    /// The task's motion (0 for plant tasks).
+    pub motion_id: u64,
+    /// Task time (s).
+    pub t_s: f64,
+    pub phase: HybridPhase,
+    pub force_ref: [f64; 6],
+    pub force: [f64; 6],
+    pub position_ref: [f64; 6],
+    pub position: [f64; 6],
+    /// The law's output in {C} (m/s, rad/s for the arm; N, N·m for the plant).
+    pub output: [f64; 6],
+    /// Bit k set: the force integral of axis k is at its limiter.
+    pub limited: u8,
+    /// {C} in base (plant: in the plant plane).
+    pub frame_in_base: Pose,
 }
 
 /// Straight-line TCP move (mode `Move`): position interpolated linearly, orientation by slerp,
@@ -516,8 +672,7 @@ impl Check for WrenchEstimate {
     fn check(&self) -> Result<(), String> {
         wrench("sensor", &self.sensor)?;
         wrench("tool", &self.tool)?;
-        wrench("base", &self.base)?;
-        wrench("constraint", &self.constraint)
+        wrench("base", &self.base)
     }
 }
 
@@ -529,9 +684,125 @@ impl Check for ModeCommand {
 
 impl Check for HybridTask {
     fn check(&self) -> Result<(), String> {
-        pose("constraint_in_base", &self.constraint_in_base)?;
-        pose("pose_setpoint", &self.pose_setpoint)?;
-        wrench("wrench_setpoint", &self.wrench_setpoint)
+        if self.name.len() > 64 {
+            return Err(format!("name is {} bytes (≤ 64)", self.name.len()));
+        }
+        pose("frame", &self.frame)?;
+        for (k, p) in self.reference.iter().enumerate() {
+            p.check().map_err(|e| format!("reference[{k}]: {e}"))?;
+        }
+        if !(self.duration_s.is_finite() && self.duration_s > 0.0) {
+            return Err(format!("duration_s {} must be > 0", self.duration_s));
+        }
+        if !(self.rate_hz.is_finite() && (0.0..=1000.0).contains(&self.rate_hz)) {
+            return Err(format!("rate_hz {} must be in [0, 1000]", self.rate_hz));
+        }
+        if let Some(g) = &self.gains {
+            for (name, a) in [
+                ("kp", &g.kp),
+                ("ki", &g.ki),
+                ("kd", &g.kd),
+                ("kp_f", &g.kp_f),
+                ("ki_f", &g.ki_f),
+                ("limit_n", &g.limit_n),
+            ] {
+                if !a.iter().all(|v| v.is_finite() && *v >= 0.0) {
+                    return Err(format!("gains.{name} must be finite and ≥ 0: {a:?}"));
+                }
+            }
+            if !(0.0..=1.0).contains(&g.feedforward) {
+                return Err(format!("gains.feedforward {} not in [0, 1]", g.feedforward));
+            }
+        }
+        if let Some(l) = &self.limits {
+            for (name, v) in [
+                ("force_axis_speed_m_s", l.force_axis_speed_m_s),
+                ("force_axis_speed_rad_s", l.force_axis_speed_rad_s),
+                ("deviation_m", l.deviation_m),
+                ("deviation_rad", l.deviation_rad),
+                ("max_force_n", l.max_force_n),
+                ("max_torque_nm", l.max_torque_nm),
+                ("contact_force_n", l.contact_force_n),
+                ("contact_loss_s", l.contact_loss_s),
+            ] {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(format!("limits.{name} {v} must be > 0"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Profile {
+    /// Finite numbers, a sane series.
+    pub fn check(&self) -> Result<(), String> {
+        let ok = |v: f64| v.is_finite();
+        match self {
+            Profile::Constant(v) => ok(*v).then_some(()).ok_or("not finite".into()),
+            Profile::Step {
+                before,
+                after,
+                at_s,
+            } => [*before, *after, *at_s]
+                .iter()
+                .all(|v| ok(*v))
+                .then_some(())
+                .ok_or("step: not finite".into()),
+            Profile::Ramp {
+                from,
+                to,
+                start_s,
+                duration_s,
+            } => {
+                if ![*from, *to, *start_s].iter().all(|v| ok(*v))
+                    || !(duration_s.is_finite() && *duration_s >= 0.0)
+                {
+                    return Err("ramp: not finite or negative duration".into());
+                }
+                Ok(())
+            }
+            Profile::Sine {
+                offset,
+                amplitude,
+                freq_hz,
+                phase_rad,
+            } => [*offset, *amplitude, *freq_hz, *phase_rad]
+                .iter()
+                .all(|v| ok(*v))
+                .then_some(())
+                .ok_or("sine: not finite".into()),
+            Profile::Series(pts) => {
+                if pts.is_empty() || pts.len() > MAX_SERIES_POINTS {
+                    return Err(format!(
+                        "series needs 1..={MAX_SERIES_POINTS} points, has {}",
+                        pts.len()
+                    ));
+                }
+                if !pts.iter().all(|p| ok(p[0]) && ok(p[1])) {
+                    return Err("series: not finite".into());
+                }
+                if pts.windows(2).any(|w| w[1][0] <= w[0][0]) {
+                    return Err("series: times must increase strictly".into());
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Check for HybridState {
+    fn check(&self) -> Result<(), String> {
+        for (n, a) in [
+            ("force_ref", &self.force_ref),
+            ("force", &self.force),
+            ("position_ref", &self.position_ref),
+            ("position", &self.position),
+            ("output", &self.output),
+        ] {
+            finite(n, a)?;
+        }
+        Ok(())
     }
 }
 

@@ -131,6 +131,12 @@ topics! {
         suffix: "control/task", publisher: "cell CLI", subscribers: "control",
         rate: "event", qos: QOS_CMD, frame: "constraint / base",
     },
+    /// Every step of a running hybrid task: references, measured force and position in {C},
+    /// phase, the law's output (progress for the CLI, traces for experiments).
+    HYBRID_STATE: msg::HybridState = {
+        suffix: "control/hybrid_state", publisher: "control", subscribers: "cell CLI, recorders",
+        rate: "law rate (while a hybrid task runs)", qos: QOS_HOT, frame: "constraint",
+    },
     /// State of the simulated Raibert–Craig 2-DOF plant (when `sim.plant.enabled`).
     PLANT_STATE: msg::PlantState = {
         suffix: "sim/plant/state", publisher: "sim", subscribers: "control (hybrid experiments)",

@@ -14,8 +14,8 @@ import time
 
 import zenoh
 
-# common::codec::WIRE_VERSION (JointState's layout is the same in v2 and v3).
-WIRE_VERSION = 3
+# common::codec::WIRE_VERSION (JointState's layout is the same in v2, v3 and v4).
+WIRE_VERSION = 4
 
 
 def varint(buf, i):

@@ -1,9 +1,10 @@
 //! The control modes' pure core: one `step` per tool pose (i.e. per robot cycle).
 //!
 //! Modes available now: `Idle` (publishes nothing → robot-io holds), `Hold` (actively holds the
-//! TCP pose captured on entry) and `Move` (straight-line TCP move with a smooth, speed-bounded
-//! profile, then hold at the target). Lead-through, hybrid force control and playback arrive
-//! with their issues; requesting them is refused with a clear error, never faked.
+//! TCP pose captured on entry), `Move` (straight-line TCP move with a smooth, speed-bounded
+//! profile, then hold at the target) and `Hybrid` (a Raibert–Craig task on the arm, see
+//! [`crate::hybrid`]). Lead-through and playback arrive with their issue; requesting them is
+//! refused with a clear error, never faked.
 //!
 //! **Every motion is tied to robot-io** (item 2 of the command-path review): entering a mode
 //! that moves the robot starts a new motion with a new id and the boot id robot-io published
@@ -15,10 +16,27 @@
 //! motion from the measured pose.
 
 use common::msg::{
-    CartesianTarget, Mode, MotionTag, MoveTarget, SafetyLevel, SafetyReason, SafetyState,
+    CartesianTarget, HybridGains, HybridLimits, HybridTask, Mode, MotionTag, MoveTarget,
+    SafetyLevel, SafetyReason, SafetyState, WrenchFault,
 };
 use kinematics::node::{from_msg_pose, to_msg_pose};
-use nalgebra::Isometry3;
+use nalgebra::{Isometry3, Vector3};
+
+use crate::hybrid::{ArmInput, ArmRun, StepReport};
+
+/// What a hybrid task needs beyond its message: gains and limits resolved from the task or
+/// control's configuration, and the contact stiffness per axis of {C} (force feedforward).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HybridSetup {
+    pub gains: HybridGains,
+    pub limits: HybridLimits,
+    pub stiffness: [f64; 6],
+    /// Effective force-loop delay (s).
+    pub loop_delay_s: f64,
+}
+
+/// The contact wrench on the tool at the TCP in base axes, or why it cannot be used.
+pub type WrenchInput = Result<(Vector3<f64>, Vector3<f64>), String>;
 
 /// A motion robot-io has not accepted (level `Active` with its id) within this time ends.
 pub const ACCEPT_TIMEOUT_S: f64 = 1.0;
@@ -41,6 +59,11 @@ pub enum ModeError {
     RobotIoUnknown,
     /// robot-io says the robot cannot move now.
     RobotNotReady(SafetyReason),
+    /// A force mode needs a tared, fault-free, fresh wrench estimate.
+    WrenchNotUsable(String),
+    InvalidTask(String),
+    /// `Hybrid` is entered by sending a task, not by a bare mode request.
+    NeedsTask,
 }
 
 impl std::fmt::Display for ModeError {
@@ -55,6 +78,16 @@ impl std::fmt::Display for ModeError {
                 )
             }
             ModeError::RobotNotReady(r) => write!(f, "refused: robot-io reports {r:?}"),
+            ModeError::WrenchNotUsable(w) => {
+                write!(
+                    f,
+                    "refused: the wrench estimate is not usable ({w}); tare first"
+                )
+            }
+            ModeError::InvalidTask(e) => write!(f, "refused: {e}"),
+            ModeError::NeedsTask => {
+                write!(f, "hybrid is started with a task (cell hybrid TASK.toml)")
+            }
         }
     }
 }
@@ -82,6 +115,9 @@ pub struct ControlCore {
     id_base: u64,
     next_id: u64,
     stop_reason: Option<String>,
+    pending_hybrid: Option<(HybridTask, HybridSetup)>,
+    hybrid: Option<ArmRun>,
+    report: Option<StepReport>,
 }
 
 /// Duration of a smoothstep move whose peak speeds stay within the limits.
@@ -211,9 +247,8 @@ impl ControlCore {
                 self.enter(Mode::Idle);
                 Ok(())
             }
-            m @ (Mode::LeadThrough | Mode::Hybrid | Mode::Playback) => {
-                Err(ModeError::NotAvailable(m))
-            }
+            m @ (Mode::LeadThrough | Mode::Playback) => Err(ModeError::NotAvailable(m)),
+            Mode::Hybrid => Err(ModeError::NeedsTask),
             // Move needs a target (`request_move`); without one it holds where it is.
             Mode::Hold | Mode::Move => {
                 let boot = self.may_move()?;
@@ -234,19 +269,75 @@ impl ControlCore {
         Ok(())
     }
 
+    /// Starts a hybrid task on the arm on the next step, from the measured pose, as a new
+    /// motion. Needs a robot that may move and a usable wrench (`wrench_fault` is the newest
+    /// estimate's fault, `None` when there is no fresh estimate).
+    pub fn request_hybrid(
+        &mut self,
+        task: HybridTask,
+        setup: HybridSetup,
+        wrench_fault: Option<WrenchFault>,
+    ) -> Result<(), ModeError> {
+        use common::msg::Check;
+        task.check().map_err(ModeError::InvalidTask)?;
+        if task.robot != common::msg::TaskRobot::Arm {
+            return Err(ModeError::InvalidTask(
+                "a plant task is not run on the arm".into(),
+            ));
+        }
+        let boot = self.may_move()?;
+        match wrench_fault {
+            None => return Err(ModeError::WrenchNotUsable("no fresh estimate".into())),
+            Some(WrenchFault::None) => {}
+            Some(f) => return Err(ModeError::WrenchNotUsable(format!("{f:?}"))),
+        }
+        self.enter(Mode::Hybrid);
+        self.pending_hybrid = Some((task, setup));
+        self.start_motion(boot);
+        Ok(())
+    }
+
+    /// The newest hybrid step's report (also the final one of an aborted task).
+    pub fn hybrid_report(&self) -> Option<&StepReport> {
+        self.report.as_ref()
+    }
+
+    /// The running (or last) hybrid task's name.
+    pub fn hybrid_task(&self) -> Option<&HybridTask> {
+        self.hybrid
+            .as_ref()
+            .map(|h| &h.task)
+            .or(self.pending_hybrid.as_ref().map(|p| &p.0))
+    }
+
     fn enter(&mut self, mode: Mode) {
         self.mode = mode;
         self.hold = None;
         self.mv = None;
         self.pending_move = None;
+        self.pending_hybrid = None;
+        // Idle keeps the last hybrid run (its name and final report for the status).
+        if mode != Mode::Idle {
+            self.hybrid = None;
+        }
         if mode == Mode::Idle {
             self.motion = None;
         }
     }
 
-    /// One cycle: the measured TCP pose and the cycle time → the Cartesian target, or `None`
-    /// (Idle: robot-io holds by itself).
+    /// One cycle without a wrench (a running hybrid task ends: no wrench).
     pub fn step(&mut self, tcp: &Isometry3<f64>, now_s: f64) -> Option<CartesianTarget> {
+        self.step_with_wrench(tcp, now_s, &Err("none received".into()))
+    }
+
+    /// One cycle: the measured TCP pose, the cycle time and the newest contact wrench → the
+    /// Cartesian target, or `None` (Idle: robot-io holds by itself).
+    pub fn step_with_wrench(
+        &mut self,
+        tcp: &Isometry3<f64>,
+        now_s: f64,
+        wrench: &WrenchInput,
+    ) -> Option<CartesianTarget> {
         if let Some(m) = self.motion.as_mut() {
             let start = *m.start_s.get_or_insert(now_s);
             if !m.accepted && now_s - start > ACCEPT_TIMEOUT_S {
@@ -284,7 +375,45 @@ impl ControlCore {
                     &m.from, &m.to, tau,
                 ))))
             }
-            Mode::LeadThrough | Mode::Hybrid | Mode::Playback => None,
+            Mode::Hybrid => {
+                if let Some((task, setup)) = self.pending_hybrid.take() {
+                    match ArmRun::new(
+                        task,
+                        setup.gains,
+                        setup.limits,
+                        setup.stiffness,
+                        setup.loop_delay_s,
+                        tcp,
+                        now_s,
+                    ) {
+                        Ok(run) => self.hybrid = Some(run),
+                        Err(e) => {
+                            self.end_motion(e.to_string());
+                            return None;
+                        }
+                    }
+                }
+                let run = self.hybrid.as_mut()?;
+                let input = ArmInput {
+                    tcp,
+                    wrench_base: wrench.clone(),
+                    now_s,
+                };
+                match run.step(&input) {
+                    Ok((cmd, report)) => {
+                        self.report = Some(report);
+                        Some(CartesianTarget::Pose(to_msg_pose(&cmd)))
+                    }
+                    Err(why) => {
+                        if let Some(r) = self.report.as_mut() {
+                            r.phase = common::msg::HybridPhase::Aborted;
+                        }
+                        self.end_motion(format!("hybrid task ended: {why}"));
+                        None
+                    }
+                }
+            }
+            Mode::LeadThrough | Mode::Playback => None,
         }
     }
 }
@@ -373,9 +502,10 @@ mod tests {
     fn unavailable_modes_and_safety_stop_are_refused() {
         let mut c = ready();
         assert_eq!(
-            c.request_mode(Mode::Hybrid),
-            Err(ModeError::NotAvailable(Mode::Hybrid))
+            c.request_mode(Mode::LeadThrough),
+            Err(ModeError::NotAvailable(Mode::LeadThrough))
         );
+        assert_eq!(c.request_mode(Mode::Hybrid), Err(ModeError::NeedsTask));
         c.request_mode(Mode::Hold).expect("hold");
         c.on_safety(&safety(SafetyLevel::EmergencyStop, SafetyReason::EStop, 0));
         assert_eq!(c.mode(), Mode::Idle);

@@ -4,4 +4,6 @@
 //! It does not talk to the robot (robot-io does) nor solve IK (kinematics does).
 
 pub mod core;
+pub mod hybrid;
+pub mod metrics;
 pub mod node;

@@ -1,0 +1,1479 @@
+//! Raibert & Craig's hybrid position/force control (1981), as one pure law with two output
+//! stages. No bus, no clock: time and dt are parameters.
+//!
+//! # The law ([`HybridLaw`]), per axis k of the constraint frame {C}
+//! Errors are formed in {C} (the caller transforms measured pose and wrench into {C}):
+//!
+//! ```text
+//! position axes (s_k = 0):  u_pos = v_ff·ṙ + kp·e + ki·∫e + kd·ė      e = r − x (displacement)
+//! force axes    (s_k = 1):  u_f   = ff·FF(F_d) + kp_f·e_f + ki_f·∫sat(e_f, ±limit_n)
+//!                                                                     e_f = F_d − F (applied)
+//! output                 :  u = (I − S)·u_pos + S·u_f
+//! ```
+//!
+//! `sat` is the paper's **saturation-type feedback limiter**: the force error entering the
+//! integral is clamped, so a large error (a step, first contact) integrates at a bounded rate —
+//! a lower effective integral gain — while small errors integrate fully and break through the
+//! Coulomb friction. The integral is also frozen whenever the output is at its bound
+//! (anti-windup). `kd` on a force axis is optional active damping (velocity feedback); the
+//! paper used none ("damping is mechanical"), the default is 0.
+//!
+//! # Output stages
+//! * **Arm** (position-controlled, EGM) — [`ArmRun`]: `u` is a TCP velocity in {C} (m/s,
+//!   rad/s). The force feedforward is the velocity that makes the reference force change at
+//!   its planned rate against the identified contact stiffness, `FF = Ḟ_d / K_e` (a constant
+//!   force needs no velocity); the position feedforward is the reference velocity `ṙ`. The
+//!   velocity is rotated to base and integrated into the commanded TCP pose, which the
+//!   kinematics servo turns into joint references within its lead bound.
+//! * **Plant** (torque-controlled, the paper's 2-DOF arm) — [`PlantRun`]: `u` is a force at
+//!   the hand in {C} (N); `FF = F_d` (drive the joints with the desired force, the paper's
+//!   feedforward) and the position law's `kd` term acts on the measured velocity error
+//!   `ṙ − ẋ`. Joint efforts `τ = Jᵀ·R_C·u`.
+//!
+//! # Gains that follow the environment (arm)
+//! A velocity-resolved force loop against a contact of stiffness `K_e` with an effective loop
+//! delay `T` (≈ 30 ms through EGM, `algorithms.md` §D) is a first-order loop of gain
+//! `kp_f·K_e` with a delay: stable for `kp_f·K_e·T < π/2`, and well damped well below. The
+//! default is `kp_f = c / (K_e·T)` with `c = 0.3` (loop gain 10 s⁻¹ at 30 ms: a 0.1 s force
+//! time constant, a factor 5 below the stability bound), `ki_f = 2 s⁻¹ · kp_f` (removes the
+//! error of a moving surface, `v/kp_f`, in about half a second), `limit_n = 5 N`.
+//! [`default_arm_gains`] implements the rule; `K_e` comes from `cell identify stiffness`.
+
+use common::msg::{
+    FrameKind, HybridGains, HybridLimits, HybridPhase, HybridTask, Pose, Profile, TaskRobot,
+};
+use nalgebra::{Isometry3, Matrix2, Rotation2, Translation3, UnitQuaternion, Vector2, Vector3};
+
+/// Axis names of {C}.
+pub const AXES: [&str; 6] = ["x", "y", "z", "rx", "ry", "rz"];
+
+/// Value of a profile at task time `t` (s).
+pub fn profile_value(p: &Profile, t: f64) -> f64 {
+    match p {
+        Profile::Constant(v) => *v,
+        Profile::Step {
+            before,
+            after,
+            at_s,
+        } => {
+            if t < *at_s {
+                *before
+            } else {
+                *after
+            }
+        }
+        Profile::Ramp {
+            from,
+            to,
+            start_s,
+            duration_s,
+        } => {
+            if t <= *start_s {
+                *from
+            } else if *duration_s <= 0.0 || t >= start_s + duration_s {
+                *to
+            } else {
+                from + (to - from) * (t - start_s) / duration_s
+            }
+        }
+        Profile::Sine {
+            offset,
+            amplitude,
+            freq_hz,
+            phase_rad,
+        } => offset + amplitude * (std::f64::consts::TAU * freq_hz * t + phase_rad).sin(),
+        Profile::Series(pts) => {
+            let Some(first) = pts.first() else {
+                return 0.0;
+            };
+            if t <= first[0] {
+                return first[1];
+            }
+            for w in pts.windows(2) {
+                if t < w[1][0] {
+                    let a = (t - w[0][0]) / (w[1][0] - w[0][0]);
+                    return w[0][1] + a * (w[1][1] - w[0][1]);
+                }
+            }
+            pts.last().map_or(0.0, |p| p[1])
+        }
+    }
+}
+
+/// Rate of change of a profile at `t` (per s); steps contribute nothing (no impulse).
+pub fn profile_rate(p: &Profile, t: f64) -> f64 {
+    match p {
+        Profile::Constant(_) | Profile::Step { .. } => 0.0,
+        Profile::Ramp {
+            from,
+            to,
+            start_s,
+            duration_s,
+        } => {
+            if *duration_s > 0.0 && t > *start_s && t < start_s + duration_s {
+                (to - from) / duration_s
+            } else {
+                0.0
+            }
+        }
+        Profile::Sine {
+            amplitude,
+            freq_hz,
+            phase_rad,
+            ..
+        } => {
+            let w = std::f64::consts::TAU * freq_hz;
+            amplitude * w * (w * t + phase_rad).cos()
+        }
+        Profile::Series(pts) => {
+            for w in pts.windows(2) {
+                if t >= w[0][0] && t < w[1][0] {
+                    return (w[1][1] - w[0][1]) / (w[1][0] - w[0][0]);
+                }
+            }
+            0.0
+        }
+    }
+}
+
+/// One step's inputs to the law, all in {C}.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LawInput {
+    /// Position error `r − x` (m, rad).
+    pub e_pos: [f64; 6],
+    /// Reference velocity `ṙ` (m/s, rad/s).
+    pub v_ref: [f64; 6],
+    /// Measured velocity, when the stage measures it (else the error is differenced).
+    pub v_meas: Option<[f64; 6]>,
+    /// Force reference (applied by the tool) and its planned rate.
+    pub f_ref: [f64; 6],
+    pub f_ref_rate: [f64; 6],
+    /// Measured applied force.
+    pub f_meas: [f64; 6],
+}
+
+/// What the force feedforward is on an output stage.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Feedforward {
+    /// Velocity output: `Ḟ_d / K_e` per axis (K_e per axis, N/m or N·m/rad).
+    RateOverStiffness([f64; 6]),
+    /// Force output: `F_d`.
+    Force,
+}
+
+/// The hybrid law's state: integrals and the previous error (for the derivative).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HybridLaw {
+    pub selection: [bool; 6],
+    pub gains: HybridGains,
+    pub ff: Feedforward,
+    /// Output bound per axis (speed limits, effort bound); the integral stops growing at it.
+    pub out_limit: [f64; 6],
+    /// Whether the position law adds `ṙ` (velocity stages) — a force stage feeds it through kd.
+    pub velocity_feedforward: bool,
+    int_pos: [f64; 6],
+    int_f: [f64; 6],
+    prev_e: Option<[f64; 6]>,
+    limited: u8,
+}
+
+impl HybridLaw {
+    pub fn new(
+        selection: [bool; 6],
+        gains: HybridGains,
+        ff: Feedforward,
+        out_limit: [f64; 6],
+        velocity_feedforward: bool,
+    ) -> Self {
+        Self {
+            selection,
+            gains,
+            ff,
+            out_limit,
+            velocity_feedforward,
+            int_pos: [0.0; 6],
+            int_f: [0.0; 6],
+            prev_e: None,
+            limited: 0,
+        }
+    }
+
+    /// Bit k: the force error of axis k was beyond the limiter on the last step.
+    pub fn limited(&self) -> u8 {
+        self.limited
+    }
+
+    /// Forgets the force integral of every force axis (contact lost: approach afresh).
+    pub fn reset_force_integral(&mut self) {
+        self.int_f = [0.0; 6];
+    }
+
+    /// One step over `dt` (s). `integrate_force = false` freezes the force integral (no
+    /// contact yet). Returns `u` in {C}; never NaN for finite inputs.
+    pub fn step(&mut self, i: &LawInput, dt: f64, integrate_force: bool) -> [f64; 6] {
+        let g = self.gains;
+        let mut u = [0.0; 6];
+        self.limited = 0;
+        let de = match (i.v_meas, self.prev_e) {
+            (Some(v), _) => {
+                let mut d = [0.0; 6];
+                for k in 0..6 {
+                    d[k] = i.v_ref[k] - v[k];
+                }
+                d
+            }
+            (None, Some(p)) if dt > 0.0 => {
+                let mut d = [0.0; 6];
+                for k in 0..6 {
+                    d[k] = (i.e_pos[k] - p[k]) / dt;
+                }
+                d
+            }
+            _ => [0.0; 6],
+        };
+        self.prev_e = Some(i.e_pos);
+        for k in 0..6 {
+            let lim = self.out_limit[k];
+            if self.selection[k] {
+                let e = i.f_ref[k] - i.f_meas[k];
+                let ff = match self.ff {
+                    Feedforward::RateOverStiffness(ke) => {
+                        if ke[k] > 0.0 {
+                            i.f_ref_rate[k] / ke[k]
+                        } else {
+                            0.0
+                        }
+                    }
+                    Feedforward::Force => i.f_ref[k],
+                } * g.feedforward;
+                let sat = e.clamp(-g.limit_n[k], g.limit_n[k]);
+                if sat != e {
+                    self.limited |= 1 << k;
+                }
+                let damping = match i.v_meas {
+                    Some(v) => -g.kd[k] * v[k],
+                    None => 0.0,
+                };
+                let base = ff + g.kp_f[k] * e + damping;
+                let mut int = self.int_f[k];
+                if integrate_force {
+                    let cand = int + sat * dt;
+                    let out = base + g.ki_f[k] * cand;
+                    // Anti-windup: integrate only while the output is inside its bound, or
+                    // when the integration moves it back inside.
+                    if out.abs() <= lim || (out.abs() < (base + g.ki_f[k] * int).abs()) {
+                        int = cand;
+                    }
+                }
+                self.int_f[k] = int;
+                u[k] = (base + g.ki_f[k] * int).clamp(-lim, lim);
+            } else {
+                let e = i.e_pos[k];
+                let ff = if self.velocity_feedforward {
+                    i.v_ref[k]
+                } else {
+                    0.0
+                };
+                let base = ff + g.kp[k] * e + g.kd[k] * de[k];
+                let cand = self.int_pos[k] + e * dt;
+                let out = base + g.ki[k] * cand;
+                if out.abs() <= lim {
+                    self.int_pos[k] = cand;
+                }
+                u[k] = (base + g.ki[k] * self.int_pos[k]).clamp(-lim, lim);
+            }
+            if !u[k].is_finite() {
+                u[k] = 0.0;
+            }
+        }
+        u
+    }
+}
+
+/// Default gains on the arm for contact stiffness `k_e` (N/m, per translational axis of {C})
+/// and effective loop delay `delay_s`. See the module docs for the rule.
+pub fn default_arm_gains(k_e: [f64; 3], k_rot: [f64; 3], delay_s: f64) -> HybridGains {
+    const C: f64 = 0.3;
+    const W_I: f64 = 2.0;
+    let mut g = HybridGains {
+        kp: [5.0; 6],
+        ki: [0.0; 6],
+        kd: [0.0; 6],
+        kp_f: [0.0; 6],
+        ki_f: [0.0; 6],
+        limit_n: [5.0, 5.0, 5.0, 0.5, 0.5, 0.5],
+        feedforward: 1.0,
+    };
+    for k in 0..6 {
+        let ke = if k < 3 { k_e[k] } else { k_rot[k - 3] };
+        g.kp_f[k] = C / (ke.max(1.0) * delay_s.max(1e-3));
+        g.ki_f[k] = W_I * g.kp_f[k];
+    }
+    g
+}
+
+/// Default gains on the 2-DOF plant (torque-controlled; x, y of {C} only). Chosen on the
+/// plant's documented parameters (effective mass ≈ 5 kg along the boom, ≈ 8 kg across it at
+/// r = 0.55 m) at 60 Hz; see `docs/hybrid.md` for the step responses behind them.
+pub fn default_plant_gains() -> HybridGains {
+    HybridGains {
+        kp: [2000.0, 2000.0, 0.0, 0.0, 0.0, 0.0],
+        ki: [500.0, 500.0, 0.0, 0.0, 0.0, 0.0],
+        kd: [150.0, 150.0, 0.0, 0.0, 0.0, 0.0],
+        kp_f: [0.3, 0.3, 0.0, 0.0, 0.0, 0.0],
+        ki_f: [12.0, 12.0, 0.0, 0.0, 0.0, 0.0],
+        limit_n: [2.0, 2.0, 0.0, 0.0, 0.0, 0.0],
+        feedforward: 1.0,
+    }
+}
+
+/// Default limits (UR `force_mode`-like): approach at 5 mm/s, 5 cm deviation, 50 N.
+pub fn default_limits() -> HybridLimits {
+    HybridLimits {
+        force_axis_speed_m_s: 0.005,
+        force_axis_speed_rad_s: 0.05,
+        deviation_m: 0.05,
+        deviation_rad: 0.2,
+        max_force_n: 50.0,
+        max_torque_nm: 5.0,
+        contact_force_n: 1.0,
+        contact_loss_s: 0.1,
+    }
+}
+
+/// Why a task ended by itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Abort(pub String);
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A task refused before it starts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TaskError {
+    #[error("invalid task: {0}")]
+    Invalid(String),
+}
+
+/// Contact phase and the force/torque limits, shared by both stages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Supervision {
+    pub limits: HybridLimits,
+    pub phase: HybridPhase,
+    below_since: Option<f64>,
+    pub contact_lost_count: u32,
+}
+
+impl Supervision {
+    pub fn new(limits: HybridLimits) -> Self {
+        Self {
+            limits,
+            phase: HybridPhase::Approach,
+            below_since: None,
+            contact_lost_count: 0,
+        }
+    }
+
+    /// Updates the phase from the applied force on the force axes with a non-zero reference;
+    /// checks the maximum contact force/torque (`f` the applied force vector, any frame).
+    /// Returns whether the phase just became `ContactLost`.
+    pub fn update(
+        &mut self,
+        t: f64,
+        f_c: &[f64; 6],
+        f_ref: &[f64; 6],
+        sel: &[bool; 6],
+        force_norm: f64,
+        torque_norm: f64,
+    ) -> Result<bool, Abort> {
+        let l = &self.limits;
+        if !(force_norm.is_finite() && torque_norm.is_finite()) {
+            return Err(Abort("non-finite wrench".into()));
+        }
+        if force_norm > l.max_force_n {
+            return Err(Abort(format!(
+                "contact force {force_norm:.1} N > max {:.1} N",
+                l.max_force_n
+            )));
+        }
+        if torque_norm > l.max_torque_nm {
+            return Err(Abort(format!(
+                "contact torque {torque_norm:.2} N·m > max {:.2} N·m",
+                l.max_torque_nm
+            )));
+        }
+        // Contact: any force axis pressing in its reference's direction with at least
+        // `contact_force_n`, or half the reference when that is smaller.
+        let threshold = |k: usize| {
+            if f_ref[k] != 0.0 {
+                l.contact_force_n.min(0.5 * f_ref[k].abs())
+            } else {
+                l.contact_force_n
+            }
+        };
+        let dir = |k: usize| if f_ref[k] < 0.0 { -1.0 } else { 1.0 };
+        let mut pressing = false;
+        let mut any = false;
+        for k in 0..6 {
+            if !sel[k] {
+                continue;
+            }
+            any = true;
+            if dir(k) * f_c[k] >= threshold(k) {
+                pressing = true;
+            }
+        }
+        if !any {
+            self.phase = HybridPhase::Contact;
+            return Ok(false);
+        }
+        let mut lost_now = false;
+        match self.phase {
+            HybridPhase::Approach | HybridPhase::ContactLost => {
+                if pressing {
+                    self.phase = HybridPhase::Contact;
+                    self.below_since = None;
+                }
+            }
+            HybridPhase::Contact => {
+                let weak = (0..6)
+                    .filter(|k| sel[*k])
+                    .all(|k| dir(k) * f_c[k] < 0.5 * threshold(k));
+                if weak {
+                    let since = *self.below_since.get_or_insert(t);
+                    if t - since >= l.contact_loss_s {
+                        self.phase = HybridPhase::ContactLost;
+                        self.contact_lost_count += 1;
+                        lost_now = true;
+                    }
+                } else {
+                    self.below_since = None;
+                }
+            }
+            HybridPhase::Done | HybridPhase::Aborted => {}
+        }
+        Ok(lost_now)
+    }
+
+    pub fn in_contact(&self) -> bool {
+        self.phase == HybridPhase::Contact
+    }
+}
+
+/// One step's report (a `HybridState` without stamp and ids).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StepReport {
+    pub t_s: f64,
+    pub phase: HybridPhase,
+    pub force_ref: [f64; 6],
+    pub force: [f64; 6],
+    pub position_ref: [f64; 6],
+    pub position: [f64; 6],
+    pub output: [f64; 6],
+    pub limited: u8,
+    pub frame_in_base: Pose,
+}
+
+fn pose_of(iso: &Isometry3<f64>) -> Pose {
+    let q = iso.rotation.quaternion();
+    Pose {
+        position_m: iso.translation.vector.into(),
+        quat_wxyz: [q.w, q.i, q.j, q.k],
+    }
+}
+
+/// A pose message as an isometry (normalising the quaternion).
+pub fn iso_of(p: &Pose) -> Isometry3<f64> {
+    let [w, x, y, z] = p.quat_wxyz;
+    Isometry3::from_parts(
+        Translation3::from(Vector3::from(p.position_m)),
+        UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(w, x, y, z)),
+    )
+}
+
+fn split(v: &[f64; 6]) -> (Vector3<f64>, Vector3<f64>) {
+    (
+        Vector3::new(v[0], v[1], v[2]),
+        Vector3::new(v[3], v[4], v[5]),
+    )
+}
+
+fn join(a: &Vector3<f64>, b: &Vector3<f64>) -> [f64; 6] {
+    [a.x, a.y, a.z, b.x, b.y, b.z]
+}
+
+/// Shared per-task setup checks.
+fn check_task(task: &HybridTask) -> Result<(), TaskError> {
+    use common::msg::Check;
+    task.check().map_err(TaskError::Invalid)
+}
+
+/// The arm stage's inputs for one robot cycle.
+#[derive(Debug, Clone)]
+pub struct ArmInput<'a> {
+    /// Measured TCP in base.
+    pub tcp: &'a Isometry3<f64>,
+    /// Contact wrench on the tool at the TCP, base axes (the force service's `base`):
+    /// `Err(why)` when the estimate is faulted or stale.
+    pub wrench_base: Result<(Vector3<f64>, Vector3<f64>), String>,
+    pub now_s: f64,
+}
+
+/// A hybrid task on the position-controlled arm.
+#[derive(Debug, Clone)]
+pub struct ArmRun {
+    pub task: HybridTask,
+    pub law: HybridLaw,
+    pub sup: Supervision,
+    start_s: f64,
+    last_s: f64,
+    /// {C} in base (tracking: updated every step).
+    frame: Isometry3<f64>,
+    /// Desired pose (position axes integrate the references in it).
+    desired: Isometry3<f64>,
+    /// Commanded pose (integrated output).
+    command: Isometry3<f64>,
+    r_prev: [f64; 6],
+    /// Displacement of the TCP since the start along {C} (for reports).
+    start_tcp: Isometry3<f64>,
+    done: bool,
+    /// Effective loop delay (s), for the approach speed.
+    loop_delay_s: f64,
+    /// Tracking: low-pass of the estimated normal (base), the TCP's velocity estimate.
+    normal: Option<Vector3<f64>>,
+    prev_p: Option<Vector3<f64>>,
+    v_est: Vector3<f64>,
+}
+
+/// Tracking frame: time constant of the normal estimate's low-pass (s).
+pub const TRACKING_TAU_S: f64 = 0.05;
+
+impl ArmRun {
+    /// Starts a task at the measured TCP pose (`now_s`). `stiffness` = K_e per axis of {C}
+    /// (force feedforward, approach speed), `loop_delay_s` the effective loop delay.
+    pub fn new(
+        task: HybridTask,
+        gains: HybridGains,
+        limits: HybridLimits,
+        stiffness: [f64; 6],
+        loop_delay_s: f64,
+        tcp: &Isometry3<f64>,
+        now_s: f64,
+    ) -> Result<Self, TaskError> {
+        check_task(&task)?;
+        if task.robot != TaskRobot::Arm {
+            return Err(TaskError::Invalid("not an arm task".into()));
+        }
+        let frame = match task.frame_kind {
+            FrameKind::Base | FrameKind::Tracking => iso_of(&task.frame),
+            FrameKind::Tool => tcp * iso_of(&task.frame),
+        };
+        let out_limit = [
+            limits.force_axis_speed_m_s,
+            limits.force_axis_speed_m_s,
+            limits.force_axis_speed_m_s,
+            limits.force_axis_speed_rad_s,
+            limits.force_axis_speed_rad_s,
+            limits.force_axis_speed_rad_s,
+        ];
+        // Position axes: bounded by a generous Cartesian speed (the servo limits the rest).
+        let mut lim = out_limit;
+        for k in 0..6 {
+            if !task.force_axes[k] {
+                lim[k] = if k < 3 { 0.25 } else { 1.0 };
+            }
+        }
+        let r0: [f64; 6] = std::array::from_fn(|k| profile_value(&task.reference[k], 0.0));
+        let law = HybridLaw::new(
+            task.force_axes,
+            gains,
+            Feedforward::RateOverStiffness(stiffness),
+            lim,
+            true,
+        );
+        Ok(Self {
+            law,
+            sup: Supervision::new(limits),
+            start_s: now_s,
+            last_s: now_s,
+            frame,
+            desired: *tcp,
+            command: *tcp,
+            r_prev: std::array::from_fn(|k| if task.force_axes[k] { 0.0 } else { r0[k] }),
+            start_tcp: *tcp,
+            done: false,
+            loop_delay_s,
+            normal: None,
+            prev_p: None,
+            v_est: Vector3::zeros(),
+            task,
+        })
+    }
+
+    pub fn command(&self) -> Isometry3<f64> {
+        self.command
+    }
+
+    /// Approach speed of force axis `k` for the reference `f_ref`: the speed limit, or
+    /// `|F_d| / (K_e·T)` when slower (never below 0.1 mm/s or 1 mrad/s).
+    pub fn approach_speed(&self, k: usize, f_ref: f64) -> f64 {
+        let lim = self.law.out_limit[k];
+        let Feedforward::RateOverStiffness(ke) = self.law.ff else {
+            return lim;
+        };
+        if ke[k] > 0.0 && self.loop_delay_s > 0.0 {
+            let floor = if k < 3 { 1e-4 } else { 1e-3 };
+            lim.min((f_ref.abs() / (ke[k] * self.loop_delay_s)).max(floor))
+        } else {
+            lim
+        }
+    }
+
+    pub fn frame(&self) -> Isometry3<f64> {
+        self.frame
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Applied wrench in {C} from the contact wrench on the tool at the TCP (base axes):
+    /// `F_C = −R_Cᵀ f`, `τ_C = −R_Cᵀ (τ + (p_tcp − p_C) × f)`.
+    pub fn applied_in_frame(
+        frame: &Isometry3<f64>,
+        tcp: &Isometry3<f64>,
+        f: &Vector3<f64>,
+        tau: &Vector3<f64>,
+    ) -> [f64; 6] {
+        let rt = frame.rotation.inverse();
+        let lever = tcp.translation.vector - frame.translation.vector;
+        let fc = -(rt * f);
+        let tc = -(rt * (tau + lever.cross(f)));
+        join(&fc, &tc)
+    }
+
+    /// One robot cycle: the commanded TCP pose and the report, or why the task ended.
+    pub fn step(&mut self, i: &ArmInput) -> Result<(Isometry3<f64>, StepReport), Abort> {
+        let (f, tau) = i
+            .wrench_base
+            .clone()
+            .map_err(|e| Abort(format!("wrench estimate {e}")))?;
+        if !(f.iter().chain(tau.iter()).all(|v| v.is_finite())
+            && i.tcp.translation.vector.iter().all(|v| v.is_finite()))
+        {
+            return Err(Abort("non-finite measurement".into()));
+        }
+        let dt = (i.now_s - self.last_s).clamp(0.0, 0.05);
+        self.last_s = i.now_s;
+        let t = i.now_s - self.start_s;
+        let sel = self.task.force_axes;
+        // The frame this cycle.
+        match self.task.frame_kind {
+            FrameKind::Base => {}
+            FrameKind::Tool => self.frame = i.tcp * iso_of(&self.task.frame),
+            FrameKind::Tracking => self.track(i.tcp, &f, dt),
+        }
+        let fc = Self::applied_in_frame(&self.frame, i.tcp, &f, &tau);
+        let r: [f64; 6] = std::array::from_fn(|k| profile_value(&self.task.reference[k], t));
+        let rd: [f64; 6] = std::array::from_fn(|k| profile_rate(&self.task.reference[k], t));
+        let mut f_ref = [0.0; 6];
+        let mut f_rate = [0.0; 6];
+        let mut v_ref = [0.0; 6];
+        let mut dr = [0.0; 6];
+        for k in 0..6 {
+            if sel[k] {
+                f_ref[k] = r[k];
+                f_rate[k] = rd[k];
+            } else {
+                v_ref[k] = rd[k];
+                dr[k] = r[k] - self.r_prev[k];
+                self.r_prev[k] = r[k];
+            }
+        }
+        let rc = self.frame.rotation;
+        // Desired pose: advance the position axes by the reference increments (along {C}).
+        let (dl, da) = split(&dr);
+        self.desired.translation.vector += rc * dl;
+        self.desired.rotation = UnitQuaternion::from_scaled_axis(rc * da) * self.desired.rotation;
+        // Errors in {C}; along force axes the desired pose follows the measurement.
+        let e_lin = rc.inverse() * (self.desired.translation.vector - i.tcp.translation.vector);
+        let e_ang = rc.inverse() * (self.desired.rotation * i.tcp.rotation.inverse()).scaled_axis();
+        let mut e = join(&e_lin, &e_ang);
+        for k in 0..6 {
+            if sel[k] {
+                e[k] = 0.0;
+            }
+        }
+        let (el, ea) = split(&e);
+        self.desired = Isometry3::from_parts(
+            Translation3::from(i.tcp.translation.vector + rc * el),
+            UnitQuaternion::from_scaled_axis(rc * ea) * i.tcp.rotation,
+        );
+        // Deviation limit on position axes.
+        let l = self.sup.limits;
+        for k in 0..6 {
+            if sel[k] {
+                continue;
+            }
+            let lim = if k < 3 {
+                l.deviation_m
+            } else {
+                l.deviation_rad
+            };
+            if e[k].abs() > lim {
+                return Err(Abort(format!(
+                    "deviation on {} {:.4} > limit {lim}",
+                    AXES[k], e[k]
+                )));
+            }
+        }
+        // Phase and force limits.
+        let lost = self
+            .sup
+            .update(t, &fc, &f_ref, &sel, f.norm(), tau.norm())?;
+        if lost {
+            self.law.reset_force_integral();
+        }
+        let mut u = if self.done {
+            [0.0; 6]
+        } else {
+            let inp = LawInput {
+                e_pos: e,
+                v_ref,
+                v_meas: None,
+                f_ref,
+                f_ref_rate: f_rate,
+                f_meas: fc,
+            };
+            self.law.step(&inp, dt, self.sup.in_contact())
+        };
+        if !self.sup.in_contact() {
+            // No contact yet (or lost): the force axes approach towards the reference's sign
+            // at their speed limit, or slower on a stiff contact: the first-contact overshoot
+            // is about K_e·v·T, so v ≤ |F_d| / (K_e·T) keeps the peak near 2·F_d.
+            for k in 0..6 {
+                if sel[k] && f_ref[k] != 0.0 {
+                    u[k] = f_ref[k].signum() * self.approach_speed(k, f_ref[k]);
+                }
+            }
+        }
+        if t >= self.task.duration_s {
+            self.done = true;
+            u = [0.0; 6];
+        }
+        let (ul, ua) = split(&u);
+        let v_b = rc * ul;
+        let w_b = rc * ua;
+        self.command = Isometry3::from_parts(
+            Translation3::from(self.command.translation.vector + v_b * dt),
+            UnitQuaternion::from_scaled_axis(w_b * dt) * self.command.rotation,
+        );
+        // Reports: position as displacement from the start along {C}.
+        let p_lin = rc.inverse() * (i.tcp.translation.vector - self.start_tcp.translation.vector);
+        let p_ang =
+            rc.inverse() * (i.tcp.rotation * self.start_tcp.rotation.inverse()).scaled_axis();
+        let phase = if self.done {
+            HybridPhase::Done
+        } else {
+            self.sup.phase
+        };
+        let mut position_ref = [0.0; 6];
+        for k in 0..6 {
+            if !sel[k] {
+                position_ref[k] = r[k];
+            }
+        }
+        Ok((
+            self.command,
+            StepReport {
+                t_s: t,
+                phase,
+                force_ref: f_ref,
+                force: fc,
+                position_ref,
+                position: join(&p_lin, &p_ang),
+                output: u,
+                limited: self.law.limited(),
+                frame_in_base: pose_of(&self.frame),
+            },
+        ))
+    }
+
+    /// Tracking frame: turn z of {C} towards the measured contact normal, low-passed with
+    /// [`TRACKING_TAU_S`], only while pressing. The normal is the direction of the applied
+    /// force with its component along the TCP's measured direction of travel removed: in
+    /// contact the tool slides tangentially, and friction acts along the travel, so what is
+    /// left is the normal force. At rest the force direction itself is used.
+    fn track(&mut self, tcp: &Isometry3<f64>, f_on_tool: &Vector3<f64>, dt: f64) {
+        let applied = -f_on_tool;
+        let p = tcp.translation.vector;
+        if let (Some(prev), true) = (self.prev_p, dt > 0.0) {
+            let v = (p - prev) / dt;
+            let a = (dt / TRACKING_TAU_S).min(1.0);
+            self.v_est = self.v_est * (1.0 - a) + v * a;
+        }
+        self.prev_p = Some(p);
+        let mut n = applied;
+        if self.v_est.norm() > 1e-4 {
+            let t = self.v_est.normalize();
+            n -= t * n.dot(&t);
+        }
+        if applied.norm() < self.sup.limits.contact_force_n || n.norm() < 1e-9 {
+            return;
+        }
+        let n = n.normalize();
+        let alpha = (dt / TRACKING_TAU_S).min(1.0);
+        let est = match self.normal {
+            Some(prev) => (prev * (1.0 - alpha) + n * alpha).normalize(),
+            None => n,
+        };
+        self.normal = Some(est);
+        let z = self.frame.rotation * Vector3::z();
+        if let Some(rot) = UnitQuaternion::rotation_between(&z, &est) {
+            self.frame = Isometry3::from_parts(Translation3::from(p), rot * self.frame.rotation);
+        }
+    }
+}
+
+/// The plant stage's inputs (one `sim/plant/state` sample).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlantInput {
+    pub t_s: f64,
+    pub q: [f64; 2],
+    pub qd: [f64; 2],
+    /// Force of the wrist on the hand (the wrist sensor) — quasi-statically the force the hand
+    /// applies to the environment.
+    pub wrist_force_n: [f64; 2],
+}
+
+/// A hybrid task on the torque-controlled 2-DOF plant (x, y of {C} in the plant plane).
+#[derive(Debug, Clone)]
+pub struct PlantRun {
+    pub task: HybridTask,
+    pub law: HybridLaw,
+    pub sup: Supervision,
+    pub arm: kinematics::PlanarRP,
+    /// Rotation of {C} in the plane.
+    rc: Matrix2<f64>,
+    start: Option<(f64, Vector2<f64>)>,
+    next_tick_s: f64,
+    last_law_s: Option<f64>,
+    effort: [f64; 2],
+    max_effort: [f64; 2],
+    done: bool,
+}
+
+impl PlantRun {
+    pub fn new(
+        task: HybridTask,
+        gains: HybridGains,
+        limits: HybridLimits,
+        max_effort: [f64; 2],
+    ) -> Result<Self, TaskError> {
+        check_task(&task)?;
+        if task.robot != TaskRobot::Plant {
+            return Err(TaskError::Invalid("not a plant task".into()));
+        }
+        if task.frame_kind != FrameKind::Base {
+            return Err(TaskError::Invalid(
+                "plant tasks use a fixed frame (frame_kind base)".into(),
+            ));
+        }
+        if task.force_axes[2..].iter().any(|s| *s) {
+            return Err(TaskError::Invalid(
+                "the plant is planar: only x and y of {C} may be force axes".into(),
+            ));
+        }
+        if !(task.rate_hz > 0.0) {
+            return Err(TaskError::Invalid("plant tasks need rate_hz > 0".into()));
+        }
+        let yaw = iso_of(&task.frame).rotation.euler_angles().2;
+        let rc = *Rotation2::new(yaw).matrix();
+        // Force and position outputs are both hand forces here, bounded by the prismatic
+        // joint's effort bound (the joint efforts are clamped again after Jᵀ).
+        let mut lim = [max_effort[1]; 6];
+        for v in lim.iter_mut().skip(2) {
+            *v = 0.0;
+        }
+        let law = HybridLaw::new(task.force_axes, gains, Feedforward::Force, lim, false);
+        Ok(Self {
+            law,
+            sup: Supervision::new(limits),
+            arm: kinematics::PlanarRP::default(),
+            rc,
+            start: None,
+            next_tick_s: 0.0,
+            last_law_s: None,
+            effort: [0.0; 2],
+            max_effort,
+            done: false,
+            task,
+        })
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Whether the law runs for a state at plant time `t_s` (the law's own rate, on plant
+    /// time: a 60 Hz task steps every 16.7 ms of plant time).
+    pub fn due(&self, t_s: f64) -> bool {
+        self.start.is_none() || t_s + 1e-9 >= self.next_tick_s
+    }
+
+    /// One law step: the joint efforts to hold until the next step, and the report.
+    pub fn step(&mut self, i: &PlantInput) -> Result<([f64; 2], StepReport), Abort> {
+        if !(i
+            .q
+            .iter()
+            .chain(&i.qd)
+            .chain(&i.wrist_force_n)
+            .all(|v| v.is_finite())
+            && i.t_s.is_finite())
+        {
+            return Err(Abort("non-finite plant state".into()));
+        }
+        let p = self
+            .arm
+            .fk(&i.q)
+            .map_err(|e| Abort(format!("plant kinematics: {e}")))?;
+        let j = self
+            .arm
+            .jacobian(&i.q)
+            .map_err(|e| Abort(format!("plant kinematics: {e}")))?;
+        let (t0, p0) = *self.start.get_or_insert((i.t_s, p));
+        let period = 1.0 / self.task.rate_hz;
+        let dt = self
+            .last_law_s
+            .map_or(0.0, |l| (i.t_s - l).clamp(0.0, 4.0 * period));
+        self.last_law_s = Some(i.t_s);
+        // Next tick on the law's grid from the start (no drift).
+        let n = ((i.t_s - t0) / period).floor() + 1.0;
+        self.next_tick_s = t0 + n * period;
+        let t = i.t_s - t0;
+        let sel = self.task.force_axes;
+        let rt = self.rc.transpose();
+        let v = j * Vector2::from(i.qd);
+        let x_c = rt * (p - p0);
+        let v_c = rt * v;
+        let f_c = rt * Vector2::from(i.wrist_force_n);
+        let r: [f64; 6] = std::array::from_fn(|k| profile_value(&self.task.reference[k], t));
+        let rd: [f64; 6] = std::array::from_fn(|k| profile_rate(&self.task.reference[k], t));
+        let mut inp = LawInput {
+            v_meas: Some([v_c.x, v_c.y, 0.0, 0.0, 0.0, 0.0]),
+            f_meas: [f_c.x, f_c.y, 0.0, 0.0, 0.0, 0.0],
+            ..Default::default()
+        };
+        let mut position_ref = [0.0; 6];
+        for k in 0..2 {
+            if sel[k] {
+                inp.f_ref[k] = r[k];
+                inp.f_ref_rate[k] = rd[k];
+            } else {
+                position_ref[k] = r[k];
+                inp.e_pos[k] = r[k] - x_c[k];
+                inp.v_ref[k] = rd[k];
+            }
+        }
+        let l = self.sup.limits;
+        for k in 0..2 {
+            if !sel[k] && inp.e_pos[k].abs() > l.deviation_m {
+                return Err(Abort(format!(
+                    "deviation on {} {:.4} > limit {}",
+                    AXES[k], inp.e_pos[k], l.deviation_m
+                )));
+            }
+        }
+        let lost = self
+            .sup
+            .update(t, &inp.f_meas, &inp.f_ref, &sel, f_c.norm(), 0.0)?;
+        if lost {
+            self.law.reset_force_integral();
+        }
+        let mut u = self.law.step(&inp, dt, self.sup.in_contact());
+        if !self.sup.in_contact() {
+            // Approach: velocity control towards the surface at the speed limit, damped by
+            // the axis's kd (or a default), no integral.
+            for k in 0..2 {
+                if sel[k] && inp.f_ref[k] != 0.0 {
+                    let kd = if self.law.gains.kd[k] > 0.0 {
+                        self.law.gains.kd[k]
+                    } else {
+                        100.0
+                    };
+                    let v_goal = inp.f_ref[k].signum() * l.force_axis_speed_m_s;
+                    u[k] = (kd * (v_goal - inp.v_meas.map_or(0.0, |v| v[k])))
+                        .clamp(-self.law.out_limit[k], self.law.out_limit[k]);
+                }
+            }
+        }
+        if t >= self.task.duration_s {
+            self.done = true;
+        }
+        let f_base = self.rc * Vector2::new(u[0], u[1]);
+        let tau = j.transpose() * f_base;
+        let effort = [
+            tau.x.clamp(-self.max_effort[0], self.max_effort[0]),
+            tau.y.clamp(-self.max_effort[1], self.max_effort[1]),
+        ];
+        self.effort = if effort.iter().all(|v| v.is_finite()) {
+            effort
+        } else {
+            [0.0; 2]
+        };
+        let yaw = self.rc[(1, 0)].atan2(self.rc[(0, 0)]);
+        let frame = Isometry3::from_parts(
+            Translation3::from(Vector3::new(p0.x, p0.y, 0.0)),
+            UnitQuaternion::from_euler_angles(0.0, 0.0, yaw),
+        );
+        Ok((
+            self.effort,
+            StepReport {
+                t_s: t,
+                phase: if self.done {
+                    HybridPhase::Done
+                } else {
+                    self.sup.phase
+                },
+                force_ref: inp.f_ref,
+                force: inp.f_meas,
+                position_ref,
+                position: [x_c.x, x_c.y, 0.0, 0.0, 0.0, 0.0],
+                output: u,
+                limited: self.law.limited(),
+                frame_in_base: pose_of(&frame),
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)]
+mod tests {
+    use super::*;
+    use common::msg::HybridPhase;
+    use std::collections::VecDeque;
+
+    fn gains(kp_f: f64, ki_f: f64, limit: f64) -> HybridGains {
+        HybridGains {
+            kp: [5.0; 6],
+            ki: [0.0; 6],
+            kd: [0.0; 6],
+            kp_f: [kp_f; 6],
+            ki_f: [ki_f; 6],
+            limit_n: [limit; 6],
+            feedforward: 1.0,
+        }
+    }
+
+    #[test]
+    fn profiles_values_and_rates() {
+        let step = Profile::Step {
+            before: 1.0,
+            after: 3.0,
+            at_s: 2.0,
+        };
+        assert_eq!(profile_value(&step, 1.99), 1.0);
+        assert_eq!(profile_value(&step, 2.0), 3.0);
+        assert_eq!(profile_rate(&step, 2.0), 0.0);
+        let ramp = Profile::Ramp {
+            from: 0.0,
+            to: 10.0,
+            start_s: 1.0,
+            duration_s: 2.0,
+        };
+        assert_eq!(profile_value(&ramp, 0.5), 0.0);
+        assert_eq!(profile_value(&ramp, 2.0), 5.0);
+        assert_eq!(profile_value(&ramp, 9.0), 10.0);
+        assert_eq!(profile_rate(&ramp, 2.0), 5.0);
+        assert_eq!(profile_rate(&ramp, 3.5), 0.0);
+        // The paper's Fig. 9: c_y(t) = 30 − 30 cos(0.75 π t) cm.
+        let sine = Profile::Sine {
+            offset: 0.3,
+            amplitude: -0.3,
+            freq_hz: 0.375,
+            phase_rad: std::f64::consts::FRAC_PI_2,
+        };
+        for t in [0.0, 0.3, 1.0, 2.2] {
+            let want = 0.3 - 0.3 * (0.75 * std::f64::consts::PI * t).cos();
+            assert!((profile_value(&sine, t) - want).abs() < 1e-12);
+            let rate = 0.3 * 0.75 * std::f64::consts::PI * (0.75 * std::f64::consts::PI * t).sin();
+            assert!((profile_rate(&sine, t) - rate).abs() < 1e-9);
+        }
+        let series = Profile::Series(vec![[0.0, 0.0], [1.0, 2.0], [3.0, 0.0]]);
+        assert_eq!(profile_value(&series, -1.0), 0.0);
+        assert_eq!(profile_value(&series, 0.5), 1.0);
+        assert_eq!(profile_value(&series, 2.0), 1.0);
+        assert_eq!(profile_value(&series, 5.0), 0.0);
+        assert_eq!(profile_rate(&series, 2.0), -1.0);
+    }
+
+    #[test]
+    fn selection_keeps_the_two_laws_apart() {
+        let sel = [true, false, false, false, false, false];
+        let mut law = HybridLaw::new(
+            sel,
+            gains(0.01, 0.0, 5.0),
+            Feedforward::Force,
+            [1e3; 6],
+            true,
+        );
+        let i = LawInput {
+            e_pos: [7.0, 0.1, 0.0, 0.0, 0.0, 0.0],
+            f_ref: [2.0, 9.0, 0.0, 0.0, 0.0, 0.0],
+            f_meas: [1.0, -4.0, 0.0, 0.0, 0.0, 0.0],
+            ..Default::default()
+        };
+        let u = law.step(&i, 0.01, true);
+        // x: force law only (ff 2 + 0.01·1), position error on x ignored.
+        assert!((u[0] - (2.0 + 0.01)).abs() < 1e-12, "{u:?}");
+        // y: position law only (5·0.1), force error on y ignored.
+        assert!((u[1] - 0.5).abs() < 1e-12, "{u:?}");
+        assert_eq!(&u[2..], &[0.0; 4]);
+    }
+
+    #[test]
+    fn the_limiter_bounds_the_integration_rate_of_large_errors() {
+        let sel = [true; 6];
+        let mut law = HybridLaw::new(
+            sel,
+            gains(0.0, 1.0, 2.0),
+            Feedforward::Force,
+            [1e3; 6],
+            true,
+        );
+        law.gains.feedforward = 0.0;
+        let big = LawInput {
+            f_ref: [10.0; 6],
+            ..Default::default()
+        };
+        let mut u = [0.0; 6];
+        for _ in 0..100 {
+            u = law.step(&big, 0.01, true);
+        }
+        // 1 s of a 10 N error integrates only the limiter's 2 N·s.
+        assert!((u[0] - 2.0).abs() < 1e-9, "{u:?}");
+        assert_eq!(law.limited(), 0b11_1111);
+        let small = LawInput {
+            f_ref: [1.0; 6],
+            ..Default::default()
+        };
+        let before = law.step(&small, 0.0, true)[0];
+        let after = law.step(&small, 0.5, true)[0];
+        assert!(
+            (after - before - 0.5).abs() < 1e-9,
+            "small errors integrate fully"
+        );
+        assert_eq!(law.limited(), 0);
+        // Frozen (no contact): no integration at all.
+        let frozen = law.step(&big, 1.0, false)[0];
+        assert!((frozen - after).abs() < 1e-9);
+    }
+
+    #[test]
+    fn anti_windup_stops_the_integral_at_the_output_bound() {
+        let sel = [true; 6];
+        let mut law = HybridLaw::new(
+            sel,
+            gains(0.0, 1.0, 100.0),
+            Feedforward::Force,
+            [1.0; 6],
+            true,
+        );
+        law.gains.feedforward = 0.0;
+        let big = LawInput {
+            f_ref: [10.0; 6],
+            ..Default::default()
+        };
+        for _ in 0..100 {
+            let u = law.step(&big, 0.1, true);
+            assert!(u[0] <= 1.0);
+        }
+        // Reversing the error leaves the bound at once (no wound-up integral).
+        let rev = LawInput {
+            f_ref: [-10.0; 6],
+            ..Default::default()
+        };
+        let u = law.step(&rev, 0.1, true);
+        assert!(u[0] < 1.0, "{u:?}");
+    }
+
+    #[test]
+    fn feedforward_on_each_stage() {
+        let sel = [true, false, false, false, false, false];
+        let mut f = HybridLaw::new(
+            sel,
+            gains(0.0, 0.0, 1.0),
+            Feedforward::Force,
+            [1e3; 6],
+            true,
+        );
+        let i = LawInput {
+            f_ref: [4.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            f_ref_rate: [2.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            f_meas: [4.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            v_ref: [0.0, 0.3, 0.0, 0.0, 0.0, 0.0],
+            ..Default::default()
+        };
+        assert_eq!(f.step(&i, 0.01, true)[0], 4.0, "force stage drives F_d");
+        let mut v = HybridLaw::new(
+            sel,
+            gains(0.0, 0.0, 1.0),
+            Feedforward::RateOverStiffness([1e3; 6]),
+            [1e3; 6],
+            true,
+        );
+        let u = v.step(&i, 0.01, true);
+        assert!((u[0] - 2e-3).abs() < 1e-15, "velocity stage: Ḟ_d / K_e");
+        assert!((u[1] - 0.3).abs() < 1e-15, "reference velocity feedforward");
+    }
+
+    #[test]
+    fn wrench_transform_into_a_rotated_offset_frame() {
+        // {C}: z down (rotated π about x), origin 0.1 m beside the TCP.
+        let frame = Isometry3::from_parts(
+            Translation3::new(0.5, 0.1, 0.2),
+            UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0),
+        );
+        let tcp = Isometry3::translation(0.5, 0.0, 0.2);
+        // The table pushes the tool up with 10 N.
+        let w = ArmRun::applied_in_frame(
+            &frame,
+            &tcp,
+            &Vector3::new(0.0, 0.0, 10.0),
+            &Vector3::zeros(),
+        );
+        // Applied by the tool: 10 N down = +z of {C}.
+        assert!((w[2] - 10.0).abs() < 1e-12, "{w:?}");
+        // Moment about {C}'s origin of −10 N z applied at (0, −0.1, 0) from it: r × F =
+        // (−0.1 y) × (−10 z) = +1 x in base; in {C} (x kept) = +1.
+        assert!((w[3] - 1.0).abs() < 1e-12, "{w:?}");
+        assert!(w[4].abs() < 1e-12 && w[5].abs() < 1e-12);
+    }
+
+    /// A position-controlled robot (delay + first-order lag per Cartesian axis, ≈ 30 ms) with
+    /// the TCP above a plane z = 0 of stiffness `k`: returns the traces of a task.
+    struct Cell {
+        k: f64,
+        delay: VecDeque<Vector3<f64>>,
+        pos: Vector3<f64>,
+        tau: f64,
+        normal: Vector3<f64>,
+        surface_z: f64,
+    }
+
+    impl Cell {
+        fn new(k: f64, z0: f64) -> Self {
+            Self {
+                k,
+                delay: VecDeque::from(vec![Vector3::new(0.4, 0.0, z0); 3]),
+                pos: Vector3::new(0.4, 0.0, z0),
+                tau: 0.016,
+                normal: Vector3::z(),
+                surface_z: 0.0,
+            }
+        }
+        fn step(&mut self, cmd: Vector3<f64>, dt: f64) {
+            self.delay.push_back(cmd);
+            let c = self.delay.pop_front().unwrap_or(cmd);
+            self.pos += (c - self.pos) * (dt / self.tau).min(1.0);
+        }
+        /// Contact force on the tool (base axes).
+        fn force(&self) -> Vector3<f64> {
+            let d = -(self.pos - Vector3::new(0.0, 0.0, self.surface_z)).dot(&self.normal);
+            if d > 0.0 {
+                self.normal * (self.k * d)
+            } else {
+                Vector3::zeros()
+            }
+        }
+    }
+
+    fn press_task(f: f64, duration: f64) -> HybridTask {
+        let mut reference: [Profile; 6] = Default::default();
+        reference[2] = Profile::Constant(f);
+        HybridTask {
+            name: "press".into(),
+            robot: TaskRobot::Arm,
+            frame_kind: FrameKind::Base,
+            frame: pose_of(&Isometry3::from_parts(
+                Translation3::new(0.0, 0.0, 0.0),
+                UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0),
+            )),
+            force_axes: [false, false, true, false, false, false],
+            reference,
+            duration_s: duration,
+            ..Default::default()
+        }
+    }
+
+    fn run_arm(
+        task: HybridTask,
+        cell: &mut Cell,
+        limits: HybridLimits,
+        seconds: f64,
+        mut each: impl FnMut(f64, &StepReport, &mut Cell),
+    ) -> Result<(), Abort> {
+        let k = cell.k;
+        let g = default_arm_gains([k; 3], [50.0; 3], 0.03);
+        let tcp = |p: Vector3<f64>| {
+            Isometry3::from_parts(
+                Translation3::from(p),
+                UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0),
+            )
+        };
+        let mut run = ArmRun::new(
+            task,
+            g,
+            limits,
+            [k, k, k, 50.0, 50.0, 50.0],
+            0.03,
+            &tcp(cell.pos),
+            0.0,
+        )
+        .expect("task");
+        let dt = 0.004;
+        let mut t = 0.0;
+        while t < seconds {
+            let input = ArmInput {
+                tcp: &tcp(cell.pos),
+                wrench_base: Ok((cell.force(), Vector3::zeros())),
+                now_s: t,
+            };
+            let (cmd, rep) = run.step(&input)?;
+            assert!(cmd.translation.vector.iter().all(|v| v.is_finite()));
+            cell.step(cmd.translation.vector, dt);
+            each(t, &rep, &mut *cell);
+            t += dt;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn arm_approaches_at_the_speed_limit_then_holds_the_force_on_every_stiffness() {
+        for k in [2e4, 1e5, 1e6] {
+            let mut cell = Cell::new(k, 0.002);
+            let limits = default_limits();
+            let mut peak: f64 = 0.0;
+            let mut last = 0.0;
+            let mut max_speed: f64 = 0.0;
+            let mut prev_z = cell.pos.z;
+            run_arm(
+                press_task(10.0, 30.0),
+                &mut cell,
+                limits,
+                25.0,
+                |t, rep, c| {
+                    peak = peak.max(c.force().z);
+                    if rep.phase == HybridPhase::Approach {
+                        max_speed = max_speed.max((prev_z - c.pos.z) / 0.004);
+                    }
+                    prev_z = c.pos.z;
+                    if t > 24.0 {
+                        last = c.force().z;
+                    }
+                },
+            )
+            .expect("no abort");
+            assert!(
+                max_speed <= limits.force_axis_speed_m_s * 1.05,
+                "approach speed {max_speed}"
+            );
+            assert!((last - 10.0).abs() < 0.2, "k {k}: force {last}");
+            eprintln!("k {k:e}: first-contact peak {peak:.1} N");
+            assert!(peak < 20.0, "k {k}: peak {peak}");
+        }
+    }
+
+    #[test]
+    fn limits_end_the_task_with_a_reason() {
+        // Max force: a 60 N setpoint with a 50 N limit.
+        let mut cell = Cell::new(2e4, 0.001);
+        let mut limits = default_limits();
+        limits.force_axis_speed_m_s = 0.05;
+        let e = run_arm(
+            press_task(60.0, 10.0),
+            &mut cell,
+            limits,
+            10.0,
+            |_, _, _| {},
+        )
+        .expect_err("max force");
+        assert!(e.0.contains("contact force"), "{e}");
+        // Deviation: a position axis pushed away (a wall along y the TCP cannot pass).
+        let mut t = press_task(5.0, 10.0);
+        t.reference[1] = Profile::Ramp {
+            from: 0.0,
+            to: 0.2,
+            start_s: 0.0,
+            duration_s: 0.1,
+        };
+        let mut cell = Cell::new(2e4, 0.001);
+        let mut l = default_limits();
+        l.deviation_m = 0.01;
+        let e = run_arm(t, &mut cell, l, 5.0, |_, _, _| {}).expect_err("deviation");
+        assert!(e.0.contains("deviation on y"), "{e}");
+        // A faulted/stale wrench holds at once.
+        let mut run = ArmRun::new(
+            press_task(5.0, 10.0),
+            default_arm_gains([2e4; 3], [50.0; 3], 0.03),
+            default_limits(),
+            [2e4; 6],
+            0.03,
+            &Isometry3::identity(),
+            0.0,
+        )
+        .expect("task");
+        let e = run
+            .step(&ArmInput {
+                tcp: &Isometry3::identity(),
+                wrench_base: Err("Stale".into()),
+                now_s: 0.004,
+            })
+            .expect_err("stale");
+        assert!(e.0.contains("Stale"));
+        // NaN in → abort, never a NaN command.
+        let e = run
+            .step(&ArmInput {
+                tcp: &Isometry3::identity(),
+                wrench_base: Ok((Vector3::new(f64::NAN, 0.0, 0.0), Vector3::zeros())),
+                now_s: 0.008,
+            })
+            .expect_err("nan");
+        assert!(e.0.contains("non-finite"), "{e}");
+    }
+
+    #[test]
+    fn contact_loss_is_detected_and_the_axis_approaches_again() {
+        let mut cell = Cell::new(2e4, 0.002);
+        let limits = default_limits();
+        let mut phases = Vec::new();
+        let mut dropped = false;
+        run_arm(
+            press_task(10.0, 20.0),
+            &mut cell,
+            limits,
+            6.0,
+            |t, rep, c| {
+                if t > 3.0 && !dropped {
+                    // The surface drops away by 5 mm at once.
+                    c.surface_z -= 0.005;
+                    dropped = true;
+                }
+                phases.push(rep.phase);
+            },
+        )
+        .expect("no abort");
+        let i = phases
+            .iter()
+            .position(|p| *p == HybridPhase::ContactLost)
+            .expect("contact loss reported");
+        assert!(
+            phases[i..].contains(&HybridPhase::Contact),
+            "contact made again"
+        );
+    }
+}
