@@ -5,6 +5,11 @@
 //! degrees, planned joints, motor/MCI/RAPID states) and applies the newest `EgmSensor`'s
 //! `planned.joints` (degrees) as the servo reference. Without a fresh reply the reference stays
 //! where it was (EGM keeps the last position) — robot-io's own supervisor decides holds.
+//!
+//! Timing: [`Controller::begin_cycle`] starts an EGM cycle (the newest reply becomes the
+//! reference and enters the servo's delay line); [`Controller::advance`] integrates the servo
+//! over a shorter base tick, so the simulator's joints (and the F/T truth) move at 1 kHz while
+//! EGM runs at its own cycle. [`Controller::step`] is one whole cycle at once.
 
 use robot_io::egm::proto::{
     self, EgmCartesian, EgmFeedBack, EgmHeader, EgmMciState, EgmMotorState, EgmPlanned, EgmPose,
@@ -90,22 +95,43 @@ impl Controller {
         (self.servo.q(), self.servo.qd())
     }
 
-    /// Advances the servo by `dt` towards the current reference.
+    /// One whole EGM cycle of `dt` seconds: [`Controller::begin_cycle`] then
+    /// [`Controller::advance`] over the cycle.
     pub fn step(&mut self, dt: f64) -> ([f64; 6], [f64; 6]) {
+        self.begin_cycle(dt);
+        self.advance(dt)
+    }
+
+    /// Starts an EGM cycle of `cycle_s` seconds: the newest reply (if any) becomes the
+    /// reference, which enters the servo's delay line. Not under EGM control (motors off, EGM
+    /// stopped) the controller holds where it is.
+    pub fn begin_cycle(&mut self, cycle_s: f64) {
         self.cycle += 1;
-        self.last_dt = dt;
+        self.last_dt = cycle_s;
         if let Some(new) = self.pending.take() {
             self.apply_reference(new);
         }
         self.servo.set_motors_on(self.state.motors_on);
-        if self.state.motors_on && self.state.egm_running {
-            self.servo.step(&self.q_ref, dt)
-        } else {
-            // Not under EGM control: the controller holds where it is.
-            let q = self.servo.q();
-            self.q_ref = q;
-            self.servo.step(&q, dt)
+        if !(self.state.motors_on && self.state.egm_running) {
+            self.q_ref = self.servo.q();
         }
+        self.servo.push_reference(&self.q_ref);
+    }
+
+    /// Integrates the servo over `dt` seconds (a base tick) towards the cycle's reference.
+    pub fn advance(&mut self, dt: f64) -> ([f64; 6], [f64; 6]) {
+        self.servo.set_motors_on(self.state.motors_on);
+        self.servo.advance(dt)
+    }
+
+    /// New servo parameters (a scenario change), keeping the arm's state.
+    pub fn set_servo_params(&mut self, params: crate::world::ServoParams) {
+        self.servo.set_params(params);
+    }
+
+    /// The servo's parameters.
+    pub fn servo_params(&self) -> &crate::world::ServoParams {
+        self.servo.params()
     }
 
     /// The `EgmRobot` for this cycle; `tm_ms` is the controller's clock; `tool0` the measured
@@ -290,5 +316,51 @@ mod tests {
             c.step(0.004);
         }
         assert!((c.joints().0[0] - 10f64.to_radians()).abs() < 1e-3);
+    }
+
+    /// Measured lag (s) of joint 1 behind a constant-speed reference once in steady state,
+    /// replies applied as the emulator does (one per cycle, applied at the next cycle).
+    fn ramp_lag(ticks_per_cycle: usize) -> f64 {
+        let mut c = ctl();
+        let cycle = 0.004;
+        let tick = cycle / ticks_per_cycle as f64;
+        let speed = 0.2; // rad/s, well below the speed limit
+        let mut t = 0.0;
+        let mut lag = 0.0;
+        for _ in 0..500 {
+            c.begin_cycle(cycle);
+            for _ in 0..ticks_per_cycle {
+                c.advance(tick);
+                t += tick;
+            }
+            // robot-io answers the EgmRobot of this cycle with the reference for "now".
+            let r = speed * t;
+            let q = c.joints().0[0];
+            lag = (r - q) / speed;
+            let deg = [r.to_degrees(), 0.0, 0.0, 0.0, 0.5f64.to_degrees(), 0.0];
+            c.apply_reply(&proto::encode_sensor(&EgmSensor {
+                header: None,
+                planned: Some(EgmPlanned {
+                    joints: Some(proto::joints(&deg)),
+                    cartesian: None,
+                    external_joints: None,
+                    time: None,
+                }),
+                speed_ref: None,
+                rapid_to_robot: None,
+            }));
+        }
+        lag
+    }
+
+    #[test]
+    fn base_tick_stepping_keeps_the_effective_lag() {
+        // algorithms.md §D: ≈ 30 ms effective lag at the 4 ms cycle (2ζ/ωn ≈ 20.5 ms of the
+        // 10 Hz loop + 2 cycles of transport delay + the reply applied one cycle later). The
+        // same whether the servo is advanced in 1 ms base ticks or once per cycle.
+        let whole = ramp_lag(1);
+        let ticked = ramp_lag(4);
+        assert!((whole - ticked).abs() < 1e-9, "{whole} vs {ticked}");
+        assert!((0.028..0.036).contains(&ticked), "lag {ticked} s");
     }
 }

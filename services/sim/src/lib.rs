@@ -9,12 +9,21 @@
 //!   scenarios live in `deploy/config/scenarios/`). No I/O, clocks or threads: time is a
 //!   parameter.
 //!
-//! * [`controller`]: the EGM controller side (pure): `EgmRobot` out, `EgmSensor` in, servo.
-//! * [`sensor`]: SRI M8128 and ATI Net F/T device emulators.
-//! * [`node`]: the `cell-sim` process: EGM over UDP, a sensor emulator fed by the world,
-//!   run-time faults and injected forces.
+//! * [`scenario`]: the running scenario (pure): world + plant on the one simulator clock
+//!   (1 kHz base ticks, scenario time = ticks × 1 ms), and the scenario RPC's pure half
+//!   (requests, dotted key paths, validation before anything changes).
+//! * [`controller`]: the EGM controller side (pure): `EgmRobot` out, `EgmSensor` in, servo
+//!   (reference per EGM cycle, integrated per base tick).
+//! * [`sensor`]: SRI M8128 and ATI Net F/T device emulators (bias, noise, drift).
+//! * [`node`]: the `cell-sim` process: the 1 kHz base-tick loop, EGM over UDP, a sensor
+//!   emulator fed by the world, the plant on the bus, run-time faults and injected forces
+//!   (`sim/rpc/fault`), the scenario RPC (`sim/rpc/scenario`).
+//!
+//! `docs/simulator.md` describes the time base, the scenario RPC, triggers, sensor
+//! imperfections and the curved surfaces for users.
 
 pub mod controller;
 pub mod node;
+pub mod scenario;
 pub mod sensor;
 pub mod world;

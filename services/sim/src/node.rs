@@ -1,13 +1,28 @@
-//! `cell-sim`'s shell: the EGM controller emulator on UDP, one F/T sensor emulator (SRI box on
-//! TCP or ATI Net F/T on UDP/HTTP) fed by the world model, and a request/reply queryable for
-//! faults and injected forces (`cell/<id>/sim/rpc/fault`, JSON).
+//! `cell-sim`'s shell: one 1 kHz base-tick loop drives everything — the EGM controller
+//! emulator on UDP, the world and its true F/T wrench, the Raibert–Craig plant on the bus —
+//! plus one F/T sensor emulator (SRI box on TCP or ATI Net F/T on UDP/HTTP) fed by the world,
+//! and two JSON queryables: `cell/<id>/sim/rpc/fault` (faults and injected forces) and
+//! `cell/<id>/sim/rpc/scenario` (load/reset/set/arm the scenario, see [`crate::scenario`]).
 //!
-//! The world is stepped once per robot cycle with the measured joints; the sensor emulator reads
-//! the newest true wrench (plus an injected external wrench, if any).
+//! # Time base
+//! One tokio interval of 1 ms (missed ticks skipped). Each tick that runs advances the
+//! simulator by exactly one base tick: the servo integrates 1 ms, scenario time advances 1 ms
+//! (the world's surfaces, triggers and hand, and the plant, all on that time), the true
+//! wrench the sensor emulator reads is updated. Every `cycle_ms / 1 ms` ticks an EGM cycle
+//! starts (the newest reply becomes the reference) and ends with an `EgmRobot` datagram whose
+//! `tm` advances by `cycle_ms` per cycle. A host that misses wall-clock ticks runs fewer
+//! ticks: simulated time then runs slower than wall time (reported as `wall_minus_sim_s` in
+//! the status), but every part of the simulator sees the same time.
+//!
+//! The plant's effort commands come from another process; their staleness is judged on wall
+//! time since arrival (`[sim.plant] command_timeout_ms`).
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -20,13 +35,27 @@ use kinematics::{Arm, Wrench};
 use nalgebra::Vector3;
 use serde::{Deserialize, Serialize};
 use tokio::{net::UdpSocket, sync::watch};
-use zenoh::Wait;
+use zenoh::{query::Query, Wait};
 
 use crate::{
     controller::Controller,
+    scenario::{PlantRuntime, PlantTick, Request, Scenario, BASE_TICK_S},
     sensor::{ati::AtiEmulatorConfig, sri::SriEmulatorConfig, Truth},
-    world::{tcp_base_wrench_to_sensor, World, WorldConfig},
+    world::{tcp_base_wrench_to_sensor, SensorTruth, WorldConfig},
 };
+
+/// The base tick in ms (every period of the simulator is a whole number of these).
+pub const BASE_TICK_MS: f64 = 1.0;
+
+/// The fault queryable's key.
+pub fn fault_rpc_key(cell_id: &str) -> String {
+    format!("cell/{cell_id}/sim/rpc/fault")
+}
+
+/// The scenario queryable's key.
+pub fn scenario_rpc_key(cell_id: &str) -> String {
+    format!("cell/{cell_id}/sim/rpc/scenario")
+}
 
 /// Which F/T device the simulator emulates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -46,7 +75,8 @@ pub struct EgmSimConfig {
     pub robot_io: String,
     /// The controller's own UDP address.
     pub bind: String,
-    /// Controller cycle (ms): 4 like IRC5; down to 1 for stress tests.
+    /// Controller cycle (ms): 4 like IRC5; down to 1 for stress tests. A whole number of 1 ms
+    /// base ticks.
     pub cycle_ms: f64,
     /// Start position (deg).
     pub initial_q_deg: [f64; 6],
@@ -71,24 +101,47 @@ impl Default for EgmSimConfig {
     }
 }
 
-/// `[sim.plant]`: the Raibert–Craig 2-DOF plant, driven by effort commands over the bus.
+/// `[sim.plant]`: the Raibert–Craig 2-DOF plant, driven by effort commands over the bus. The
+/// plant steps every 1 ms base tick (integrating internally at its own ≥ 10 kHz rate) on the
+/// simulator's clock.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PlantSimConfig {
     pub enabled: bool,
-    /// Control period at which the plant takes commands and publishes its state (Hz); the
-    /// plant integrates internally at its own ≥ 10 kHz rate.
+    /// Rate at which the plant's state is published (Hz): 1000 / a whole number of base
+    /// ticks (1000, 500, 250, …).
     pub rate_hz: f64,
-    /// An effort command older than this is stale → zero effort (ms).
+    /// An effort command older than this (wall time since it arrived; commands come from
+    /// another process) is stale → zero effort (ms). 40 ms ≥ 2 periods of the slowest
+    /// documented law (60 Hz). Settable at run time (`plant.command_timeout_ms`).
     pub command_timeout_ms: f64,
+    /// White noise on the published wrist force (N, standard deviation per axis). Raibert &
+    /// Craig do not give their wrist sensor's noise: 0.05 N is an assumption (a good strain-gauge
+    /// wrist sensor). Settable at run time (`plant.wrist_force_noise_std_n`); 0 = perfect.
+    pub wrist_force_noise_std_n: f64,
+    /// Seed of that noise (reseeded on every scenario reset, so a reset experiment repeats).
+    pub noise_seed: u64,
 }
 
 impl Default for PlantSimConfig {
     fn default() -> Self {
+        let rt = PlantRuntime::default();
         Self {
             enabled: false,
             rate_hz: 1000.0,
-            command_timeout_ms: 5.0,
+            command_timeout_ms: rt.command_timeout_ms,
+            wrist_force_noise_std_n: rt.wrist_force_noise_std_n,
+            noise_seed: 1,
+        }
+    }
+}
+
+impl PlantSimConfig {
+    /// The settings that may change at run time.
+    pub fn runtime(&self) -> PlantRuntime {
+        PlantRuntime {
+            command_timeout_ms: self.command_timeout_ms,
+            wrist_force_noise_std_n: self.wrist_force_noise_std_n,
         }
     }
 }
@@ -105,6 +158,13 @@ pub struct SimConfig {
     pub sri: SriEmulatorConfig,
     pub ati: AtiEmulatorConfig,
     pub plant: PlantSimConfig,
+}
+
+/// Base ticks in `period_ms` when it is a whole number of them.
+fn whole_ticks(period_ms: f64) -> Option<u64> {
+    let n = (period_ms / BASE_TICK_MS).round();
+    (period_ms.is_finite() && n >= 1.0 && (period_ms - n * BASE_TICK_MS).abs() < 1e-9)
+        .then_some(n as u64)
 }
 
 impl Validate for SimConfig {
@@ -126,6 +186,15 @@ impl Validate for SimConfig {
             100.0,
             "ms",
         );
+        if e.cycle_ms.is_finite() && whole_ticks(e.cycle_ms).is_none() {
+            errors.push(
+                format!("{prefix}.egm.cycle_ms"),
+                format!(
+                    "must be a whole number of the simulator's 1 ms base ticks (1, 2, 4, …;                      got {})",
+                    e.cycle_ms
+                ),
+            );
+        }
         check_range(
             errors,
             format!("{prefix}.egm.packet_loss"),
@@ -142,6 +211,37 @@ impl Validate for SimConfig {
             100.0,
             "ms",
         );
+        let p = &self.plant;
+        check_range(
+            errors,
+            format!("{prefix}.plant.rate_hz"),
+            p.rate_hz,
+            1.0,
+            1000.0,
+            "Hz",
+        );
+        if p.rate_hz.is_finite() && p.rate_hz > 0.0 && whole_ticks(1000.0 / p.rate_hz).is_none() {
+            errors.push(
+                format!("{prefix}.plant.rate_hz"),
+                format!(
+                    "the period must be a whole number of 1 ms base ticks (1000, 500, 250, … Hz;                      got {} Hz)",
+                    p.rate_hz
+                ),
+            );
+        }
+        for m in p.runtime().validate(&format!("{prefix}.plant")) {
+            let (key, problem) = m.split_once(": ").unwrap_or((m.as_str(), ""));
+            errors.push(key.to_string(), problem.to_string());
+        }
+        for (dev, imp) in [
+            ("sri", &self.sri.imperfections),
+            ("ati", &self.ati.imperfections),
+        ] {
+            for m in imp.validate(&format!("{prefix}.{dev}.imperfections")) {
+                let (key, problem) = m.split_once(": ").unwrap_or((m.as_str(), ""));
+                errors.push(key.to_string(), problem.to_string());
+            }
+        }
         if let Some(s) = &self.scenario {
             if let Err(errs) = WorldConfig::load_file(&common::config::resolve_path(s)) {
                 for x in errs {
@@ -180,29 +280,258 @@ impl Rng {
     }
 }
 
+/// Reads a scenario file for the scenario RPC: a relative path is relative to the cell
+/// config's directory, as `[sim] scenario`.
+fn read_scenario_file(p: &str) -> Result<(String, String), String> {
+    let path = common::config::resolve_path(p);
+    let shown = path.display().to_string();
+    std::fs::read_to_string(&path)
+        .map(|t| (t, shown.clone()))
+        .map_err(|e| format!("{shown}: {e}"))
+}
+
+fn reply_json(q: &Query, v: &serde_json::Value) {
+    let r = q
+        .reply(q.key_expr().clone(), v.to_string())
+        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
+        .wait();
+    if let Err(e) = r {
+        tracing::debug!("scenario reply: {e}");
+    }
+}
+
+fn reply_error(q: &Query, errors: &[String], scenario: &serde_json::Value) {
+    let body = serde_json::json!({
+        "error": errors.join("; "),
+        "errors": errors,
+        "scenario": scenario,
+    });
+    if let Err(e) = q.reply_err(body.to_string()).wait() {
+        tracing::debug!("scenario reply: {e}");
+    }
+}
+
+/// Answers one scenario RPC: applies it (nothing changes unless all of it is valid), passes a
+/// servo change on to the controller, replies with the summary or the errors.
+fn answer_scenario(q: &Query, scenario: &mut Scenario, ctl: &mut Controller) {
+    let body = q
+        .payload()
+        .map(|p| p.to_bytes().into_owned())
+        .unwrap_or_default();
+    let res = Request::parse(&body)
+        .map_err(|e| vec![e])
+        .and_then(|req| scenario.apply(&req, &read_scenario_file));
+    match res {
+        Ok(applied) => {
+            if let Some(p) = applied.servo {
+                ctl.set_servo_params(p);
+            }
+            reply_json(q, &scenario.summary());
+        }
+        Err(errors) => {
+            tracing::info!("scenario request refused: {}", errors.join("; "));
+            reply_error(q, &errors, &scenario.summary());
+        }
+    }
+}
+
+/// The plant's bus side.
+struct PlantIo {
+    cmds: common::bus::Latest<common::msg::PlantEffortCommand>,
+    state_pub: common::bus::Publisher<common::msg::PlantState>,
+    publish_every: u64,
+    stale_ticks: u64,
+    last: Option<PlantTick>,
+}
+
+impl PlantIo {
+    /// The newest command and its age (s, wall time since arrival).
+    fn command(&self) -> Option<([f64; 2], f64)> {
+        self.cmds
+            .get()
+            .map(|c| (c.msg.effort, c.at.elapsed().as_secs_f64()))
+    }
+
+    fn publish(&mut self, p: &PlantTick) {
+        let st = &p.state;
+        let msg = common::msg::PlantState {
+            stamp: self.state_pub.next_stamp(),
+            t_s: st.t,
+            q: st.q,
+            qd: st.qd,
+            hand_pos_m: st.hand_pos,
+            wrist_force_n: p.wrist_force_measured,
+            contact_force_n: st.contact_force,
+            in_contact: st.in_contact,
+            effort_applied: st.torque_applied,
+        };
+        self.state_pub.put(&msg);
+    }
+}
+
+/// Sends `EgmRobot` datagrams off the tick loop when they are delayed (jitter), in order.
+struct EgmSender {
+    sock: Arc<UdpSocket>,
+    target: SocketAddr,
+    delayed: tokio::sync::mpsc::UnboundedSender<(Vec<u8>, Duration)>,
+    in_flight: Arc<AtomicUsize>,
+    sent: Arc<AtomicU64>,
+}
+
+impl EgmSender {
+    fn new(sock: Arc<UdpSocket>, target: SocketAddr) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Vec<u8>, Duration)>();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let sent = Arc::new(AtomicU64::new(0));
+        let task = {
+            let (sock, in_flight, sent) = (sock.clone(), in_flight.clone(), sent.clone());
+            tokio::spawn(async move {
+                while let Some((bytes, delay)) = rx.recv().await {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    if sock.send_to(&bytes, target).await.is_ok() {
+                        sent.fetch_add(1, Ordering::Relaxed);
+                    }
+                    in_flight.fetch_sub(1, Ordering::Relaxed);
+                }
+            })
+        };
+        (
+            Self {
+                sock,
+                target,
+                delayed: tx,
+                in_flight,
+                sent,
+            },
+            task,
+        )
+    }
+
+    /// Sends now (the tick loop never waits for a delayed datagram); with a delay, or while
+    /// delayed datagrams are queued (order is kept), through the sender task.
+    fn send(&self, bytes: Vec<u8>, delay: Duration) {
+        if delay.is_zero() && self.in_flight.load(Ordering::Relaxed) == 0 {
+            match self.sock.try_send_to(&bytes, self.target) {
+                Ok(_) => {
+                    self.sent.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => {
+                    tracing::debug!("EGM send: {e}");
+                    return;
+                }
+            }
+        }
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        if self.delayed.send((bytes, delay)).is_err() {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+}
+
+/// The true wrench at the sensor plus an injected external force at the TCP (base axes).
+fn with_external(truth: &SensorTruth, ext_base_n: [f64; 3]) -> [f64; 6] {
+    let mut w = truth.wrench;
+    let ext = Vector3::from(ext_base_n);
+    if ext.norm() > 0.0 {
+        let e = tcp_base_wrench_to_sensor(
+            &Wrench::new(ext, Vector3::zeros()),
+            &truth.tcp_in_base,
+            &truth.sensor_in_base,
+        );
+        w = Wrench::new(w.force + e.force, w.torque + e.torque);
+    }
+    [
+        w.force.x, w.force.y, w.force.z, w.torque.x, w.torque.y, w.torque.z,
+    ]
+}
+
+fn truth_detail(t: &SensorTruth) -> serde_json::Value {
+    let p = t.tcp_in_base.translation.vector;
+    serde_json::json!({
+        "tcp_m": [p.x, p.y, p.z],
+        "contact_force_base_n": t.contact_force_base,
+        "contact_torque_tcp_base_nm": [t.contact_wrench_tcp_base.torque.x,
+            t.contact_wrench_tcp_base.torque.y, t.contact_wrench_tcp_base.torque.z],
+        "contacts": t.contacts,
+        "penetration_m": t.penetration_m,
+        "hand_active": t.hand_active,
+        "hand_force_base_n": t.hand_force_base,
+        "hand_target_base_m": t.hand_target_base,
+    })
+}
+
+fn plant_detail(io: &PlantIo) -> serde_json::Value {
+    match &io.last {
+        None => serde_json::Value::Null,
+        Some(p) => {
+            let st = &p.state;
+            serde_json::json!({
+                "t_s": st.t,
+                "q": st.q,
+                "qd": st.qd,
+                "hand_pos_m": st.hand_pos,
+                "hand_vel_m_s": st.hand_vel,
+                "wrist_force_true_n": st.wrist_force,
+                "wrist_force_measured_n": p.wrist_force_measured,
+                "contact_force_n": st.contact_force,
+                "in_contact": st.in_contact,
+                "penetration_m": st.penetration,
+                "surface_offset_m": st.surface_offset,
+                "effort_applied": st.torque_applied,
+                "command_stale": p.command_stale,
+                "stale_ticks": io.stale_ticks,
+            })
+        }
+    }
+}
+
 pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> anyhow::Result<()> {
     let (cfg, arm) = cfg;
-    let world_cfg = match &cfg.scenario {
-        Some(s) => WorldConfig::load_file(&common::config::resolve_path(s))
-            .map_err(|e| anyhow::anyhow!(e.join("; ")))?,
-        None => WorldConfig::default(),
+    let (world_cfg, source) = match &cfg.scenario {
+        Some(s) => {
+            let path = common::config::resolve_path(s);
+            let c = WorldConfig::load_file(&path).map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+            (c, path.display().to_string())
+        }
+        None => (
+            WorldConfig::default(),
+            "free space (no [sim] scenario)".into(),
+        ),
     };
-    let mut world =
-        World::new(world_cfg, arm.clone()).map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+    let mut scenario = Scenario::new(
+        world_cfg,
+        source,
+        arm.clone(),
+        cfg.plant.enabled,
+        cfg.plant.runtime(),
+        cfg.plant.noise_seed,
+    )
+    .map_err(|e| anyhow::anyhow!(e.join("; ")))?;
     let q0 = cfg.egm.initial_q_deg.map(f64::to_radians);
-    let mut ctl = Controller::new(world.servo(q0));
+    let mut ctl = Controller::new(scenario.world().servo(q0));
+    let ticks_per_cycle = whole_ticks(cfg.egm.cycle_ms)
+        .ok_or_else(|| anyhow::anyhow!("sim.egm.cycle_ms: not a whole number of base ticks"))?;
+    let cycle_s = cfg.egm.cycle_ms * 1e-3;
 
     let faults = Arc::new(Mutex::new(Faults {
         packet_loss: cfg.egm.packet_loss,
         jitter_ms: cfg.egm.jitter_ms,
         ..Default::default()
     }));
-    // The newest true wrench at the sensor (sensor frame, N and N·m).
+    // The newest true wrench at the sensor (sensor frame, N and N·m), updated every base tick.
     let truth_now = Arc::new(Mutex::new([0.0f64; 6]));
 
     // Fault queryable: GET with a JSON body merges fields into the faults; answers the faults.
     let f2 = faults.clone();
-    let fault_key = format!("cell/{}/sim/rpc/fault", node.cell_id);
+    let fault_key = fault_rpc_key(&node.cell_id);
     let reply_key = fault_key.clone();
     let _fault_q = node
         .session
@@ -252,6 +581,13 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         })
         .await
         .map_err(|e| anyhow::anyhow!("queryable {fault_key}: {e}"))?;
+    // Scenario queryable: answered inside the tick loop, which owns the scenario.
+    let scenario_key = scenario_rpc_key(&node.cell_id);
+    let scenario_q = node
+        .session
+        .declare_queryable(scenario_key.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("queryable {scenario_key}: {e}"))?;
     let _presence = node.announce().await?;
 
     // Sensor emulator, restartable ("unplug"/"plug").
@@ -262,36 +598,33 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     let (plug_tx, plug_rx) = watch::channel(true);
     let sensor_task = tokio::spawn(sensor_supervisor(cfg.clone(), truth, plug_rx));
 
-    // The 2-DOF plant, on its own task.
-    let plant_task = if cfg.plant.enabled {
-        let plant = world
-            .rc_plant()
-            .map_err(|e| anyhow::anyhow!(e.join("; ")))?;
-        let cmds = node.latest(common::topic::PLANT_EFFORT).await?;
-        let state_pub = node.publisher(common::topic::PLANT_STATE).await?;
-        Some(tokio::spawn(run_plant(
-            plant,
-            cfg.plant.clone(),
-            cmds,
-            state_pub,
-        )))
+    // The 2-DOF plant's bus side (the plant itself is in the scenario, on the base tick).
+    let mut plant_io = if cfg.plant.enabled {
+        Some(PlantIo {
+            cmds: node.latest(common::topic::PLANT_EFFORT).await?,
+            state_pub: node.publisher(common::topic::PLANT_STATE).await?,
+            publish_every: whole_ticks(1000.0 / cfg.plant.rate_hz).unwrap_or(1),
+            stale_ticks: 0,
+            last: None,
+        })
     } else {
         None
     };
 
     // EGM controller.
-    let sock = UdpSocket::bind(&cfg.egm.bind).await?;
+    let sock = Arc::new(UdpSocket::bind(&cfg.egm.bind).await?);
     let target: SocketAddr = cfg.egm.robot_io.parse()?;
-    let dt = cfg.egm.cycle_ms * 1e-3;
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(dt));
+    let (egm_out, egm_task) = EgmSender::new(sock.clone(), target);
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(BASE_TICK_S));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let start = Instant::now();
+    let started = Instant::now();
     let mut rng = Rng(cfg.egm.seed.max(1));
     let mut buf = vec![0u8; 4096];
     let mut dropped = 0u64;
     let mut last_status = Instant::now();
-    let mut in_contact = false;
     let mut last_truth = [0.0; 6];
+    let mut last_world: Option<SensorTruth> = None;
+    let mut base_ticks: u64 = 0;
     let mut cycles: u64 = 0;
     let mut peak_joint_speed_ratio: f64 = 0.0;
 
@@ -305,7 +638,13 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 }
                 continue;
             }
+            Ok(query) = scenario_q.recv_async() => {
+                answer_scenario(&query, &mut scenario, &mut ctl);
+                continue;
+            }
         }
+        let phase = base_ticks % ticks_per_cycle;
+        base_ticks += 1;
         let f = faults.lock().map(|g| *g).unwrap_or_default();
         ctl.state.egm_running = !f.controller_stopped;
         ctl.state.motors_on = !f.motors_off;
@@ -315,34 +654,35 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             *v = want;
             changed
         });
-        let (q, qd) = ctl.step(dt);
+        if phase == 0 {
+            ctl.begin_cycle(cycle_s);
+        }
+        let (q, qd) = ctl.advance(BASE_TICK_S);
         for (v, m) in qd.iter().zip(arm.limits().max_speed.iter()) {
             peak_joint_speed_ratio = peak_joint_speed_ratio.max(v.abs() / m);
         }
-        let t = start.elapsed().as_secs_f64();
-        match world.sensor_wrench(&q, &qd, t, dt) {
+        let cmd = plant_io.as_ref().and_then(PlantIo::command);
+        let out = scenario.tick(&q, &qd, cmd);
+        match out.truth {
             Ok(truth) => {
-                let mut w = truth.wrench;
-                let ext = Vector3::from(f.external_force_base_n);
-                if ext.norm() > 0.0 {
-                    let e = tcp_base_wrench_to_sensor(
-                        &Wrench::new(ext, Vector3::zeros()),
-                        &truth.tcp_in_base,
-                        &truth.sensor_in_base,
-                    );
-                    w = Wrench::new(w.force + e.force, w.torque + e.torque);
-                }
-                last_truth = [
-                    w.force.x, w.force.y, w.force.z, w.torque.x, w.torque.y, w.torque.z,
-                ];
-                in_contact = truth.in_contact;
+                last_truth = with_external(&truth, f.external_force_base_n);
                 if let Ok(mut g) = truth_now.lock() {
                     *g = last_truth;
                 }
+                last_world = Some(truth);
             }
             Err(e) => node.set_error(format!("world: {e}")),
         }
-        if !f.controller_stopped {
+        if let (Some(io), Some(p)) = (plant_io.as_mut(), out.plant) {
+            if p.command_stale {
+                io.stale_ticks += 1;
+            }
+            if base_ticks.is_multiple_of(io.publish_every) {
+                io.publish(&p);
+            }
+            io.last = Some(p);
+        }
+        if phase + 1 == ticks_per_cycle && !f.controller_stopped {
             // The datagram is built (its seqno used) even when the network loses it.
             // The IRC5's clock advances one cycle per cycle, whatever this host's timer jitter.
             cycles += 1;
@@ -355,22 +695,24 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             if rng.next_f64() < f.packet_loss {
                 dropped += 1;
             } else {
-                if f.jitter_ms > 0.0 {
-                    tokio::time::sleep(Duration::from_secs_f64(
-                        rng.next_f64() * f.jitter_ms * 1e-3,
-                    ))
-                    .await;
-                }
-                let bytes = robot_io::egm::proto::encode_robot(&msg);
-                if sock.send_to(&bytes, target).await.is_ok() {
-                    ctl.stats.sent += 1;
-                }
+                let delay = if f.jitter_ms > 0.0 {
+                    Duration::from_secs_f64(rng.next_f64() * f.jitter_ms * 1e-3)
+                } else {
+                    Duration::ZERO
+                };
+                egm_out.send(robot_io::egm::proto::encode_robot(&msg), delay);
             }
         }
         if last_status.elapsed() >= Duration::from_millis(250) {
             last_status = Instant::now();
+            ctl.stats.sent = egm_out.sent();
+            let sim_elapsed = base_ticks as f64 * BASE_TICK_S;
             node.set_detail(serde_json::json!({
+                "sim_time_s": scenario.time_s(),
+                "base_ticks": base_ticks,
+                "wall_minus_sim_s": started.elapsed().as_secs_f64() - sim_elapsed,
                 "egm": { "sent": ctl.stats.sent, "replies": ctl.stats.replies, "dropped": dropped,
+                         "cycle_ms": cfg.egm.cycle_ms,
                          "malformed_replies": ctl.stats.malformed_replies,
                          "nonfinite_replies": ctl.stats.nonfinite_replies,
                          "reference_peak_speed_ratio": ctl.refs.peak_speed_ratio,
@@ -380,15 +722,19 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 "faults": f,
                 "sensor": format!("{:?}", cfg.sensor),
                 "truth_sensor": last_truth,
-                "in_contact": in_contact,
+                "in_contact": last_world.as_ref().is_some_and(|t| t.in_contact),
+                "world": last_world.as_ref().map(truth_detail),
+                "plant": plant_io.as_ref().map(plant_detail),
+                "scenario": {
+                    "source": scenario.source(),
+                    "plant": scenario.runtime(),
+                },
             }));
         }
     }
     let _ = plug_tx.send(false);
     sensor_task.abort();
-    if let Some(t) = plant_task {
-        t.abort();
-    }
+    egm_task.abort();
     drop(_presence);
     node.close().await;
     Ok(())
@@ -425,39 +771,5 @@ async fn sensor_supervisor(cfg: SimConfig, truth: Truth, mut plugged: watch::Rec
         } else {
             tracing::info!("sensor emulator unplugged");
         }
-    }
-}
-
-/// Steps the plant at the control period with the newest fresh effort command (zero effort when
-/// the command stream is silent) and publishes its state.
-async fn run_plant(
-    mut plant: crate::world::RcPlant,
-    cfg: PlantSimConfig,
-    cmds: common::bus::Latest<common::msg::PlantEffortCommand>,
-    mut state_pub: common::bus::Publisher<common::msg::PlantState>,
-) {
-    let dt = 1.0 / cfg.rate_hz;
-    let timeout = Duration::from_secs_f64(cfg.command_timeout_ms * 1e-3);
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(dt));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tick.tick().await;
-        let effort = cmds
-            .get()
-            .filter(|c| c.at.elapsed() <= timeout)
-            .map_or([0.0; 2], |c| c.msg.effort);
-        let st = plant.step(effort, dt);
-        let msg = common::msg::PlantState {
-            stamp: state_pub.next_stamp(),
-            t_s: st.t,
-            q: st.q,
-            qd: st.qd,
-            hand_pos_m: st.hand_pos,
-            wrist_force_n: st.wrist_force,
-            contact_force_n: st.contact_force,
-            in_contact: st.in_contact,
-            effort_applied: st.torque_applied,
-        };
-        state_pub.put(&msg);
     }
 }

@@ -4,7 +4,15 @@
 //!
 //! Both are fed by a [`Truth`] closure giving the true wrench at time `t` (seconds since the
 //! emulator started; sensor frame, N and N·m) and add the imperfections of a real sensor
-//! ([`Imperfections`]: bias, seeded Gaussian noise, linear thermal drift, saturation).
+//! ([`Imperfections`]: bias, seeded Gaussian noise, linear thermal drift, a per-axis random
+//! walk, saturation). In `cell-sim` the truth closure returns the world's newest true wrench,
+//! which the simulator updates every 1 ms base tick.
+//!
+//! `Imperfections::default()` is a **perfect** sensor (no bias, noise or drift): tests that
+//! need one construct it explicitly. The deployed simulator turns realistic imperfections on in
+//! `deploy/config/sim.toml` (`[sim.sri.imperfections]`, `[sim.ati.imperfections]`; figures and
+//! sources in `docs/simulator.md`). The drift terms use the emulator's own sample clock (the
+//! device's clock, as on a real box), not the world's scenario time.
 
 use std::sync::Arc;
 
@@ -31,6 +39,10 @@ pub struct Imperfections {
     pub noise_std: [f64; 6],
     /// Thermal drift, added linearly: `drift_per_s · t`.
     pub drift_per_s: [f64; 6],
+    /// Random-walk drift of the zero (per √s): each reading's offset moves by a Gaussian step
+    /// of standard deviation `random_walk_per_sqrt_s · √Δt` (Δt since the previous reading), so
+    /// after T seconds it has wandered by about `random_walk_per_sqrt_s · √T`.
+    pub random_walk_per_sqrt_s: [f64; 6],
     /// Measuring range ±range; readings clip there and the sample is flagged saturated.
     pub range: [f64; 6],
     /// Noise seed (same seed, same noise sequence).
@@ -43,9 +55,37 @@ impl Default for Imperfections {
             bias: [0.0; 6],
             noise_std: [0.0; 6],
             drift_per_s: [0.0; 6],
+            random_walk_per_sqrt_s: [0.0; 6],
             range: [1000.0, 1000.0, 2000.0, 50.0, 50.0, 50.0],
             seed: 1,
         }
+    }
+}
+
+impl Imperfections {
+    /// Every problem, keys prefixed with `prefix` (e.g. `sim.sri.imperfections`).
+    pub fn validate(&self, prefix: &str) -> Vec<String> {
+        let mut e = Vec::new();
+        let rows: [(&str, &[f64; 6], bool); 5] = [
+            ("bias", &self.bias, true),
+            ("noise_std", &self.noise_std, false),
+            ("drift_per_s", &self.drift_per_s, true),
+            (
+                "random_walk_per_sqrt_s",
+                &self.random_walk_per_sqrt_s,
+                false,
+            ),
+            ("range", &self.range, false),
+        ];
+        for (k, v, signed) in rows {
+            for (i, x) in v.iter().enumerate() {
+                if !x.is_finite() || (!signed && *x < 0.0) {
+                    let what = if signed { "finite" } else { "finite and >= 0" };
+                    e.push(format!("{prefix}.{k}[{i}]: must be {what} (got {x})"));
+                }
+            }
+        }
+        e
     }
 }
 
@@ -57,22 +97,44 @@ pub struct Reading {
     pub saturated: bool,
 }
 
-/// Deterministic measurement model: truth + bias + drift·t + noise, clipped to the range.
+/// Deterministic measurement model: truth + bias + drift·t + random walk + noise, clipped to
+/// the range.
 pub struct SignalModel {
     cfg: Imperfections,
     truth: Truth,
     rng: SplitMix64,
+    walk: [f64; 6],
+    last_t: Option<f64>,
 }
 
 impl SignalModel {
     pub fn new(cfg: Imperfections, truth: Truth) -> Self {
         let rng = SplitMix64(cfg.seed);
-        Self { cfg, truth, rng }
+        Self {
+            cfg,
+            truth,
+            rng,
+            walk: [0.0; 6],
+            last_t: None,
+        }
     }
 
-    /// The reading at `t` seconds (draws fresh noise).
+    /// The random-walk offset accumulated so far (per axis).
+    pub fn walk(&self) -> [f64; 6] {
+        self.walk
+    }
+
+    /// The reading at `t` seconds (draws fresh noise; advances the random walk by the time
+    /// since the previous reading — a reading at an earlier `t` does not move it).
     pub fn read(&mut self, t: f64) -> Reading {
         let truth = (self.truth)(t);
+        let dt = match self.last_t {
+            Some(l) if t.is_finite() && t > l => t - l,
+            _ => 0.0,
+        };
+        if t.is_finite() {
+            self.last_t = Some(self.last_t.map_or(t, |l| l.max(t)));
+        }
         let mut w = [0.0; 6];
         let mut saturated = false;
         for i in 0..6 {
@@ -81,7 +143,11 @@ impl SignalModel {
             } else {
                 0.0
             };
-            let v = truth[i] + self.cfg.bias[i] + self.cfg.drift_per_s[i] * t + n;
+            if self.cfg.random_walk_per_sqrt_s[i] > 0.0 && dt > 0.0 {
+                self.walk[i] +=
+                    self.cfg.random_walk_per_sqrt_s[i] * dt.sqrt() * self.rng.gaussian();
+            }
+            let v = truth[i] + self.cfg.bias[i] + self.cfg.drift_per_s[i] * t + self.walk[i] + n;
             let r = self.cfg.range[i].abs();
             if r > 0.0 && v.abs() > r {
                 saturated = true;
@@ -96,7 +162,8 @@ impl SignalModel {
 }
 
 /// SplitMix64 with a Box–Muller Gaussian: tiny, seedable, good enough for sensor noise.
-struct SplitMix64(u64);
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
     fn next_u64(&mut self) -> u64 {
@@ -110,7 +177,8 @@ impl SplitMix64 {
     fn uniform(&mut self) -> f64 {
         ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
     }
-    fn gaussian(&mut self) -> f64 {
+    /// A standard normal variate.
+    pub fn gaussian(&mut self) -> f64 {
         let u1 = self.uniform();
         let u2 = self.uniform();
         (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
@@ -127,6 +195,7 @@ mod tests {
             bias: [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
             drift_per_s: [0.0, 0.5, 0.0, 0.0, 0.0, 0.0],
             noise_std: [0.0, 0.0, 0.1, 0.0, 0.0, 0.0],
+            random_walk_per_sqrt_s: [0.0; 6],
             range: [100.0, 100.0, 100.0, 2.0, 2.0, 2.0],
             seed: 7,
         };
@@ -145,5 +214,59 @@ mod tests {
         let mut m2 = SignalModel::new(cfg, constant([0.0; 6]));
         let mut m3 = SignalModel::new(m2.cfg.clone(), constant([0.0; 6]));
         assert_eq!(m2.read(0.0), m3.read(0.0));
+    }
+
+    #[test]
+    fn random_walk_spreads_with_the_square_root_of_time() {
+        // 400 independent sensors read at 1 kHz for 4 s: the walk's spread across them is
+        // σ_rw·√T (±10 %), its mean near zero; no white noise, so the reading is truth + walk.
+        let sigma = 0.01;
+        let cfg = |seed| Imperfections {
+            random_walk_per_sqrt_s: [sigma, 0.0, 0.0, 0.0, 0.0, 0.0],
+            seed,
+            ..Default::default()
+        };
+        let mut finals = Vec::new();
+        for seed in 1..=400u64 {
+            let mut m = SignalModel::new(cfg(seed), constant([5.0, 0.0, 0.0, 0.0, 0.0, 0.0]));
+            let mut r = m.read(0.0);
+            assert_eq!(r.wrench[0], 5.0, "no walk at the first reading");
+            for k in 1..=4000 {
+                r = m.read(k as f64 * 1e-3);
+            }
+            assert_eq!(r.wrench[1], 0.0, "other axes untouched");
+            assert!((r.wrench[0] - 5.0 - m.walk()[0]).abs() < 1e-12);
+            finals.push(m.walk()[0]);
+        }
+        let n = finals.len() as f64;
+        let mean = finals.iter().sum::<f64>() / n;
+        let sd = (finals.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let expect = sigma * 4f64.sqrt();
+        assert!((sd - expect).abs() < 0.1 * expect, "{sd} vs {expect}");
+        assert!(mean.abs() < 3.0 * expect / n.sqrt(), "{mean}");
+        // A reading back in time does not move the walk.
+        let mut m = SignalModel::new(cfg(9), constant([0.0; 6]));
+        m.read(1.0);
+        m.read(2.0);
+        let w = m.walk();
+        m.read(1.5);
+        assert_eq!(m.walk(), w);
+    }
+
+    #[test]
+    fn validation_names_bad_entries() {
+        let mut i = Imperfections::default();
+        assert!(i.validate("x").is_empty());
+        i.noise_std[2] = -0.1;
+        i.bias[0] = f64::NAN;
+        i.random_walk_per_sqrt_s[5] = -1.0;
+        let e = i.validate("sim.sri.imperfections");
+        for k in ["noise_std[2]", "bias[0]", "random_walk_per_sqrt_s[5]"] {
+            assert!(
+                e.iter()
+                    .any(|m| m.starts_with(&format!("sim.sri.imperfections.{k}"))),
+                "{k}: {e:?}"
+            );
+        }
     }
 }

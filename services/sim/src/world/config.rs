@@ -23,13 +23,16 @@
 //!
 //! [[surfaces]]
 //! name = "table"
-//! kind = "plane"                       # plane: point_m + normal; box: min_m + max_m
+//! kind = "plane"                       # plane: point_m + normal; box: min_m + max_m;
+//!                                      # cylinder: point_m + axis + radius_m;
+//!                                      # sphere: center_m + radius_m
 //! point_m = [0.0, 0.0, 0.2]
 //! normal = [0.0, 0.0, 1.0]
 //! stiffness_n_per_m = 2e4
 //! damping_n_s_per_m = 50.0
 //! mu = 0.3
 //! # motion = { velocity_m_s = [0, 0, -0.0065], start_s = 2.0, duration_s = 3.0 }
+//! # motion = { velocity_m_s = [0, 0, -0.0065], start_s = 1.0, duration_s = 3.0, trigger = "contact" }
 //!
 //! [hand]                               # virtual operator (lead-through)
 //! enabled = false
@@ -55,6 +58,22 @@ pub enum SurfaceKind {
     Plane,
     /// Solid axis-aligned box: `min_m` and `max_m`.
     Box,
+    /// Solid infinite cylinder: `point_m` (on the axis), `axis` (direction) and `radius_m`;
+    /// contact on the outside, normal radially outward.
+    Cylinder,
+    /// Solid sphere: `center_m` and `radius_m`; normal radially outward.
+    Sphere,
+}
+
+impl SurfaceKind {
+    fn name(self) -> &'static str {
+        match self {
+            SurfaceKind::Plane => "plane",
+            SurfaceKind::Box => "box",
+            SurfaceKind::Cylinder => "cylinder",
+            SurfaceKind::Sphere => "sphere",
+        }
+    }
 }
 
 /// One `[[surfaces]]` entry.
@@ -63,9 +82,9 @@ pub enum SurfaceKind {
 pub struct SurfaceParams {
     /// Name for reports.
     pub name: String,
-    /// `plane` or `box`.
+    /// `plane`, `box`, `cylinder` or `sphere`.
     pub kind: SurfaceKind,
-    /// Plane: a point on it (m, base).
+    /// Plane: a point on it; cylinder: a point on its axis (m, base).
     pub point_m: Option<[f64; 3]>,
     /// Plane: outward normal (normalised on use).
     pub normal: Option<[f64; 3]>,
@@ -73,6 +92,12 @@ pub struct SurfaceParams {
     pub min_m: Option<[f64; 3]>,
     /// Box: maximum corner (m, base).
     pub max_m: Option<[f64; 3]>,
+    /// Cylinder: axis direction (normalised on use).
+    pub axis: Option<[f64; 3]>,
+    /// Sphere: centre (m, base).
+    pub center_m: Option<[f64; 3]>,
+    /// Cylinder, sphere: radius (m), in (0, 10].
+    pub radius_m: Option<f64>,
     /// Normal stiffness K_r (N/m), in [0, 1e9].
     pub stiffness_n_per_m: f64,
     /// Normal damping (N·s/m), in [0, 1e6].
@@ -92,6 +117,9 @@ impl Default for SurfaceParams {
             normal: None,
             min_m: None,
             max_m: None,
+            axis: None,
+            center_m: None,
+            radius_m: None,
             stiffness_n_per_m: 2e4,
             damping_n_s_per_m: 50.0,
             mu: 0.3,
@@ -170,39 +198,50 @@ impl SurfaceParams {
     /// Every problem, keys prefixed with `prefix` (e.g. `surfaces[0]`).
     pub fn validate(&self, prefix: &str) -> Vec<String> {
         let mut e = Vec::new();
-        let need = |e: &mut Vec<String>, v: &Option<[f64; 3]>, k: &str, kind: &str| {
-            if v.is_none() {
+        let kind = self.kind.name();
+        // Which geometry keys each kind needs; every other geometry key is an error.
+        let keys: [(&str, bool); 7] = [
+            ("point_m", self.point_m.is_some()),
+            ("normal", self.normal.is_some()),
+            ("min_m", self.min_m.is_some()),
+            ("max_m", self.max_m.is_some()),
+            ("axis", self.axis.is_some()),
+            ("center_m", self.center_m.is_some()),
+            ("radius_m", self.radius_m.is_some()),
+        ];
+        let needed: &[&str] = match self.kind {
+            SurfaceKind::Plane => &["point_m", "normal"],
+            SurfaceKind::Box => &["min_m", "max_m"],
+            SurfaceKind::Cylinder => &["point_m", "axis", "radius_m"],
+            SurfaceKind::Sphere => &["center_m", "radius_m"],
+        };
+        for (k, present) in keys {
+            let need = needed.contains(&k);
+            if need && !present {
                 e.push(format!("{prefix}.{k}: required for kind = \"{kind}\""));
-            }
-        };
-        let forbid = |e: &mut Vec<String>, v: &Option<[f64; 3]>, k: &str, kind: &str| {
-            if v.is_some() {
+            } else if !need && present {
                 e.push(format!("{prefix}.{k}: not used by kind = \"{kind}\""));
-            }
-        };
-        match self.kind {
-            SurfaceKind::Plane => {
-                need(&mut e, &self.point_m, "point_m", "plane");
-                need(&mut e, &self.normal, "normal", "plane");
-                forbid(&mut e, &self.min_m, "min_m", "plane");
-                forbid(&mut e, &self.max_m, "max_m", "plane");
-            }
-            SurfaceKind::Box => {
-                need(&mut e, &self.min_m, "min_m", "box");
-                need(&mut e, &self.max_m, "max_m", "box");
-                forbid(&mut e, &self.point_m, "point_m", "box");
-                forbid(&mut e, &self.normal, "normal", "box");
             }
         }
         if let Some(p) = &self.point_m {
             check_vec(&mut e, &format!("{prefix}.point_m"), p, 10.0);
         }
-        if let Some(n) = &self.normal {
-            let v = Vector3::from(*n);
-            if !v.iter().all(|x| x.is_finite()) || v.norm() < 1e-9 {
-                e.push(format!(
-                    "{prefix}.normal: must be finite and non-zero (got {n:?})"
-                ));
+        for (k, dir) in [("normal", &self.normal), ("axis", &self.axis)] {
+            if let Some(n) = dir {
+                let v = Vector3::from(*n);
+                if !v.iter().all(|x| x.is_finite()) || v.norm() < 1e-9 {
+                    e.push(format!(
+                        "{prefix}.{k}: must be finite and non-zero (got {n:?})"
+                    ));
+                }
+            }
+        }
+        if let Some(c) = &self.center_m {
+            check_vec(&mut e, &format!("{prefix}.center_m"), c, 10.0);
+        }
+        if let Some(r) = self.radius_m {
+            if !r.is_finite() || r <= 0.0 || r > 10.0 {
+                e.push(format!("{prefix}.radius_m: must be in (0, 10] m (got {r})"));
             }
         }
         if let (Some(lo), Some(hi)) = (&self.min_m, &self.max_m) {
@@ -241,38 +280,49 @@ impl SurfaceParams {
     }
 
     /// The runtime surface (`None` if the geometry keys are missing or degenerate; validate
-    /// first).
+    /// first). Its motion trigger is armed.
     pub fn build(&self, index: usize) -> Option<Surface> {
+        let unit = |v: [f64; 3]| {
+            let n = Vector3::from(v);
+            let len = n.norm();
+            (len.is_finite() && len > 1e-9).then(|| n / len)
+        };
         let shape = match self.kind {
-            SurfaceKind::Plane => {
-                let n = Vector3::from(self.normal?);
-                let len = n.norm();
-                if !(len.is_finite() && len > 1e-9) {
-                    return None;
-                }
-                Shape::Plane {
-                    point: Vector3::from(self.point_m?),
-                    normal: n / len,
-                }
-            }
+            SurfaceKind::Plane => Shape::Plane {
+                point: Vector3::from(self.point_m?),
+                normal: unit(self.normal?)?,
+            },
             SurfaceKind::Box => Shape::Box {
                 min: Vector3::from(self.min_m?),
                 max: Vector3::from(self.max_m?),
             },
+            SurfaceKind::Cylinder => Shape::Cylinder {
+                point: Vector3::from(self.point_m?),
+                axis: unit(self.axis?)?,
+                radius: self.radius_m.filter(|r| r.is_finite() && *r > 0.0)?,
+            },
+            SurfaceKind::Sphere => Shape::Sphere {
+                center: Vector3::from(self.center_m?),
+                radius: self.radius_m.filter(|r| r.is_finite() && *r > 0.0)?,
+            },
         };
-        let name = if self.name.is_empty() {
+        Some(Surface::new(
+            self.display_name(index),
+            shape,
+            self.stiffness_n_per_m,
+            self.damping_n_s_per_m,
+            self.mu,
+            self.motion,
+        ))
+    }
+
+    /// The name used in reports (`surface<i>` when unnamed).
+    pub fn display_name(&self, index: usize) -> String {
+        if self.name.is_empty() {
             format!("surface{index}")
         } else {
             self.name.clone()
-        };
-        Some(Surface {
-            name,
-            shape,
-            stiffness: self.stiffness_n_per_m,
-            damping: self.damping_n_s_per_m,
-            mu: self.mu,
-            motion: self.motion,
-        })
+        }
     }
 }
 
@@ -449,7 +499,22 @@ mod tests {
                 velocity_m_s: [0.0, 0.0, -0.0065],
                 start_s: 1.0,
                 duration_s: 2.0,
+                trigger: super::super::trigger::Trigger::Contact,
             }),
+            ..Default::default()
+        });
+        c.surfaces.push(SurfaceParams {
+            name: "pipe".into(),
+            kind: SurfaceKind::Cylinder,
+            point_m: Some([0.0, 0.0, 0.12]),
+            axis: Some([2.0, 0.0, 0.0]),
+            radius_m: Some(0.08),
+            ..Default::default()
+        });
+        c.surfaces.push(SurfaceParams {
+            kind: SurfaceKind::Sphere,
+            center_m: Some([0.4, 0.1, 0.1]),
+            radius_m: Some(0.05),
             ..Default::default()
         });
         let text = toml::to_string(&c).unwrap();
@@ -459,7 +524,76 @@ mod tests {
         let m = back.contact_model();
         match m.surfaces[0].shape {
             Shape::Plane { normal, .. } => assert!((normal - Vector3::z()).norm() < 1e-15),
-            Shape::Box { .. } => panic!("plane expected"),
+            _ => panic!("plane expected"),
         }
+        assert!(
+            m.surfaces[0].trigger_status().armed,
+            "contact trigger armed"
+        );
+        match m.surfaces[1].shape {
+            Shape::Cylinder { axis, radius, .. } => {
+                assert!((axis - Vector3::x()).norm() < 1e-15 && radius == 0.08)
+            }
+            _ => panic!("cylinder expected"),
+        }
+        assert_eq!(m.surfaces[2].name, "surface2");
+        assert!(matches!(m.surfaces[2].shape, Shape::Sphere { .. }));
+    }
+
+    #[test]
+    fn curved_surfaces_need_their_geometry() {
+        let text = r#"
+            [[surfaces]]
+            kind = "cylinder"
+            point_m = [0.0, 0.0, 0.1]
+            normal = [0.0, 0.0, 1.0]
+            radius_m = -0.1
+            [[surfaces]]
+            kind = "sphere"
+            point_m = [0.0, 0.0, 0.1]
+            [[surfaces]]
+            kind = "cylinder"
+            point_m = [0.0, 0.0, 0.1]
+            axis = [0.0, 0.0, 0.0]
+            radius_m = 0.1
+            [[surfaces]]
+            kind = "plane"
+            point_m = [0.0, 0.0, 0.1]
+            normal = [0.0, 0.0, 1.0]
+            radius_m = 0.1
+        "#;
+        let e = WorldConfig::from_toml_str(text).unwrap().validate();
+        for key in [
+            "surfaces[0].axis: required for kind = \"cylinder\"",
+            "surfaces[0].normal: not used by kind = \"cylinder\"",
+            "surfaces[0].radius_m: must be in (0, 10]",
+            "surfaces[1].center_m: required",
+            "surfaces[1].radius_m: required",
+            "surfaces[1].point_m: not used by kind = \"sphere\"",
+            "surfaces[2].axis: must be finite and non-zero",
+            "surfaces[3].radius_m: not used by kind = \"plane\"",
+        ] {
+            assert!(
+                e.iter().any(|m| m.starts_with(key)),
+                "{key} missing in {e:#?}"
+            );
+        }
+        let ok = r#"
+            [[surfaces]]
+            kind = "sphere"
+            center_m = [0.4, 0.0, 0.1]
+            radius_m = 0.05
+            motion = { velocity_m_s = [0.0, 0.0, -0.001], start_s = 0.5, duration_s = 1.0, trigger = "contact" }
+        "#;
+        let c = WorldConfig::load_str(ok).unwrap();
+        assert_eq!(
+            c.surfaces[0].motion.map(|m| m.trigger),
+            Some(super::super::trigger::Trigger::Contact)
+        );
+        let bad = WorldConfig::from_toml_str(
+            "[[surfaces]]\nkind = \"torus\"\ncenter_m = [0,0,0]\nradius_m = 1",
+        )
+        .unwrap_err();
+        assert!(bad.contains("unknown variant"), "{bad}");
     }
 }

@@ -1,11 +1,26 @@
 //! Contact between the tool tip and the environment's surfaces.
 //!
 //! The tool tip is a sphere of radius `ρ ≥ 0` centred on the TCP (ρ = 0: a point). Each
-//! surface is a half-space (plane) or a solid axis-aligned box in the base frame, optionally
-//! translating along a ramp (the paper's moving reaction surface, Fig. 8).
+//! surface is, in the base frame, a half-space (plane), a solid axis-aligned box, a solid
+//! infinite cylinder (axis point, axis direction, radius; contact on its outside) or a solid
+//! sphere (centre, radius), optionally translating along a ramp (the paper's moving reaction
+//! surface, Fig. 8) whose start may wait for the first contact ([`super::trigger`]).
 //!
-//! Per surface, with penetration `δ > 0`, outward unit normal `n` (from the surface towards the
-//! tool), and the velocity of the contact point relative to the surface `v_rel`:
+//! Penetration of the tip sphere (centre `c`) and outward normal `n` per shape:
+//!
+//! * plane: `δ = ρ − n·(c − p)`, `n` the plane's normal;
+//! * box: from the closest point of the box (or, with `c` inside, through the nearest face);
+//! * cylinder: `r = (c − a) − ((c − a)·u) u` the radial vector from the axis (point `a`, unit
+//!   direction `u`), `δ = R + ρ − |r|`, `n = r/|r|` — radially outward at the contact point;
+//! * sphere: `r = c − o`, `δ = R + ρ − |r|`, `n = r/|r|`.
+//!
+//! (With `c` exactly on a cylinder's axis or at a sphere's centre the radial direction is
+//! undefined; a fixed perpendicular is used — the tip is then a whole radius deep, far outside
+//! any sane contact.)
+//!
+//! Every shape then uses the same contact law. Per surface, with penetration `δ > 0`, outward
+//! unit normal `n` (from the surface towards the tool), and the velocity of the contact point
+//! relative to the surface `v_rel`:
 //!
 //! * normal force `F_n = max(0, K δ + D δ̇)`, `δ̇ = −v_rel·n` — a spring–damper that only
 //!   pushes (the damper never makes the surface pull the tool back, and nothing acts when
@@ -23,8 +38,12 @@ use kinematics::{Twist, Wrench};
 use nalgebra::Vector3;
 use serde::{Deserialize, Serialize};
 
+use super::trigger::{Trigger, TriggerClock, TriggerStatus};
+
 /// A translation of a surface over time: zero before `start_s`, `velocity·(t − start_s)` while
-/// moving, frozen after `start_s + duration_s`.
+/// moving, frozen after `start_s + duration_s`. `t` is the ramp's own time: scenario time with
+/// `trigger = "time"`, time since the first contact with this surface with
+/// `trigger = "contact"` (see [`super::trigger`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Ramp {
@@ -35,6 +54,9 @@ pub struct Ramp {
     /// Duration of the motion (s); `f64::INFINITY` is not representable in TOML, so use a
     /// large number for "forever".
     pub duration_s: f64,
+    /// What `start_s` counts from: `"time"` (scenario time 0, default) or `"contact"` (the
+    /// first contact of the tool with this surface after the trigger was armed).
+    pub trigger: Trigger,
 }
 
 impl Default for Ramp {
@@ -43,6 +65,7 @@ impl Default for Ramp {
             velocity_m_s: [0.0; 3],
             start_s: 0.0,
             duration_s: 0.0,
+            trigger: Trigger::Time,
         }
     }
 }
@@ -102,6 +125,52 @@ pub enum Shape {
         min: Vector3<f64>,
         max: Vector3<f64>,
     },
+    /// A solid infinite cylinder: the points within `radius` of the line through `point` along
+    /// `axis` (unit). Contact on the outside.
+    Cylinder {
+        point: Vector3<f64>,
+        axis: Vector3<f64>,
+        radius: f64,
+    },
+    /// A solid sphere.
+    Sphere { center: Vector3<f64>, radius: f64 },
+}
+
+/// A unit vector perpendicular to the unit vector `u` (deterministic).
+fn perpendicular(u: &Vector3<f64>) -> Vector3<f64> {
+    // Cross with the base axis least aligned with u.
+    let a = u.map(f64::abs);
+    let e = if a.x <= a.y && a.x <= a.z {
+        Vector3::x()
+    } else if a.y <= a.z {
+        Vector3::y()
+    } else {
+        Vector3::z()
+    };
+    let p = u.cross(&e);
+    let n = p.norm();
+    if n > 0.0 {
+        p / n
+    } else {
+        Vector3::z()
+    }
+}
+
+/// Penetration of a sphere of radius `rho` centred `r` away from a round shape's core (the
+/// radial vector from a cylinder's axis or a sphere's centre) of radius `radius`.
+fn round_penetration(
+    r: Vector3<f64>,
+    radius: f64,
+    rho: f64,
+    fallback: Vector3<f64>,
+) -> Option<Penetration> {
+    let dist = r.norm();
+    let depth = radius + rho - dist;
+    if depth <= 0.0 {
+        return None;
+    }
+    let normal = if dist > 1e-12 { r / dist } else { fallback };
+    Some(Penetration { depth, normal })
 }
 
 /// A contact surface with its contact law.
@@ -119,6 +188,8 @@ pub struct Surface {
     pub mu: f64,
     /// Optional motion.
     pub motion: Option<Ramp>,
+    /// The start trigger of `motion` (a `time` trigger when there is no motion).
+    pub trigger: TriggerClock,
 }
 
 /// Penetration of the tip sphere into a surface.
@@ -153,14 +224,45 @@ impl ContactForce {
 }
 
 impl Surface {
-    /// Displacement of the surface at time `t`.
-    pub fn offset(&self, t: f64) -> Vector3<f64> {
-        self.motion.map_or_else(Vector3::zeros, |m| m.offset(t))
+    /// A surface at rest or moving along `motion`, its trigger armed.
+    pub fn new(
+        name: impl Into<String>,
+        shape: Shape,
+        stiffness: f64,
+        damping: f64,
+        mu: f64,
+        motion: Option<Ramp>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            shape,
+            stiffness,
+            damping,
+            mu,
+            motion,
+            trigger: TriggerClock::new(motion.map_or(Trigger::Time, |m| m.trigger)),
+        }
     }
 
-    /// Velocity of the surface at time `t`.
+    /// Displacement of the surface at scenario time `t` (zero while its trigger waits).
+    pub fn offset(&self, t: f64) -> Vector3<f64> {
+        match (self.motion, self.trigger.local_time(t)) {
+            (Some(m), Some(tl)) => m.offset(tl),
+            _ => Vector3::zeros(),
+        }
+    }
+
+    /// Velocity of the surface at scenario time `t`.
     pub fn velocity(&self, t: f64) -> Vector3<f64> {
-        self.motion.map_or_else(Vector3::zeros, |m| m.velocity(t))
+        match (self.motion, self.trigger.local_time(t)) {
+            (Some(m), Some(tl)) => m.velocity(tl),
+            _ => Vector3::zeros(),
+        }
+    }
+
+    /// The motion trigger's state.
+    pub fn trigger_status(&self) -> TriggerStatus {
+        self.trigger.status()
     }
 
     /// Penetration of a sphere (centre `c`, radius `rho`) at time `t`, if any.
@@ -206,6 +308,18 @@ impl Surface {
                         normal: best.1,
                     })
                 }
+            }
+            Shape::Cylinder {
+                point,
+                axis,
+                radius,
+            } => {
+                let d = c - point;
+                let r = d - axis * axis.dot(&d);
+                round_penetration(r, radius, rho, perpendicular(&axis))
+            }
+            Shape::Sphere { center, radius } => {
+                round_penetration(c - center, radius, rho, Vector3::z())
             }
         }
     }
@@ -272,28 +386,59 @@ pub struct ContactModel {
     pub friction_smoothing: f64,
 }
 
+impl ContactSummary {
+    fn add(&mut self, c: &ContactForce, tcp: &Vector3<f64>) {
+        let f = c.force();
+        let r = c.point - tcp;
+        self.wrench_at_tcp.force += f;
+        self.wrench_at_tcp.torque += r.cross(&f);
+        self.contacts += 1;
+        self.max_depth = self.max_depth.max(c.depth);
+        self.normal_force += c.normal_force;
+        self.friction_force += c.friction.norm();
+    }
+}
+
 impl ContactModel {
-    /// Sums the contacts of every surface.
-    pub fn evaluate(&self, tcp: &Vector3<f64>, tcp_twist: &Twist, t: f64) -> ContactSummary {
-        let mut s = ContactSummary::default();
-        let v_s = if self.friction_smoothing > 0.0 {
+    fn v_s(&self) -> f64 {
+        if self.friction_smoothing > 0.0 {
             self.friction_smoothing
         } else {
             1e-3
-        };
+        }
+    }
+
+    /// Sums the contacts of every surface (no trigger changes: see [`ContactModel::step`]).
+    pub fn evaluate(&self, tcp: &Vector3<f64>, tcp_twist: &Twist, t: f64) -> ContactSummary {
+        let mut s = ContactSummary::default();
+        let v_s = self.v_s();
         for surf in &self.surfaces {
             if let Some(c) = surf.contact(tcp, tcp_twist, self.tip_radius, v_s, t) {
-                let f = c.force();
-                let r = c.point - tcp;
-                s.wrench_at_tcp.force += f;
-                s.wrench_at_tcp.torque += r.cross(&f);
-                s.contacts += 1;
-                s.max_depth = s.max_depth.max(c.depth);
-                s.normal_force += c.normal_force;
-                s.friction_force += c.friction.norm();
+                s.add(&c, tcp);
             }
         }
         s
+    }
+
+    /// [`ContactModel::evaluate`] at scenario time `t`, then fires the `contact` trigger of
+    /// every surface touched (so a triggered ramp starts counting from `t`).
+    pub fn step(&mut self, tcp: &Vector3<f64>, tcp_twist: &Twist, t: f64) -> ContactSummary {
+        let mut s = ContactSummary::default();
+        let (v_s, rho) = (self.v_s(), self.tip_radius);
+        for surf in &mut self.surfaces {
+            if let Some(c) = surf.contact(tcp, tcp_twist, rho, v_s, t) {
+                s.add(&c, tcp);
+                surf.trigger.observe(true, t);
+            }
+        }
+        s
+    }
+
+    /// Re-arms every `contact` trigger.
+    pub fn arm_triggers(&mut self) {
+        for s in &mut self.surfaces {
+            s.trigger.arm();
+        }
     }
 }
 
@@ -304,17 +449,17 @@ mod tests {
     use proptest::prelude::*;
 
     fn table(mu: f64, damping: f64) -> Surface {
-        Surface {
-            name: "table".into(),
-            shape: Shape::Plane {
+        Surface::new(
+            "table",
+            Shape::Plane {
                 point: Vector3::new(0.0, 0.0, 0.1),
                 normal: Vector3::z(),
             },
-            stiffness: 2e4,
+            2e4,
             damping,
             mu,
-            motion: None,
-        }
+            None,
+        )
     }
 
     fn still() -> Twist {
@@ -439,6 +584,7 @@ mod tests {
             velocity_m_s: [0.0, 0.0, -0.0065],
             start_s: 1.0,
             duration_s: 2.0,
+            trigger: Trigger::Time,
         });
         let tcp = Vector3::new(0.0, 0.0, 0.095); // 5 mm into the table at rest
         let f = |t: f64| {
@@ -458,17 +604,17 @@ mod tests {
 
     #[test]
     fn box_contacts_faces_edges_and_inside() {
-        let b = Surface {
-            name: "block".into(),
-            shape: Shape::Box {
+        let b = Surface::new(
+            "block",
+            Shape::Box {
                 min: Vector3::new(0.0, 0.0, 0.0),
                 max: Vector3::new(0.1, 0.1, 0.1),
             },
-            stiffness: 1e4,
-            damping: 0.0,
-            mu: 0.0,
-            motion: None,
-        };
+            1e4,
+            0.0,
+            0.0,
+            None,
+        );
         // Sphere above the top face.
         let p = b
             .penetration(&Vector3::new(0.05, 0.05, 0.105), 0.01, 0.0)
@@ -489,6 +635,200 @@ mod tests {
         assert!(b
             .penetration(&Vector3::new(0.2, 0.2, 0.2), 0.01, 0.0)
             .is_none());
+    }
+
+    /// A cylinder along base x through (0, 0, 0.12), radius 80 mm: crest at z = 0.20.
+    fn pipe(mu: f64, damping: f64) -> Surface {
+        Surface::new(
+            "pipe",
+            Shape::Cylinder {
+                point: Vector3::new(0.0, 0.0, 0.12),
+                axis: Vector3::x(),
+                radius: 0.08,
+            },
+            2e4,
+            damping,
+            mu,
+            None,
+        )
+    }
+
+    #[test]
+    fn cylinder_penetration_and_radial_normal() {
+        let c = pipe(0.0, 0.0);
+        // On the crest, 0.5 mm in: 10 N straight up; the position along the axis does not
+        // matter (infinite cylinder).
+        for x in [-1.0, 0.0, 0.4] {
+            let f = c
+                .contact(&Vector3::new(x, 0.0, 0.1995), &still(), 0.0, 1e-3, 0.0)
+                .unwrap();
+            assert!((f.depth - 5e-4).abs() < 1e-12);
+            assert!((f.force() - Vector3::new(0.0, 0.0, 10.0)).norm() < 1e-9);
+        }
+        // 30° off the crest towards +y, a 5 mm ball tip 1 mm in: the normal is radial
+        // (0, sin 30°, cos 30°), the contact point on the ball lies along −n, F = K δ n.
+        let a = 30f64.to_radians();
+        let n = Vector3::new(0.0, a.sin(), a.cos());
+        let axis_pt = Vector3::new(0.3, 0.0, 0.12);
+        let tcp = axis_pt + n * (0.08 + 0.005 - 0.001);
+        let f = c.contact(&tcp, &still(), 0.005, 1e-3, 0.0).unwrap();
+        assert!((f.depth - 0.001).abs() < 1e-12);
+        assert!((f.normal - n).norm() < 1e-12);
+        assert!((f.point - (tcp - n * 0.005)).norm() < 1e-12);
+        assert!((f.force() - n * 20.0).norm() < 1e-9);
+        // Free just outside, and below the axis the normal points down (contact from outside
+        // all round).
+        assert!(c
+            .penetration(&Vector3::new(0.0, 0.0, 0.2001), 0.0, 0.0)
+            .is_none());
+        let p = c
+            .penetration(&Vector3::new(0.0, 0.0, 0.0401), 0.0, 0.0)
+            .unwrap();
+        assert!((p.normal + Vector3::z()).norm() < 1e-12 && (p.depth - 1e-4).abs() < 1e-12);
+        // Tilted axis: the normal is perpendicular to it.
+        let u = Vector3::new(1.0, 1.0, 0.0).normalize();
+        let t = Surface::new(
+            "tilted",
+            Shape::Cylinder {
+                point: Vector3::zeros(),
+                axis: u,
+                radius: 0.1,
+            },
+            1e4,
+            0.0,
+            0.0,
+            None,
+        );
+        let p = t
+            .penetration(&Vector3::new(0.3, 0.3, 0.09), 0.0, 0.0)
+            .unwrap();
+        assert!(p.normal.dot(&u).abs() < 1e-12);
+        assert!((p.normal - Vector3::z()).norm() < 1e-12 && (p.depth - 0.01).abs() < 1e-12);
+        // On the axis: a whole radius deep, some unit normal perpendicular to the axis.
+        let p = t.penetration(&Vector3::zeros(), 0.0, 0.0).unwrap();
+        assert!((p.depth - 0.1).abs() < 1e-12);
+        assert!((p.normal.norm() - 1.0).abs() < 1e-12 && p.normal.dot(&u).abs() < 1e-12);
+    }
+
+    #[test]
+    fn sphere_penetration_and_radial_normal() {
+        let s = Surface::new(
+            "ball",
+            Shape::Sphere {
+                center: Vector3::new(0.4, 0.0, 0.1),
+                radius: 0.05,
+            },
+            4e4,
+            100.0,
+            0.0,
+            None,
+        );
+        let dir = Vector3::new(1.0, -2.0, 2.0) / 3.0;
+        let tcp = Vector3::new(0.4, 0.0, 0.1) + dir * (0.05 + 0.002 - 0.0005);
+        let c = s.contact(&tcp, &still(), 0.002, 1e-3, 0.0).unwrap();
+        assert!((c.depth - 5e-4).abs() < 1e-12);
+        assert!((c.normal - dir).norm() < 1e-12);
+        assert!((c.force() - dir * 20.0).norm() < 1e-9);
+        // Pressing in along −n adds the damper: D·v.
+        let c = s
+            .contact(&tcp, &moving(-dir * 0.01), 0.002, 1e-3, 0.0)
+            .unwrap();
+        assert!((c.normal_force - 21.0).abs() < 1e-9);
+        // Outside: nothing; at the centre: a whole radius deep.
+        assert!(s
+            .penetration(&Vector3::new(0.4, 0.0, 0.1521), 0.002, 0.0)
+            .is_none());
+        let p = s
+            .penetration(&Vector3::new(0.4, 0.0, 0.1), 0.0, 0.0)
+            .unwrap();
+        assert!((p.depth - 0.05).abs() < 1e-12 && (p.normal.norm() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn friction_on_curved_surfaces_opposes_tangential_sliding() {
+        // Sliding along y over the pipe's flank, with some velocity into the surface: friction
+        // is tangent to the pipe (⊥ the radial normal), opposite to the tangential velocity,
+        // at the Coulomb level μ F_n when fast.
+        let c = pipe(0.4, 0.0);
+        let a = 20f64.to_radians();
+        let n = Vector3::new(0.0, a.sin(), a.cos());
+        let tcp = Vector3::new(0.35, 0.0, 0.12) + n * (0.08 - 0.001);
+        let v = Vector3::new(0.0, 0.05, -0.01);
+        let f = c.contact(&tcp, &moving(v), 0.0, 1e-3, 0.0).unwrap();
+        let v_t = v - n * v.dot(&n);
+        assert!(f.friction.dot(&n).abs() < 1e-12, "tangent");
+        assert!(f.friction.cross(&v_t).norm() < 1e-9, "antiparallel");
+        assert!(f.friction.dot(&v_t) < 0.0);
+        assert!((f.friction.norm() - 0.4 * f.normal_force).abs() < 1e-6);
+        // Sliding along the axis of the pipe on its crest: friction along −x.
+        let f = c
+            .contact(
+                &Vector3::new(0.35, 0.0, 0.199),
+                &moving(Vector3::new(0.02, 0.0, 0.0)),
+                0.0,
+                1e-3,
+                0.0,
+            )
+            .unwrap();
+        assert!((f.friction.normalize() + Vector3::x()).norm() < 1e-12);
+        // The same on a sphere.
+        let s = Surface::new(
+            "ball",
+            Shape::Sphere {
+                center: Vector3::zeros(),
+                radius: 0.1,
+            },
+            2e4,
+            0.0,
+            0.3,
+            None,
+        );
+        let n = Vector3::new(0.0, -0.6, 0.8);
+        let v = Vector3::new(0.03, 0.02, 0.0);
+        let f = s.contact(&(n * 0.099), &moving(v), 0.0, 1e-3, 0.0).unwrap();
+        let v_t = v - n * v.dot(&n);
+        assert!(f.friction.dot(&n).abs() < 1e-12);
+        assert!(f.friction.cross(&v_t).norm() < 1e-9 && f.friction.dot(&v_t) < 0.0);
+    }
+
+    #[test]
+    fn contact_triggered_ramp_starts_at_first_contact() {
+        let mut t = table(0.0, 0.0);
+        t.motion = Some(Ramp {
+            velocity_m_s: [0.0, 0.0, -0.0065],
+            start_s: 0.5,
+            duration_s: 1.0,
+            trigger: Trigger::Contact,
+        });
+        t.trigger = TriggerClock::new(Trigger::Contact);
+        let mut m = ContactModel {
+            surfaces: vec![t],
+            tip_radius: 0.0,
+            friction_smoothing: 1e-3,
+        };
+        let above = Vector3::new(0.0, 0.0, 0.11);
+        let touching = Vector3::new(0.0, 0.0, 0.0995);
+        // Long after start_s, but no contact yet: the table has not moved.
+        for k in 0..3000 {
+            let s = m.step(&above, &still(), k as f64 * 1e-3);
+            assert_eq!(s.contacts, 0);
+        }
+        assert_eq!(m.surfaces[0].offset(5.0), Vector3::zeros());
+        assert!(m.surfaces[0].trigger_status().armed);
+        // First contact at t = 3.0 s (10 N): the ramp starts 0.5 s later.
+        let s = m.step(&touching, &still(), 3.0);
+        assert!((s.normal_force - 10.0).abs() < 1e-9);
+        assert_eq!(m.surfaces[0].trigger.origin(), Some(3.0));
+        assert_eq!(m.surfaces[0].offset(3.5), Vector3::zeros());
+        assert!((m.surfaces[0].offset(3.6).z + 0.00065).abs() < 1e-12);
+        assert_eq!(m.surfaces[0].velocity(3.6), Vector3::new(0.0, 0.0, -0.0065));
+        // Losing contact does not restart it; `evaluate` never fires triggers.
+        m.step(&above, &still(), 3.7);
+        assert_eq!(m.surfaces[0].trigger.origin(), Some(3.0));
+        m.arm_triggers();
+        assert!(m.surfaces[0].trigger_status().armed);
+        let _ = m.evaluate(&touching, &still(), 4.0);
+        assert!(m.surfaces[0].trigger_status().armed);
     }
 
     proptest! {

@@ -11,9 +11,15 @@
 //! ```
 //!
 //! plus an optional constant torque `torque_nm` (base) while the hand holds the tool.
+//!
+//! Times (`start_s`, the release) are scenario times measured from the hand's trigger origin:
+//! scenario time 0 (`trigger = "time"`, default) or the first contact of the tool with any
+//! surface after the trigger was armed (`trigger = "contact"`, see [`super::trigger`]).
 
 use nalgebra::Vector3;
 use serde::{Deserialize, Serialize};
+
+use super::trigger::{Trigger, TriggerClock, TriggerStatus};
 
 /// `[hand]` in a scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +46,9 @@ pub struct HandParams {
     pub release_after_s: Option<f64>,
     /// Constant torque applied while holding (N·m, base).
     pub torque_nm: [f64; 3],
+    /// What `start_s` counts from: `"time"` (default) or `"contact"` (first contact of the
+    /// tool with any surface after the trigger was armed).
+    pub trigger: Trigger,
 }
 
 impl Default for HandParams {
@@ -55,6 +64,7 @@ impl Default for HandParams {
             max_lead_m: None,
             release_after_s: None,
             torque_nm: [0.0; 3],
+            trigger: Trigger::Time,
         }
     }
 }
@@ -161,6 +171,7 @@ pub struct Hand {
     length: f64,
     s: f64,
     end_time: Option<f64>,
+    clock: TriggerClock,
 }
 
 impl Hand {
@@ -168,13 +179,40 @@ impl Hand {
     pub fn new(params: HandParams) -> Self {
         let points: Vec<Vector3<f64>> = params.path.iter().map(|p| Vector3::from(*p)).collect();
         let length = points.windows(2).map(|w| (w[1] - w[0]).norm()).sum();
+        let clock = TriggerClock::new(params.trigger);
         Self {
             params,
             points,
             length,
             s: 0.0,
             end_time: None,
+            clock,
         }
+    }
+
+    /// New parameters, keeping the progress along the path (clamped to the new path's length),
+    /// the arrival time and, when its kind is unchanged, the trigger's state.
+    pub fn set_params(&mut self, params: HandParams) {
+        let mut h = Hand::new(params);
+        h.s = self.s.min(h.length);
+        h.end_time = if h.s >= h.length { self.end_time } else { None };
+        h.clock = TriggerClock::carried_from(h.params.trigger, Some(&self.clock));
+        *self = h;
+    }
+
+    /// Tells the hand's trigger whether the tool touches anything at scenario time `t`.
+    pub fn observe_contact(&mut self, in_contact: bool, t: f64) {
+        self.clock.observe(in_contact, t);
+    }
+
+    /// Re-arms a `contact` trigger (the hand lets go until the next contact).
+    pub fn arm_trigger(&mut self) {
+        self.clock.arm();
+    }
+
+    /// The trigger's state.
+    pub fn trigger_status(&self) -> TriggerStatus {
+        self.clock.status()
     }
 
     /// Parameters.
@@ -192,10 +230,11 @@ impl Hand {
         self.s
     }
 
-    /// Back to the start of the path.
+    /// Back to the start of the path, trigger re-armed.
     pub fn reset(&mut self) {
         self.s = 0.0;
         self.end_time = None;
+        self.clock.arm();
     }
 
     /// Point and unit tangent at arc length `s`.
@@ -221,8 +260,9 @@ impl Hand {
         last
     }
 
-    /// The hand's action at time `t` (s) over a cycle of `dt` (s), given the TCP position and
-    /// velocity (base). Advances the attractor by `speed·dt` unless it is waiting.
+    /// The hand's action at scenario time `t` (s) over a step of `dt` (s), given the TCP
+    /// position and velocity (base). Advances the attractor by `speed·dt` unless it is
+    /// waiting.
     pub fn step(
         &mut self,
         tcp: &Vector3<f64>,
@@ -231,6 +271,10 @@ impl Hand {
         dt: f64,
     ) -> HandOutput {
         let p = &self.params;
+        // The hand's own time (from its trigger's origin); none while the trigger waits.
+        let Some(t) = self.clock.local_time(t) else {
+            return HandOutput::default();
+        };
         if !p.enabled || self.points.is_empty() || t < p.start_s {
             return HandOutput::default();
         }
@@ -375,6 +419,38 @@ mod tests {
             !h.step(&Vector3::zeros(), &Vector3::zeros(), 2.0, 0.004)
                 .active
         );
+    }
+
+    #[test]
+    fn contact_trigger_starts_the_hand_after_contact() {
+        let mut p = params();
+        p.start_s = 0.2;
+        p.trigger = Trigger::Contact;
+        let mut h = Hand::new(p);
+        let tcp = Vector3::new(0.4, 0.0, 0.3);
+        // No contact for 2 s: never active, the attractor does not move.
+        for k in 0..500 {
+            let t = k as f64 * 0.004;
+            h.observe_contact(false, t);
+            assert!(!h.step(&tcp, &Vector3::zeros(), t, 0.004).active);
+        }
+        assert_eq!(h.progress(), 0.0);
+        // Contact at t = 2.0: active from 2.2 on.
+        h.observe_contact(true, 2.0);
+        assert!(!h.step(&tcp, &Vector3::zeros(), 2.1, 0.004).active);
+        assert!(h.step(&tcp, &Vector3::zeros(), 2.2, 0.004).active);
+        assert_eq!(h.trigger_status().origin_s, Some(2.0));
+        // A live parameter change keeps the progress and the fired trigger.
+        let before = h.progress();
+        let mut p2 = h.params().clone();
+        p2.stiffness_n_per_m = 100.0;
+        h.set_params(p2);
+        assert_eq!(h.progress(), before);
+        assert_eq!(h.trigger_status().origin_s, Some(2.0));
+        // Reset re-arms.
+        h.reset();
+        assert!(h.trigger_status().armed && h.progress() == 0.0);
+        assert!(!h.step(&tcp, &Vector3::zeros(), 3.0, 0.004).active);
     }
 
     proptest! {

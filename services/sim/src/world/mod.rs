@@ -1,9 +1,12 @@
 //! The simulator's pure world model: what the simulated robot does with a joint reference
 //! ([`servo`]), what the environment does to the tool ([`contact`], [`hand`], [`tool`]), the
 //! resulting "true" wrench at the F/T sensor ([`World::sensor_wrench`]), and the Raibert–Craig
-//! 2-DOF torque-driven plant ([`rc_plant`]). Scenarios are TOML ([`config::WorldConfig`]).
+//! 2-DOF torque-driven plant ([`rc_plant`]). Scenarios are TOML ([`config::WorldConfig`]);
+//! events (surface ramps, the hand) may start on the first contact ([`trigger`]).
 //!
-//! No I/O, clocks or threads: time is a parameter, every call is deterministic.
+//! No I/O, clocks or threads: time is a parameter, every call is deterministic. The simulator
+//! calls [`World::sensor_wrench`] every 1 ms base tick with *scenario time* (ticks × 1 ms since
+//! the scenario was loaded or reset), the one clock every part of the world advances on.
 //!
 //! # Sign convention of the sensor truth
 //! The sensor reports the wrench **the tool exerts on the sensor**, which (quasi-statically,
@@ -18,6 +21,7 @@ pub mod hand;
 pub mod rc_plant;
 pub mod servo;
 pub mod tool;
+pub mod trigger;
 
 pub use config::{ContactParams, SurfaceKind, SurfaceParams, WorldConfig};
 pub use contact::{ContactModel, ContactSummary, Ramp, Shape, Surface};
@@ -25,6 +29,7 @@ pub use hand::{Hand, HandOutput, HandParams};
 pub use rc_plant::{PlanarRamp, PlantState, RcPlant, RcPlantParams, RcSurface};
 pub use servo::{ServoModel, ServoParams};
 pub use tool::ToolParams;
+pub use trigger::{Trigger, TriggerClock, TriggerStatus};
 
 use kinematics::{Arm, JacobianFrame, KinError, Twist, Wrench};
 use nalgebra::{Isometry3, Vector3, Vector6};
@@ -146,14 +151,48 @@ impl World {
         RcPlant::new(self.config.rc_plant)
     }
 
-    /// Restarts the hand's path.
+    /// Back to the scenario's initial state: surfaces at their initial places with their
+    /// triggers armed, the hand at the start of its path, trigger armed. (Scenario time is the
+    /// caller's: restart it at 0.)
     pub fn reset(&mut self) {
+        self.contact = self.config.contact_model();
         self.hand.reset();
     }
 
+    /// Re-arms every `contact` trigger (surfaces and hand) without resetting anything else: a
+    /// triggered surface returns to its initial place and the hand lets go until the next
+    /// contact.
+    pub fn arm_triggers(&mut self) {
+        self.contact.arm_triggers();
+        self.hand.arm_trigger();
+    }
+
+    /// A new scenario at run time, keeping the running state where it still applies: each
+    /// surface's trigger (by index, when its kind is unchanged), the hand's progress and
+    /// trigger. The servo and plant parameters in `config` are the caller's to apply to the
+    /// servo and plant it owns. `Err` lists every problem and changes nothing.
+    pub fn set_config(&mut self, config: WorldConfig) -> Result<(), Vec<String>> {
+        let errs = config.validate();
+        if !errs.is_empty() {
+            return Err(errs);
+        }
+        let mut contact = config.contact_model();
+        for (i, s) in contact.surfaces.iter_mut().enumerate() {
+            s.trigger = TriggerClock::carried_from(
+                s.trigger.kind(),
+                self.contact.surfaces.get(i).map(|o| &o.trigger),
+            );
+        }
+        self.contact = contact;
+        self.hand.set_params(config.hand.clone());
+        self.gravity = Vector3::from(config.gravity_m_s2);
+        self.config = config;
+        Ok(())
+    }
+
     /// The true wrench at the sensor for joints `q` (rad) moving at `qd` (rad/s), at scenario
-    /// time `t` (s; moves the surfaces), over a cycle of `dt` (s; advances the hand's
-    /// attractor).
+    /// time `t` (s; moves the surfaces, fires contact triggers), over a step of `dt` (s;
+    /// advances the hand's attractor).
     pub fn sensor_wrench(
         &mut self,
         q: &[f64; 6],
@@ -174,7 +213,8 @@ impl World {
         let twist = Twist::from_vector(&tw);
         let p_tcp = tcp.translation.vector;
 
-        let c = self.contact.evaluate(&p_tcp, &twist, t);
+        let c = self.contact.step(&p_tcp, &twist, t);
+        self.hand.observe_contact(c.contacts > 0, t);
         let h = self.hand.step(&p_tcp, &twist.linear, t, dt);
         let hand_w = Wrench::new(h.force, h.torque);
 

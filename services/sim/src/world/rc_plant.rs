@@ -29,6 +29,11 @@
 //! Joint ranges are hard stops (the velocity into the stop is zeroed).
 //!
 //! # Integration
+//! Joint efforts are held over a caller step. The simulator steps the plant every 1 ms base
+//! tick on the simulator's one clock ([`RcPlant::set_time`] keeps the plant's time equal to
+//! scenario time); a surface ramp may start from the first contact of the hand with the
+//! surface (`trigger = "contact"`, see [`super::trigger`]).
+//!
 //! Semi-implicit (symplectic) Euler at `substep_hz` (default 20 kHz, at least 10 kHz): all
 //! forces from the state at the start of the substep, then velocities, then positions with the
 //! new velocities. For the 280 Hz hand mode, `ω h = 0.088` at 20 kHz: the method's frequency
@@ -52,7 +57,10 @@ use kinematics::PlanarRP;
 use nalgebra::{Matrix2, Vector2};
 use serde::{Deserialize, Serialize};
 
-/// A translation of the reaction surface over time (m/s, base plane).
+use super::trigger::{Trigger, TriggerClock, TriggerStatus};
+
+/// A translation of the reaction surface over time (m/s, base plane). Times count from the
+/// trigger's origin (scenario time 0, or the hand's first contact with the surface).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PlanarRamp {
@@ -62,6 +70,9 @@ pub struct PlanarRamp {
     pub start_s: f64,
     /// Duration (s).
     pub duration_s: f64,
+    /// What `start_s` counts from: `"time"` (default) or `"contact"` (the hand's first
+    /// contact with the surface after the trigger was armed).
+    pub trigger: Trigger,
 }
 
 impl Default for PlanarRamp {
@@ -70,6 +81,7 @@ impl Default for PlanarRamp {
             velocity_m_s: [0.0; 2],
             start_s: 0.0,
             duration_s: 0.0,
+            trigger: Trigger::Time,
         }
     }
 }
@@ -334,6 +346,7 @@ pub struct RcPlant {
     hd: Vector2<f64>,
     tau: Vector2<f64>,
     rejected: u64,
+    surface_clock: TriggerClock,
 }
 
 /// One joint's velocity update under static + Coulomb (+ viscous) friction.
@@ -372,6 +385,7 @@ impl RcPlant {
         }
         let q = Vector2::from(params.initial_q);
         let n = Vector2::from(params.surface.normal).normalize();
+        let trigger = params.surface.motion.map_or(Trigger::Time, |m| m.trigger);
         Ok(Self {
             p: params,
             n,
@@ -382,12 +396,54 @@ impl RcPlant {
             hd: Vector2::zeros(),
             tau: Vector2::zeros(),
             rejected: 0,
+            surface_clock: TriggerClock::new(trigger),
         })
     }
 
     /// Parameters.
     pub fn params(&self) -> &RcPlantParams {
         &self.p
+    }
+
+    /// New parameters at run time, keeping the state (joints clamped into the new ranges,
+    /// velocities, hand, time, applied effort) and, when its kind is unchanged, the surface
+    /// trigger. `initial_q` takes effect at the next reset. `Err` lists every problem and
+    /// changes nothing.
+    pub fn set_params(&mut self, params: RcPlantParams) -> Result<(), Vec<String>> {
+        let mut next = RcPlant::new(params)?;
+        next.t = self.t;
+        next.qd = self.qd;
+        next.h = self.h;
+        next.hd = self.hd;
+        next.tau = self.tau;
+        next.rejected = self.rejected;
+        let l = &next.p.limits;
+        next.q = Vector2::new(
+            self.q.x.clamp(l.theta_min, l.theta_max),
+            self.q.y.clamp(l.r_min, l.r_max),
+        );
+        let kind = params.surface.motion.map_or(Trigger::Time, |m| m.trigger);
+        next.surface_clock = TriggerClock::carried_from(kind, Some(&self.surface_clock));
+        *self = next;
+        Ok(())
+    }
+
+    /// Sets the plant's clock (s): the simulator keeps it equal to scenario time, so the
+    /// surface ramp runs on the one simulator clock. Non-finite values are ignored.
+    pub fn set_time(&mut self, t: f64) {
+        if t.is_finite() {
+            self.t = t;
+        }
+    }
+
+    /// Re-arms the surface ramp's `contact` trigger.
+    pub fn arm_trigger(&mut self) {
+        self.surface_clock.arm();
+    }
+
+    /// The surface ramp's trigger.
+    pub fn trigger_status(&self) -> TriggerStatus {
+        self.surface_clock.status()
     }
 
     /// Number of non-finite torque commands replaced by zero.
@@ -422,9 +478,9 @@ impl RcPlant {
 
     fn surface_now(&self, t: f64) -> (Vector2<f64>, Vector2<f64>) {
         let s = &self.p.surface;
-        match s.motion {
-            Some(m) => (m.offset(t), m.velocity(t)),
-            None => (Vector2::zeros(), Vector2::zeros()),
+        match (s.motion, self.surface_clock.local_time(t)) {
+            (Some(m), Some(tl)) => (m.offset(tl), m.velocity(tl)),
+            _ => (Vector2::zeros(), Vector2::zeros()),
         }
     }
 
@@ -484,7 +540,10 @@ impl RcPlant {
 
     fn substep(&mut self, h: f64) {
         let p = self.p;
-        let (f_w, f_c, _) = self.forces();
+        let (f_w, f_c, depth) = self.forces();
+        if depth > 0.0 {
+            self.surface_clock.observe(true, self.t);
+        }
         // Hand.
         let hd_new = self.hd + (f_w + f_c) * (h / p.hand_mass_kg);
         // Arm: generalised forces from the wrist spring and the velocity-product terms.
@@ -713,6 +772,7 @@ mod tests {
                     velocity_m_s: [0.0065, 0.0],
                     start_s: 0.5,
                     duration_s: 1.0,
+                    trigger: Trigger::Time,
                 }),
                 ..Default::default()
             },
@@ -723,6 +783,91 @@ mod tests {
         assert!((s.surface_offset[0] - 0.00325).abs() < 1e-9);
         let s = pl.step([0.0, 0.0], 1.0);
         assert!((s.surface_offset[0] - 0.0065).abs() < 1e-9);
+    }
+
+    #[test]
+    fn contact_triggered_ramp_waits_for_the_hand() {
+        // Surface at x = 0.55 m; the hand starts at r = 0.5 (5 cm away). The ramp would have
+        // ended by t = 1.5 s on a time trigger; with a contact trigger it starts 0.5 s after the
+        // hand first touches.
+        let mut pl = RcPlant::new(RcPlantParams {
+            surface: RcSurface {
+                motion: Some(PlanarRamp {
+                    velocity_m_s: [0.0065, 0.0],
+                    start_s: 0.5,
+                    duration_s: 1.0,
+                    trigger: Trigger::Contact,
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        let mut s = pl.state();
+        let mut k = 0u64;
+        while !s.in_contact {
+            k += 1;
+            pl.set_time(k as f64 * 1e-3 - 1e-3);
+            s = pl.step([0.0, 20.0], 1e-3);
+            assert_eq!(s.surface_offset, [0.0, 0.0]);
+            assert!(k < 5000, "never touched");
+        }
+        let t_contact = pl.trigger_status().origin_s.unwrap();
+        assert!(t_contact > 0.0 && t_contact <= s.t);
+        assert!(
+            (s.t - k as f64 * 1e-3).abs() < 1e-12,
+            "set_time keeps the clock"
+        );
+        // Still before start_s after contact: no motion; then the ramp.
+        let s1 = pl.step([0.0, 20.0], 0.4);
+        assert_eq!(s1.surface_offset, [0.0, 0.0]);
+        let s2 = pl.step([0.0, 20.0], 0.6);
+        let expect = 0.0065 * (s2.t - t_contact - 0.5);
+        assert!((s2.surface_offset[0] - expect).abs() < 1e-12, "{s2:?}");
+        // Re-armed: the surface is back home and waits for the next contact (the unservoed
+        // boom bounces, so that may take a while).
+        pl.arm_trigger();
+        assert!(pl.trigger_status().armed);
+        assert_eq!(pl.state().surface_offset, [0.0, 0.0]);
+        let mut n = 0;
+        loop {
+            let s3 = pl.step([0.0, 20.0], 1e-3);
+            if s3.in_contact {
+                break;
+            }
+            assert_eq!(s3.surface_offset, [0.0, 0.0]);
+            n += 1;
+            assert!(n < 5000, "never touched again");
+        }
+        assert!(!pl.trigger_status().armed);
+    }
+
+    #[test]
+    fn set_params_keeps_the_state() {
+        let mut pl = RcPlant::new(RcPlantParams::default()).unwrap();
+        for _ in 0..200 {
+            pl.step([0.0, 20.0], 1e-3);
+        }
+        let before = pl.state();
+        let p = RcPlantParams {
+            static_friction: [2.0, 8.0],
+            ..*pl.params()
+        };
+        pl.set_params(p).unwrap();
+        let after = pl.state();
+        assert_eq!(before.q, after.q);
+        assert_eq!(before.qd, after.qd);
+        assert_eq!(before.hand_pos, after.hand_pos);
+        assert_eq!(before.t, after.t);
+        assert_eq!(pl.params().static_friction, [2.0, 8.0]);
+        // Invalid parameters change nothing.
+        let bad = RcPlantParams {
+            hand_mass_kg: -1.0,
+            ..*pl.params()
+        };
+        assert!(pl.set_params(bad).is_err());
+        assert_eq!(pl.params().static_friction, [2.0, 8.0]);
+        assert_eq!(pl.state(), after);
     }
 
     #[test]

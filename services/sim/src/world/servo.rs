@@ -29,6 +29,15 @@
 //! discretisation error on the loop dynamics is far below a per cent; deterministic for equal
 //! inputs (no clocks, no randomness).
 //!
+//! The reference enters once per robot cycle ([`ServoModel::push_reference`]: the delay line
+//! advances one cycle) and the loop is integrated over any number of shorter steps in between
+//! ([`ServoModel::advance`]); [`ServoModel::step`] is both for one whole cycle. The simulator
+//! pushes a reference every EGM cycle and advances every 1 ms base tick, so the measured joints
+//! (and the F/T truth computed from them) evolve at 1 kHz while the transport delay stays
+//! `delay_cycles` EGM cycles: with the same substep size the result at the end of each cycle
+//! is the same as one `step` over the cycle (tested), so the documented lag (≈ 30 ms at the
+//! 4 ms cycle, `algorithms.md` §D) is unchanged.
+//!
 //! Motors off: the brakes hold — the position stays, the velocity is zero, references are
 //! consumed but ignored; when the motors come back on, the delay line is refilled with the held
 //! position so no stale reference is ever executed.
@@ -122,6 +131,8 @@ pub struct ServoModel {
     qd: [f64; 6],
     delay: VecDeque<[f64; 6]>,
     last_ref: [f64; 6],
+    /// The reference the loop tracks now (out of the delay line).
+    active: [f64; 6],
     motors_on: bool,
     rejected: u64,
     cycles: u64,
@@ -163,6 +174,7 @@ impl ServoModel {
             qd: [0.0; 6],
             delay,
             last_ref: q,
+            active: q,
             motors_on: true,
             rejected: 0,
             cycles: 0,
@@ -218,6 +230,7 @@ impl ServoModel {
                 *r = self.q;
             }
             self.last_ref = self.q;
+            self.active = self.q;
         }
         if !on {
             self.qd = [0.0; 6];
@@ -236,12 +249,44 @@ impl ServoModel {
             *r = self.q;
         }
         self.last_ref = self.q;
+        self.active = self.q;
+    }
+
+    /// New parameters at run time, keeping the position, velocity and the references in the
+    /// delay line (a longer line is padded with the oldest reference, a shorter one drops the
+    /// oldest). `params` must be valid ([`ServoParams::validate`]).
+    pub fn set_params(&mut self, params: ServoParams) {
+        let mut next = ServoModel::new(params, self.limits, self.q);
+        next.qd = self.qd;
+        next.last_ref = self.last_ref;
+        next.active = self.active;
+        next.motors_on = self.motors_on;
+        next.rejected = self.rejected;
+        next.cycles = self.cycles;
+        let mut line = self.delay.clone();
+        let n = next.params.delay_cycles;
+        while line.len() > n {
+            line.pop_front();
+        }
+        while line.len() < n {
+            line.push_front(line.front().copied().unwrap_or(self.active));
+        }
+        next.delay = line;
+        *self = next;
     }
 
     /// One robot cycle of `dt` seconds with a new position reference. Returns the measured
     /// `(q, q̇)` at the end of the cycle. Non-finite reference components repeat the previous
     /// reference; a non-finite or non-positive `dt` advances nothing but the delay line.
     pub fn step(&mut self, q_ref: &[f64; 6], dt: f64) -> ([f64; 6], [f64; 6]) {
+        self.push_reference(q_ref);
+        self.advance(dt)
+    }
+
+    /// A new robot cycle's reference: enters the delay line, and the reference that leaves it
+    /// (`delay_cycles` pushes ago) becomes the one tracked. Non-finite components repeat the
+    /// previous reference.
+    pub fn push_reference(&mut self, q_ref: &[f64; 6]) {
         self.cycles += 1;
         let mut r = self.last_ref;
         for j in 0..6 {
@@ -253,7 +298,14 @@ impl ServoModel {
         }
         self.last_ref = r;
         self.delay.push_back(r);
-        let active = self.delay.pop_front().unwrap_or(r);
+        self.active = self.delay.pop_front().unwrap_or(r);
+    }
+
+    /// Integrates the loop over `dt` seconds towards the tracked reference (no new
+    /// reference). Returns the measured `(q, q̇)`. Motors off: held, velocity zero; a
+    /// non-finite or non-positive `dt` advances nothing.
+    pub fn advance(&mut self, dt: f64) -> ([f64; 6], [f64; 6]) {
+        let active = self.active;
         if !self.motors_on {
             self.qd = [0.0; 6];
             return (self.q, self.qd);
@@ -500,6 +552,67 @@ mod tests {
         assert_eq!(s.rejected_refs(), 1);
         let (q, _) = s.step(&[0.1; 6], f64::NAN);
         assert!(q.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn base_ticks_between_cycles_match_whole_cycles() {
+        // One push per 4 ms cycle and four 1 ms advances give the same trajectory at the cycle
+        // ends as one 4 ms step (same substep size): the delay is still counted in cycles.
+        let mut whole = servo(2);
+        let mut ticked = servo(2);
+        let mut worst = 0.0f64;
+        for k in 0..500 {
+            let r = [0.3 * (k as f64 * 0.02).sin(); 6];
+            let (qa, va) = whole.step(&r, 0.004);
+            ticked.push_reference(&r);
+            let mut qb = ([0.0; 6], [0.0; 6]);
+            for _ in 0..4 {
+                qb = ticked.advance(0.001);
+            }
+            for j in 0..6 {
+                worst = worst
+                    .max((qa[j] - qb.0[j]).abs())
+                    .max((va[j] - qb.1[j]).abs());
+            }
+        }
+        assert!(worst < 1e-9, "{worst}");
+        // Delay: the first movement comes after exactly delay_cycles pushes.
+        let mut s = servo(3);
+        let mut first = None;
+        for k in 0..10 {
+            s.push_reference(&[0.1; 6]);
+            for _ in 0..4 {
+                s.advance(0.001);
+            }
+            if first.is_none() && s.q()[0] != 0.0 {
+                first = Some(k);
+            }
+        }
+        assert_eq!(first, Some(3));
+    }
+
+    #[test]
+    fn set_params_keeps_state_and_resizes_the_delay_line() {
+        let mut s = servo(2);
+        for k in 0..20 {
+            s.step(&[0.01 * k as f64; 6], 0.004);
+        }
+        let (q, qd) = (s.q(), s.qd());
+        s.set_params(ServoParams {
+            delay_cycles: 4,
+            bandwidth_hz: [5.0; 6],
+            ..Default::default()
+        });
+        assert_eq!((s.q(), s.qd()), (q, qd));
+        assert_eq!(s.params().delay_cycles, 4);
+        assert_eq!(s.delay.len(), 4);
+        s.set_params(ServoParams {
+            delay_cycles: 0,
+            ..Default::default()
+        });
+        assert!(s.delay.is_empty());
+        let (q2, _) = s.step(&[0.5; 6], 0.004);
+        assert!(q2.iter().all(|v| v.is_finite()));
     }
 
     #[test]

@@ -127,6 +127,7 @@ fn ramp_moving_table_releases_the_tool() {
         velocity_m_s: [0.0, 0.0, -0.0065],
         start_s: 1.0,
         duration_s: 1.0,
+        trigger: Trigger::Time,
     });
     let mut w = world(WorldConfig {
         surfaces: vec![table],
