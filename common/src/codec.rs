@@ -652,7 +652,7 @@ mod tests {
             contact_loss_s: 0.25,
         });
         let head = format!("04 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
-        let gains = format!("01 {} {} {HALF}", ONE.repeat(6), z(30));
+        let gains = format!("01 {} {} {HALF} {}", ONE.repeat(6), z(36), z(6));
         let limits = format!("01 {QUARTER}{HALF}{ONE}{TWO}{THREE}{ONE_HALF}{ONE}{QUARTER}");
         golden(
             &t,

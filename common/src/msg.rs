@@ -350,9 +350,16 @@ pub struct HybridGains {
     pub kd: [f64; 6],
     pub kp_f: [f64; 6],
     pub ki_f: [f64; 6],
+    /// Active damping on force axes (velocity feedback; plant: N·s/m). The paper used none
+    /// ("damping is mechanical"); 0 = off.
+    pub kd_f: [f64; 6],
     pub limit_n: [f64; 6],
     /// Force feedforward weight (0 = off, 1 = full).
     pub feedforward: f64,
+    /// Coulomb-friction feedforward on force axes (plant: N): adds
+    /// `friction_n·tanh(e_f / 0.25 N)`, so the drive breaks the static friction at once
+    /// instead of waiting for the integral (0 = off; arm: unused).
+    pub friction_n: [f64; 6],
 }
 
 /// Limits of a hybrid task (UR `force_mode` is the anchor).
@@ -704,7 +711,9 @@ impl Check for HybridTask {
                 ("kd", &g.kd),
                 ("kp_f", &g.kp_f),
                 ("ki_f", &g.ki_f),
+                ("kd_f", &g.kd_f),
                 ("limit_n", &g.limit_n),
+                ("friction_n", &g.friction_n),
             ] {
                 if !a.iter().all(|v| v.is_finite() && *v >= 0.0) {
                     return Err(format!("gains.{name} must be finite and ≥ 0: {a:?}"));

@@ -22,10 +22,10 @@ struct Run {
     lost_contact: bool,
 }
 
-/// Hand against the surface at rest: the surface at x = 0.55 m, the hand 0.1 mm away.
+/// Hand touching the surface at rest (no force): the surface at x = 0.55 m.
 fn params() -> RcPlantParams {
     RcPlantParams {
-        initial_q: [0.0, 0.5499],
+        initial_q: [0.0, 0.55],
         ..Default::default()
     }
 }
@@ -46,7 +46,8 @@ fn task(reference_x: Profile, rate_hz: f64, duration_s: f64) -> HybridTask {
     }
 }
 
-fn simulate(p: RcPlantParams, task: HybridTask, gains: HybridGains) -> Run {
+/// Contact counts as lost when the hand leaves the surface after `lost_after` (s).
+fn simulate(p: RcPlantParams, task: HybridTask, gains: HybridGains, lost_after: f64) -> Run {
     let mut plant = RcPlant::new(p).expect("plant");
     let mut limits = default_limits();
     limits.force_axis_speed_m_s = 0.05;
@@ -84,7 +85,7 @@ fn simulate(p: RcPlantParams, task: HybridTask, gains: HybridGains) -> Run {
         let fc = -st.contact_force[0];
         if st.in_contact {
             touched = true;
-        } else if touched && st.t > 0.3 {
+        } else if touched && st.t > lost_after {
             out.lost_contact = true;
         }
         out.t.push(st.t);
@@ -105,26 +106,96 @@ fn y_disturbance(r: &Run) -> f64 {
     r.y.iter().map(|y| (y - y0).abs()).fold(0.0, f64::max)
 }
 
+fn step_task(f: f64, rate: f64) -> HybridTask {
+    task(
+        Profile::Step {
+            before: 0.0,
+            after: f,
+            at_s: 0.5,
+        },
+        rate,
+        3.0,
+    )
+}
+
+/// Gains from the environment for quick tuning runs (`KP_F=… cargo test …`).
+fn gains() -> HybridGains {
+    let mut g = default_plant_gains();
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f64>().ok());
+    if let Some(v) = env("KP_F") {
+        g.kp_f[0] = v;
+    }
+    if let Some(v) = env("KI_F") {
+        g.ki_f[0] = v;
+    }
+    if let Some(v) = env("LIM") {
+        g.limit_n[0] = v;
+    }
+    if let Some(v) = env("KD_F") {
+        g.kd_f[0] = v;
+    }
+    if let Some(v) = env("FR") {
+        g.friction_n[0] = v;
+    }
+    if let Some(v) = env("FF") {
+        g.feedforward = v;
+    }
+    g
+}
+
+/// R&C Fig. 7 on the model: the paper's floor (steady-state error < 1 N, 12 Hz filtered, last
+/// second; the step reached) holds for 1, 5 and 10 N at 60, 80 and 120 Hz; C_y moves by less
+/// than 1 mm; 5 and 10 N never lose contact. Overshoot and the limit cycle are reported (the
+/// static − Coulomb friction difference of the prismatic joint, 1 N, sets a floor on them: see
+/// docs/hybrid.md).
 #[test]
-fn force_steps_at_60_hz_meet_the_papers_figures() {
+fn force_steps_meet_the_papers_floor_at_60_80_120_hz() {
     for f in [1.0, 5.0, 10.0] {
         for rate in [60.0, 80.0, 120.0] {
-            let t = task(
-                Profile::Step {
-                    before: 0.0,
-                    after: f,
-                    at_s: 0.5,
-                },
-                rate,
-                3.0,
-            );
-            let r = simulate(params(), t, default_plant_gains());
+            let r = simulate(params(), step_task(f, rate), gains(), 0.7);
             let fig = figures(&r, 0.5, f);
             let dy = y_disturbance(&r);
             eprintln!(
-                "{f:>4} N @ {rate:>3} Hz: rise {:?} s, overshoot {:.1} %, ss {:.3} N, lc {:.3} N, dy {:.3} mm, lost {}",
-                fig.rise_time_s, fig.overshoot_pct, fig.steady_state_error, fig.limit_cycle_amplitude, dy * 1e3, r.lost_contact
+                "{f:>4} N @ {rate:>3} Hz: rise {:?} s, t90 {:?} s, overshoot {:.1} %, ss {:.3} N, lc {:.3} N, dy {:.3} mm, lost {}",
+                fig.rise_time_s, fig.t90_s, fig.overshoot_pct, fig.steady_state_error,
+                fig.limit_cycle_amplitude, dy * 1e3, r.lost_contact
             );
+            if std::env::var("TRACE").is_ok() && rate == 60.0 {
+                for i in (400..r.t.len()).step_by(10) {
+                    eprintln!(
+                        "t {:.3} wrist {:.3} contact {:.3}",
+                        r.t[i], r.force[i], r.contact[i]
+                    );
+                }
+            }
+            assert!(fig.t90_s.is_some(), "{f} N @ {rate} Hz never reached 90 %");
+            assert!(fig.steady_state_error < 1.0, "{f} N @ {rate} Hz: {fig:?}");
+            assert!(dy < 1e-3, "{f} N @ {rate} Hz: y moved {dy}");
+            if f >= 5.0 {
+                assert!(!r.lost_contact, "{f} N @ {rate} Hz lost contact");
+            }
+        }
+    }
+}
+
+/// The same law with the plant's friction halved and doubled (explicit overrides of the
+/// nominal plant): stable (bounded limit cycle) and never losing contact.
+#[test]
+fn friction_halved_and_doubled_stays_stable_in_contact() {
+    for scale in [0.5, 2.0] {
+        let nominal = params();
+        let p = RcPlantParams {
+            static_friction: nominal.static_friction.map(|v| v * scale),
+            coulomb_friction: nominal.coulomb_friction.map(|v| v * scale),
+            ..nominal
+        };
+        for f in [5.0, 10.0] {
+            let r = simulate(p, step_task(f, 60.0), gains(), 0.7);
+            let fig = figures(&r, 0.5, f);
+            eprintln!("friction ×{scale}: {f} N: {fig:?}, lost {}", r.lost_contact);
+            assert!(!r.lost_contact, "friction ×{scale}, {f} N lost contact");
+            assert!(fig.limit_cycle_amplitude < 3.0, "{fig:?}");
+            assert!(fig.steady_state_error < 1.0, "{fig:?}");
         }
     }
 }

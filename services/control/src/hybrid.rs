@@ -15,8 +15,8 @@
 //! integral is clamped, so a large error (a step, first contact) integrates at a bounded rate —
 //! a lower effective integral gain — while small errors integrate fully and break through the
 //! Coulomb friction. The integral is also frozen whenever the output is at its bound
-//! (anti-windup). `kd` on a force axis is optional active damping (velocity feedback); the
-//! paper used none ("damping is mechanical"), the default is 0.
+//! (anti-windup). `kd_f` on a force axis is optional active damping (velocity feedback); the
+//! paper used none ("damping is mechanical").
 //!
 //! # Output stages
 //! * **Arm** (position-controlled, EGM) — [`ArmRun`]: `u` is a TCP velocity in {C} (m/s,
@@ -161,6 +161,9 @@ pub enum Feedforward {
     Force,
 }
 
+/// Force error at which the friction feedforward reaches 76 % (tanh 1) of its value (N).
+pub const FRICTION_FF_SCALE_N: f64 = 0.25;
+
 /// The hybrid law's state: integrals and the previous error (for the derivative).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HybridLaw {
@@ -251,10 +254,11 @@ impl HybridLaw {
                     self.limited |= 1 << k;
                 }
                 let damping = match i.v_meas {
-                    Some(v) => -g.kd[k] * v[k],
+                    Some(v) => -g.kd_f[k] * v[k],
                     None => 0.0,
                 };
-                let base = ff + g.kp_f[k] * e + damping;
+                let friction = g.friction_n[k] * (e / FRICTION_FF_SCALE_N).tanh();
+                let base = ff + g.kp_f[k] * e + damping + friction;
                 let mut int = self.int_f[k];
                 if integrate_force {
                     let cand = int + sat * dt;
@@ -301,8 +305,10 @@ pub fn default_arm_gains(k_e: [f64; 3], k_rot: [f64; 3], delay_s: f64) -> Hybrid
         kd: [0.0; 6],
         kp_f: [0.0; 6],
         ki_f: [0.0; 6],
+        kd_f: [0.0; 6],
         limit_n: [5.0, 5.0, 5.0, 0.5, 0.5, 0.5],
         feedforward: 1.0,
+        friction_n: [0.0; 6],
     };
     for k in 0..6 {
         let ke = if k < 3 { k_e[k] } else { k_rot[k - 3] };
@@ -312,18 +318,26 @@ pub fn default_arm_gains(k_e: [f64; 3], k_rot: [f64; 3], delay_s: f64) -> Hybrid
     g
 }
 
-/// Default gains on the 2-DOF plant (torque-controlled; x, y of {C} only). Chosen on the
-/// plant's documented parameters (effective mass ≈ 5 kg along the boom, ≈ 8 kg across it at
-/// r = 0.55 m) at 60 Hz; see `docs/hybrid.md` for the step responses behind them.
+/// Default gains on the 2-DOF plant (torque-controlled; x, y of {C} only), chosen on the
+/// model at 60 Hz (`tests/tests/hybrid_model.rs`, figures in `docs/hybrid.md`):
+/// * position (C_y, effective mass ≈ 8 kg across the boom at r = 0.55 m): kp 2000 N/m,
+///   ki 500 N/(m·s), kd 150 N·s/m — ≈ 16 rad/s, critically damped;
+/// * force: feedforward 0.6·F_d (a full feedforward step rings the 24 Hz boom mode),
+///   kp_f 0.1, ki_f 15 s⁻¹ with the limiter at 3 N (breaks the 4 N static friction of a 1 N
+///   step in ≈ 0.15 s), kd_f 40 N·s/m active damping, and 1 N of Coulomb-friction
+///   feedforward — below the plant's 3 N so that halving the friction does not
+///   over-compensate it (at 2 N the halved plant went unstable).
 pub fn default_plant_gains() -> HybridGains {
     HybridGains {
         kp: [2000.0, 2000.0, 0.0, 0.0, 0.0, 0.0],
         ki: [500.0, 500.0, 0.0, 0.0, 0.0, 0.0],
         kd: [150.0, 150.0, 0.0, 0.0, 0.0, 0.0],
-        kp_f: [0.3, 0.3, 0.0, 0.0, 0.0, 0.0],
-        ki_f: [12.0, 12.0, 0.0, 0.0, 0.0, 0.0],
-        limit_n: [2.0, 2.0, 0.0, 0.0, 0.0, 0.0],
-        feedforward: 1.0,
+        kp_f: [0.1, 0.1, 0.0, 0.0, 0.0, 0.0],
+        ki_f: [15.0, 15.0, 0.0, 0.0, 0.0, 0.0],
+        kd_f: [40.0, 40.0, 0.0, 0.0, 0.0, 0.0],
+        limit_n: [3.0, 3.0, 0.0, 0.0, 0.0, 0.0],
+        feedforward: 0.6,
+        friction_n: [1.0, 1.0, 0.0, 0.0, 0.0, 0.0],
     }
 }
 
@@ -993,19 +1007,22 @@ impl PlantRun {
         if lost {
             self.law.reset_force_integral();
         }
-        let mut u = self.law.step(&inp, dt, self.sup.in_contact());
+        // Torque-controlled: the force law itself approaches (F_d drives the joints, the
+        // integral breaks the static friction loose), so it integrates with or without
+        // contact. The speed limit brakes a force axis that moves towards the surface faster
+        // than allowed while there is no contact.
+        let mut u = self.law.step(&inp, dt, true);
         if !self.sup.in_contact() {
-            // Approach: velocity control towards the surface at the speed limit, damped by
-            // the axis's kd (or a default), no integral.
             for k in 0..2 {
-                if sel[k] && inp.f_ref[k] != 0.0 {
-                    let kd = if self.law.gains.kd[k] > 0.0 {
-                        self.law.gains.kd[k]
+                let v = inp.v_meas.map_or(0.0, |v| v[k]);
+                let dir = if inp.f_ref[k] < 0.0 { -1.0 } else { 1.0 };
+                if sel[k] && dir * v > l.force_axis_speed_m_s {
+                    let kd = if self.law.gains.kd_f[k] > 0.0 {
+                        self.law.gains.kd_f[k]
                     } else {
                         100.0
                     };
-                    let v_goal = inp.f_ref[k].signum() * l.force_axis_speed_m_s;
-                    u[k] = (kd * (v_goal - inp.v_meas.map_or(0.0, |v| v[k])))
+                    u[k] = (kd * (dir * l.force_axis_speed_m_s - v))
                         .clamp(-self.law.out_limit[k], self.law.out_limit[k]);
                 }
             }
@@ -1064,8 +1081,10 @@ mod tests {
             kd: [0.0; 6],
             kp_f: [kp_f; 6],
             ki_f: [ki_f; 6],
+            kd_f: [0.0; 6],
             limit_n: [limit; 6],
             feedforward: 1.0,
+            friction_n: [0.0; 6],
         }
     }
 

@@ -6,5 +6,5 @@
 pub mod core;
 pub mod hybrid;
 pub mod metrics;
-pub mod taskfile;
 pub mod node;
+pub mod taskfile;

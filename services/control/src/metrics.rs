@@ -81,6 +81,8 @@ pub fn resample(t: &[f64], v: &[f64], fs_hz: f64) -> (Vec<f64>, Vec<f64>) {
 pub struct StepFigures {
     /// 10 → 90 % of the step (s); `None` if 90 % was never reached.
     pub rise_time_s: Option<f64>,
+    /// From the step to the first 90 % (s): the rise with any dead time (stiction) before it.
+    pub t90_s: Option<f64>,
     /// Peak beyond the final value, in % of the step size.
     pub overshoot_pct: f64,
     /// |mean − reference| over the last `window_s` (same unit as the trace).
@@ -145,6 +147,7 @@ pub fn step_figures(
             (Some(a), Some(b)) => Some(b - a),
             _ => None,
         },
+        t90_s: t90.map(|t| t - t_step),
         overshoot_pct: if size.abs() > 0.0 {
             (peak.max(0.0) / size.abs()) * 100.0
         } else {

@@ -124,8 +124,10 @@ struct GainsFile {
     kd: Option<[f64; 6]>,
     kp_f: Option<[f64; 6]>,
     ki_f: Option<[f64; 6]>,
+    kd_f: Option<[f64; 6]>,
     limit_n: Option<[f64; 6]>,
     feedforward: Option<f64>,
+    friction_n: Option<[f64; 6]>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -199,7 +201,9 @@ pub fn parse(text: &str) -> Result<HybridTask, Vec<String>> {
         FrameFile::Tracking => FrameKind::Tracking,
     };
     if frame_kind == FrameKind::Tracking && !force_axes[2] {
-        errors.push("frame = \"tracking\" follows the contact normal with z: make z a force axis".into());
+        errors.push(
+            "frame = \"tracking\" follows the contact normal with z: make z a force axis".into(),
+        );
     }
     let [r, p, y] = f.frame_rpy_deg.map(f64::to_radians);
     let q = UnitQuaternion::from_euler_angles(r, p, y);
@@ -226,17 +230,17 @@ pub fn parse(text: &str) -> Result<HybridTask, Vec<String>> {
             kd: g.kd.unwrap_or(base.kd),
             kp_f: g.kp_f.unwrap_or(base.kp_f),
             ki_f: g.ki_f.unwrap_or(base.ki_f),
+            kd_f: g.kd_f.unwrap_or(base.kd_f),
             limit_n: g.limit_n.unwrap_or(base.limit_n),
             feedforward: g.feedforward.unwrap_or(base.feedforward),
+            friction_n: g.friction_n.unwrap_or(base.friction_n),
         }
     });
     let limits = f.limits.map(|l| {
         let d = default_limits();
         HybridLimits {
             force_axis_speed_m_s: l.force_axis_speed_m_s.unwrap_or(d.force_axis_speed_m_s),
-            force_axis_speed_rad_s: l
-                .force_axis_speed_rad_s
-                .unwrap_or(d.force_axis_speed_rad_s),
+            force_axis_speed_rad_s: l.force_axis_speed_rad_s.unwrap_or(d.force_axis_speed_rad_s),
             deviation_m: l.deviation_m.unwrap_or(d.deviation_m),
             deviation_rad: l.deviation_rad.unwrap_or(d.deviation_rad),
             max_force_n: l.max_force_n.unwrap_or(d.max_force_n),
@@ -281,8 +285,8 @@ pub fn parse(text: &str) -> Result<HybridTask, Vec<String>> {
 
 /// Reads and parses a task file.
 pub fn load(path: &std::path::Path) -> Result<HybridTask, Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| vec![format!("{}: {e}", path.display())])?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
     parse(&text).map_err(|es| {
         es.into_iter()
             .map(|e| format!("{}: {e}", path.display()))
@@ -341,7 +345,12 @@ duration_s = -1.0
         )
         .expect_err("bad");
         let all = e.join("\n");
-        for want in ["unknown axis \"q\"", "make z a force axis", "duration_s", "frame = \"base\""] {
+        for want in [
+            "unknown axis \"q\"",
+            "make z a force axis",
+            "duration_s",
+            "frame = \"base\"",
+        ] {
             assert!(all.contains(want), "{want} missing in:\n{all}");
         }
         assert!(parse("name = 1").is_err());
