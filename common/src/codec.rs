@@ -617,23 +617,25 @@ mod tests {
             force_axes: [false, false, true, false, false, false],
             reference,
             duration_s: 2.0,
+            from_contact: true,
             rate_hz: 0.5,
             gains: None,
             limits: None,
         };
         // stamp | name: len 02 "ab" | robot 01 | frame_kind 02 | pose | 6 bools | 6 profiles
-        // (variant index, fields; the series: length 02, points) | duration | rate | 00 00.
+        // (variant index, fields; the series: length 02, points) | duration | from_contact 01
+        // | rate | gains, limits: None 00 00.
         let head = format!("04 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let profiles = format!(
             "00 {ONE} 01 {Z}{TWO}{HALF} 02 {Z}{M1}{QUARTER}{ONE_HALF} \
              03 {HALF}{MHALF}{QUARTER}{ONE} 04 02 {Z}{ONE}{TWO}{THREE} 00 {Z}"
         );
-        golden(&t, &format!("{head} {profiles} {TWO} {HALF} 00 00"));
+        golden(&t, &format!("{head} {profiles} {TWO} 01 {HALF} 00 00"));
         for (kind, i) in [(FrameKind::Base, "00"), (FrameKind::Tool, "01")] {
             t.frame_kind = kind;
             t.robot = TaskRobot::Arm;
             let head = format!("04 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
-            golden(&t, &format!("{head} {profiles} {TWO} {HALF} 00 00"));
+            golden(&t, &format!("{head} {profiles} {TWO} 01 {HALF} 00 00"));
         }
         // Some gains and limits: 01 then the fields in order.
         t.gains = Some(HybridGains {
@@ -656,7 +658,7 @@ mod tests {
         let limits = format!("01 {QUARTER}{HALF}{ONE}{TWO}{THREE}{ONE_HALF}{ONE}{QUARTER}");
         golden(
             &t,
-            &format!("{head} {profiles} {TWO} {HALF} {gains} {limits}"),
+            &format!("{head} {profiles} {TWO} 01 {HALF} {gains} {limits}"),
         );
     }
 
@@ -679,6 +681,7 @@ mod tests {
                 },
                 motion_id: 300,
                 t_s: 0.5,
+                clock_s: 2.0,
                 phase,
                 force_ref: [0.0, 0.0, 2.0, 0.0, 0.0, 0.0],
                 force: [0.0, 0.0, 1.5, 0.0, 0.0, 0.0],
@@ -691,7 +694,7 @@ mod tests {
             golden(
                 &s,
                 &format!(
-                    "04 01 02 {V300} {HALF} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
+                    "04 01 02 {V300} {HALF} {TWO} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
                      {ONE}{} {HALF}{} {}{M1} 04 {} {ONE}{}",
                     z(3),
                     z(3),

@@ -404,6 +404,10 @@ pub struct HybridTask {
     pub reference: [Profile; 6],
     /// Task length (s); then control holds where the task ended (`Hold`).
     pub duration_s: f64,
+    /// Reference time (and the duration) counts from the first contact instead of the task's
+    /// start: until contact the force axes approach at their speed limit with the references
+    /// at t = 0 and the position axes hold.
+    pub from_contact: bool,
     /// Law rate (Hz): 0 = every robot cycle (arm); the plant law runs at this rate on the
     /// plant's time (the paper: 60, 80, 120).
     pub rate_hz: f64,
@@ -439,6 +443,9 @@ pub struct HybridState {
     pub motion_id: u64,
     /// Task time (s).
     pub t_s: f64,
+    /// The law's clock at this step (s): plant time for plant tasks (the same clock as
+    /// `PlantState::t_s`), the tool pose's source time for arm tasks.
+    pub clock_s: f64,
     pub phase: HybridPhase,
     pub force_ref: [f64; 6],
     pub force: [f64; 6],

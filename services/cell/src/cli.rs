@@ -107,6 +107,8 @@ pub fn decode_json(t: &TopicInfo, bytes: &[u8]) -> Result<serde_json::Value, Str
         to_json::<msg::ModeCommand>(bytes)
     } else if is(&topic::HYBRID_TASK.info) {
         to_json::<msg::HybridTask>(bytes)
+    } else if is(&topic::HYBRID_STATE.info) {
+        to_json::<msg::HybridState>(bytes)
     } else if is(&topic::MOVE_TARGET.info) {
         to_json::<msg::MoveTarget>(bytes)
     } else if is(&topic::PLANT_STATE.info) {
@@ -223,7 +225,7 @@ async fn put<T: Serialize>(s: &Session, key: String, msg: &T) -> anyhow::Result<
         .map_err(|e| anyhow::anyhow!("put {key}: {e}"))
 }
 
-fn stamp() -> Stamp {
+pub fn stamp() -> Stamp {
     Stamp {
         seq: 1,
         source_mono_ns: common::clock::mono_ns(),

@@ -2,4 +2,5 @@
 //! offline kinematics commands ([`kin`]).
 
 pub mod cli;
+pub mod hybrid;
 pub mod launcher;

@@ -100,6 +100,17 @@ enum Cmd {
         #[arg(long)]
         protective: bool,
     },
+    /// Run a hybrid position/force task (TOML, see tasks/README.md): shows progress, writes
+    /// trace.csv and metrics.json, exits non-zero when the task is refused or aborted.
+    Hybrid {
+        task: std::path::PathBuf,
+        /// Output directory (default runs/<task name>-<unix time>).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Print the metrics as one JSON object (no progress lines).
+        #[arg(long)]
+        json: bool,
+    },
     /// Offline kinematics of the configured arm (no running cell needed).
     Kin {
         #[command(subcommand)]
@@ -384,6 +395,31 @@ async fn run(
             if let Some(file) = write {
                 cli::write_payload(&file, &v["payload"])?;
                 eprintln!("stored in {} [force.payload]", file.display());
+            }
+        }
+        Cmd::Hybrid { task, out, json } => {
+            let t = control::taskfile::load(&task).map_err(|e| anyhow::anyhow!(e.join("\n")))?;
+            let out = out.unwrap_or_else(|| {
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                std::path::PathBuf::from(format!("runs/{}-{secs}", t.name))
+            });
+            let opts = cell::hybrid::RunOptions {
+                out: Some(out.clone()),
+                progress: !json,
+            };
+            let o = cell::hybrid::run(&s, &cell, t, &opts).await?;
+            if json {
+                println!("{}", o.metrics);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&o.metrics)?);
+                eprintln!("traces and metrics in {}", out.display());
+            }
+            if let Some(why) = o.aborted {
+                eprintln!("task aborted: {why}");
+                let _ = s.close().await;
+                return Ok(false);
             }
         }
         Cmd::SimFault { json } => {

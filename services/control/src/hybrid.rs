@@ -481,6 +481,8 @@ impl Supervision {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StepReport {
     pub t_s: f64,
+    /// The law's clock (plant time, or the pose's source time).
+    pub clock_s: f64,
     pub phase: HybridPhase,
     pub force_ref: [f64; 6],
     pub force: [f64; 6],
@@ -517,6 +519,16 @@ fn split(v: &[f64; 6]) -> (Vector3<f64>, Vector3<f64>) {
 
 fn join(a: &Vector3<f64>, b: &Vector3<f64>) -> [f64; 6] {
     [a.x, a.y, a.z, b.x, b.y, b.z]
+}
+
+/// Reference time for task time `t`: from the start, or from the first contact
+/// (`from_contact`; 0 until contact).
+fn ref_time(task: &HybridTask, t: f64, contact_s: Option<f64>) -> f64 {
+    if task.from_contact {
+        contact_s.map_or(0.0, |c| t - c)
+    } else {
+        t
+    }
 }
 
 /// Shared per-task setup checks.
@@ -556,6 +568,8 @@ pub struct ArmRun {
     done: bool,
     /// Effective loop delay (s), for the approach speed.
     loop_delay_s: f64,
+    /// Task time of the first contact.
+    contact_s: Option<f64>,
     /// Tracking: low-pass of the estimated normal (base), the TCP's velocity estimate.
     normal: Option<Vector3<f64>>,
     prev_p: Option<Vector3<f64>>,
@@ -620,6 +634,7 @@ impl ArmRun {
             start_tcp: *tcp,
             done: false,
             loop_delay_s,
+            contact_s: None,
             normal: None,
             prev_p: None,
             v_est: Vector3::zeros(),
@@ -691,8 +706,15 @@ impl ArmRun {
             FrameKind::Tracking => self.track(i.tcp, &f, dt),
         }
         let fc = Self::applied_in_frame(&self.frame, i.tcp, &f, &tau);
-        let r: [f64; 6] = std::array::from_fn(|k| profile_value(&self.task.reference[k], t));
-        let rd: [f64; 6] = std::array::from_fn(|k| profile_rate(&self.task.reference[k], t));
+        let tr = ref_time(&self.task, t, self.contact_s);
+        let r: [f64; 6] = std::array::from_fn(|k| profile_value(&self.task.reference[k], tr));
+        let rd: [f64; 6] = std::array::from_fn(|k| {
+            if self.task.from_contact && self.contact_s.is_none() {
+                0.0
+            } else {
+                profile_rate(&self.task.reference[k], tr)
+            }
+        });
         let mut f_ref = [0.0; 6];
         let mut f_rate = [0.0; 6];
         let mut v_ref = [0.0; 6];
@@ -751,6 +773,15 @@ impl ArmRun {
         if lost {
             self.law.reset_force_integral();
         }
+        if self.sup.in_contact() && self.contact_s.is_none() {
+            self.contact_s = Some(t);
+        }
+        if self.task.from_contact && self.contact_s.is_none() && t > self.task.duration_s {
+            return Err(Abort(format!(
+                "no contact within {} s of approach",
+                self.task.duration_s
+            )));
+        }
         let mut u = if self.done {
             [0.0; 6]
         } else {
@@ -774,7 +805,7 @@ impl ArmRun {
                 }
             }
         }
-        if t >= self.task.duration_s {
+        if ref_time(&self.task, t, self.contact_s) >= self.task.duration_s {
             self.done = true;
             u = [0.0; 6];
         }
@@ -804,6 +835,7 @@ impl ArmRun {
             self.command,
             StepReport {
                 t_s: t,
+                clock_s: i.now_s,
                 phase,
                 force_ref: f_ref,
                 force: fc,
@@ -878,6 +910,7 @@ pub struct PlantRun {
     effort: [f64; 2],
     max_effort: [f64; 2],
     done: bool,
+    contact_s: Option<f64>,
 }
 
 impl PlantRun {
@@ -924,6 +957,7 @@ impl PlantRun {
             effort: [0.0; 2],
             max_effort,
             done: false,
+            contact_s: None,
             task,
         })
     }
@@ -974,8 +1008,15 @@ impl PlantRun {
         let x_c = rt * (p - p0);
         let v_c = rt * v;
         let f_c = rt * Vector2::from(i.wrist_force_n);
-        let r: [f64; 6] = std::array::from_fn(|k| profile_value(&self.task.reference[k], t));
-        let rd: [f64; 6] = std::array::from_fn(|k| profile_rate(&self.task.reference[k], t));
+        let tr = ref_time(&self.task, t, self.contact_s);
+        let r: [f64; 6] = std::array::from_fn(|k| profile_value(&self.task.reference[k], tr));
+        let rd: [f64; 6] = std::array::from_fn(|k| {
+            if self.task.from_contact && self.contact_s.is_none() {
+                0.0
+            } else {
+                profile_rate(&self.task.reference[k], tr)
+            }
+        });
         let mut inp = LawInput {
             v_meas: Some([v_c.x, v_c.y, 0.0, 0.0, 0.0, 0.0]),
             f_meas: [f_c.x, f_c.y, 0.0, 0.0, 0.0, 0.0],
@@ -1007,6 +1048,9 @@ impl PlantRun {
         if lost {
             self.law.reset_force_integral();
         }
+        if self.sup.in_contact() && self.contact_s.is_none() {
+            self.contact_s = Some(t);
+        }
         // Torque-controlled: the force law itself approaches (F_d drives the joints, the
         // integral breaks the static friction loose), so it integrates with or without
         // contact. The speed limit brakes a force axis that moves towards the surface faster
@@ -1027,7 +1071,7 @@ impl PlantRun {
                 }
             }
         }
-        if t >= self.task.duration_s {
+        if ref_time(&self.task, t, self.contact_s) >= self.task.duration_s {
             self.done = true;
         }
         let f_base = self.rc * Vector2::new(u[0], u[1]);
@@ -1050,6 +1094,7 @@ impl PlantRun {
             self.effort,
             StepReport {
                 t_s: t,
+                clock_s: i.t_s,
                 phase: if self.done {
                     HybridPhase::Done
                 } else {

@@ -179,6 +179,7 @@ fn hybrid_state(stamp: common::msg::Stamp, motion_id: u64, r: &StepReport) -> Hy
         stamp,
         motion_id,
         t_s: r.t_s,
+        clock_s: r.clock_s,
         phase: r.phase,
         force_ref: r.force_ref,
         force: r.force,

@@ -9,6 +9,7 @@
 //! frame_rpy_deg = [180.0, 0.0, 0.0]   # roll, pitch, yaw (fixed axes x, y, z)
 //! force_axes = ["z"]                  # S: these axes of {C} are force-controlled
 //! duration_s = 12.0
+//! from_contact = true                 # reference time starts at first contact
 //! rate_hz = 0.0                       # 0 = every robot cycle (arm); the plant needs a rate
 //!
 //! [reference]                         # per axis x y z rx ry rz; missing = 0
@@ -171,6 +172,8 @@ struct TaskFile {
     force_axes: Vec<String>,
     duration_s: f64,
     #[serde(default)]
+    from_contact: bool,
+    #[serde(default)]
     rate_hz: f64,
     #[serde(default)]
     reference: References,
@@ -258,6 +261,7 @@ pub fn parse(text: &str) -> Result<HybridTask, Vec<String>> {
         force_axes,
         reference,
         duration_s: f.duration_s,
+        from_contact: f.from_contact,
         rate_hz: f.rate_hz,
         gains,
         limits,
