@@ -190,7 +190,7 @@ impl Validate for SimConfig {
             errors.push(
                 format!("{prefix}.egm.cycle_ms"),
                 format!(
-                    "must be a whole number of the simulator's 1 ms base ticks (1, 2, 4, …;                      got {})",
+                    "must be a whole number of the simulator's 1 ms base ticks (1, 2, 4, …; got {})",
                     e.cycle_ms
                 ),
             );
@@ -224,7 +224,7 @@ impl Validate for SimConfig {
             errors.push(
                 format!("{prefix}.plant.rate_hz"),
                 format!(
-                    "the period must be a whole number of 1 ms base ticks (1000, 500, 250, … Hz;                      got {} Hz)",
+                    "the period must be a whole number of 1 ms base ticks (1000, 500, 250, … Hz; got {} Hz)",
                     p.rate_hz
                 ),
             );

@@ -152,10 +152,15 @@ impl Request {
             return Ok(Self::default());
         }
         let r: Request = serde_json::from_slice(body).map_err(|e| {
-            format!(
-                "bad request ({e}); expected a JSON object with any of \"load\", \
-                 \"load_toml\", \"set\", \"reset\", \"arm\""
-            )
+            let e = e.to_string();
+            if e.contains("unknown field") {
+                format!("bad request: {e}")
+            } else {
+                format!(
+                    "bad request: {e} (expected a JSON object with any of \"load\", \
+                     \"load_toml\", \"set\", \"reset\", \"arm\")"
+                )
+            }
         })?;
         if r.load.is_some() && r.load_toml.is_some() {
             return Err("\"load\" and \"load_toml\" exclude each other".into());

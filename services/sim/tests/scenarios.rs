@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use kinematics::Arm;
-use sim::world::{World, WorldConfig};
+use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+use sim::world::{SurfaceKind, Trigger, World, WorldConfig};
 
 fn scenario(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -82,6 +83,11 @@ fn table_contact_ramp_variant_is_valid() {
     let c = WorldConfig::load_str(&ramp).unwrap();
     let m = c.surfaces[0].motion.unwrap();
     assert_eq!(m.velocity_m_s, [0.0, 0.0, -0.0065]);
+    assert_eq!(
+        m.trigger,
+        Trigger::Contact,
+        "Fig. 8: the ramp starts after contact"
+    );
     // And so does the hand, enabled.
     let hand = text.replace(
         "enabled = false                      # set true",
@@ -89,4 +95,81 @@ fn table_contact_ramp_variant_is_valid() {
     );
     let c = WorldConfig::load_str(&hand).unwrap();
     assert!(c.hand.enabled && c.hand.path.len() == 3);
+}
+
+/// Joints putting the TCP (default tool: tool0) at `p` with the tool pointing straight down.
+fn tool_down_at(arm: &Arm, p: Vector3<f64>) -> [f64; 6] {
+    let pose = Isometry3::from_parts(
+        Translation3::from(p),
+        UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0),
+    );
+    let seed = [0.0, 0.3, 0.2, 0.0, 1.0, 0.0];
+    match arm.ik_nearest(&pose, &seed) {
+        Ok(s) => s.q,
+        Err(e) => panic!("{p} not reachable tool-down: {e:?}"),
+    }
+}
+
+#[test]
+fn curved_contact_scenario_supports_contour_following_over_the_crest() {
+    let c = load("curved-contact.toml");
+    assert_eq!(c.surfaces.len(), 1);
+    let s = &c.surfaces[0];
+    assert_eq!(s.kind, SurfaceKind::Cylinder);
+    assert_eq!(s.axis, Some([1.0, 0.0, 0.0]));
+    assert_eq!(s.stiffness_n_per_m, 2e4);
+    let (axis_pt, r) = (Vector3::from(s.point_m.unwrap()), s.radius_m.unwrap());
+    let rho = c.tool.tip_radius_m;
+    let arm = Arm::irb120();
+    let mut w = World::new(c, arm.clone()).unwrap();
+    // Along y over the crest at x = 0.40 with the tool pointing down, the ball tip 0.5 mm into
+    // the pipe along the local normal: 10 N along that (radial) normal everywhere, reachable.
+    for y in [-0.05, -0.025, 0.0, 0.025, 0.05] {
+        let radial = Vector3::new(0.0, y, (r * r - y * y).sqrt()).normalize();
+        let tcp = Vector3::new(0.40, 0.0, axis_pt.z) + radial * (r + rho - 0.0005);
+        assert!(
+            (0.2..0.4).contains(&tcp.z),
+            "TCP z {} in the usual band",
+            tcp.z
+        );
+        let q = tool_down_at(&arm, tcp);
+        let t = w.sensor_wrench(&q, &[0.0; 6], 0.0, 0.001).unwrap();
+        assert!(t.in_contact, "y = {y}");
+        let f = Vector3::from(t.contact_force_base);
+        assert!(
+            (f - radial * 10.0).norm() < 1e-6,
+            "y = {y}: {f} vs {}",
+            radial * 10.0
+        );
+    }
+    // Lifted 1 cm off the crest: free.
+    let q = tool_down_at(&arm, Vector3::new(0.40, 0.0, 0.22 + rho + 0.01));
+    assert!(
+        !w.sensor_wrench(&q, &[0.0; 6], 0.0, 0.001)
+            .unwrap()
+            .in_contact
+    );
+}
+
+#[test]
+fn tilted_table_scenario_pushes_along_its_tilted_normal() {
+    let c = load("tilted-table.toml");
+    let s = &c.surfaces[0];
+    let n = Vector3::from(s.normal.unwrap());
+    assert!((n.norm() - 1.0).abs() < 1e-12);
+    // 15° about base x.
+    assert!((n.dot(&Vector3::z()).acos().to_degrees() - 15.0).abs() < 1e-9);
+    assert!(n.x.abs() < 1e-15);
+    let rho = c.tool.tip_radius_m;
+    let arm = Arm::irb120();
+    let mut w = World::new(c, arm.clone()).unwrap();
+    let on = Vector3::new(0.40, 0.0, 0.20);
+    for dy in [-0.04, 0.0, 0.04] {
+        // A point on the plane at this y, TCP 0.5 mm in along the normal.
+        let p = on + Vector3::new(0.0, dy, -dy * n.y / n.z);
+        let q = tool_down_at(&arm, p + n * (rho - 0.0005));
+        let t = w.sensor_wrench(&q, &[0.0; 6], 0.0, 0.001).unwrap();
+        let f = Vector3::from(t.contact_force_base);
+        assert!((f - n * 10.0).norm() < 1e-6, "dy {dy}: {f}");
+    }
 }

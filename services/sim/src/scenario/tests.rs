@@ -203,7 +203,9 @@ fn requests_parse_strictly() {
         );
     }
     let e = Request::parse(br#"{"relaod": 1}"#).unwrap_err();
-    assert!(e.contains("relaod") && e.contains("\"load\""), "{e}");
+    assert!(e.contains("relaod") && e.contains("`load`"), "{e}");
+    let e = Request::parse(b"not json").unwrap_err();
+    assert!(e.contains("\"load_toml\""), "{e}");
 }
 
 // ---- time ------------------------------------------------------------------------------
