@@ -1,0 +1,364 @@
+//! `cell hybrid TASK.toml`: starts a hybrid task, reports progress, records its traces (CSV)
+//! and metrics (JSON).
+//!
+//! The traces are control's `control/hybrid_state` (references, measured force and position
+//! in {C}, phase, output) and, for plant tasks, the simulator's ground truth from
+//! `sim/plant/state` (the surface's force on the hand) — used for scoring only.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::Context;
+use common::{
+    codec,
+    config::CellSection,
+    msg::{self, HybridPhase, HybridState, HybridTask, Profile, TaskRobot},
+    topic,
+};
+use control::{
+    hybrid::AXES,
+    metrics::{error_stats, lowpass_zero_phase, resample, step_figures},
+};
+use zenoh::Session;
+
+/// One recorded row.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub state: HybridState,
+    /// Ground truth of the plant (surface force on the hand, x and y), when recorded.
+    pub truth_force: Option<[f64; 2]>,
+}
+
+/// A finished (or aborted) run.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub task: HybridTask,
+    pub rows: Vec<Row>,
+    pub aborted: Option<String>,
+    pub metrics: serde_json::Value,
+}
+
+/// Options of a run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Directory for `trace.csv` and `metrics.json` (created).
+    pub out: Option<PathBuf>,
+    /// Print a progress line every so often (none when quiet).
+    pub progress: bool,
+}
+
+/// Publishes `task`, follows it to its end, returns the traces and metrics.
+pub async fn run(
+    s: &Session,
+    cell: &CellSection,
+    mut task: HybridTask,
+    opts: &RunOptions,
+) -> anyhow::Result<Outcome> {
+    let states = s
+        .declare_subscriber(topic::HYBRID_STATE.key(&cell.id))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    let plant = s
+        .declare_subscriber(topic::PLANT_STATE.key(&cell.id))
+        .with(zenoh::handlers::RingChannel::new(4096))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    task.stamp = crate::cli::stamp();
+    let bytes = codec::encode(&task)?;
+    s.put(topic::HYBRID_TASK.key(&cell.id), bytes)
+        .await
+        .map_err(|e| anyhow::anyhow!("publish the task: {e}"))?;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut truth: Vec<(f64, [f64; 2])> = Vec::new();
+    let mut aborted = None;
+    let mut last_print = std::time::Instant::now();
+    let first_timeout = Duration::from_secs(3);
+    let started = std::time::Instant::now();
+    let mut motion_id = None;
+    loop {
+        let timeout = if rows.is_empty() {
+            first_timeout.saturating_sub(started.elapsed())
+        } else {
+            Duration::from_secs(2)
+        };
+        let sample = match tokio::time::timeout(timeout, states.recv_async()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(_)) => anyhow::bail!("subscription closed"),
+            Err(_) => {
+                let why = control_error(s, cell).await;
+                if rows.is_empty() {
+                    anyhow::bail!("the task did not start within {first_timeout:?}: {why}");
+                }
+                aborted = Some(format!("control went silent: {why}"));
+                break;
+            }
+        };
+        let Ok(st) = codec::decode::<HybridState>(&sample.payload().to_bytes()) else {
+            continue;
+        };
+        // A task's states: one motion (arm) — ignore states of an earlier task.
+        if task.robot == TaskRobot::Arm {
+            if *motion_id.get_or_insert(st.motion_id) != st.motion_id {
+                continue;
+            }
+        }
+        while let Ok(Some(p)) = plant.try_recv() {
+            if let Ok(ps) = codec::decode::<msg::PlantState>(&p.payload().to_bytes()) {
+                truth.push((ps.t_s, [-ps.contact_force_n[0], -ps.contact_force_n[1]]));
+            }
+        }
+        rows.push(Row {
+            state: st,
+            truth_force: None,
+        });
+        if opts.progress && last_print.elapsed() > Duration::from_millis(500) {
+            last_print = std::time::Instant::now();
+            eprintln!("{}", progress_line(&task, &st));
+        }
+        match st.phase {
+            HybridPhase::Done => break,
+            HybridPhase::Aborted => {
+                aborted = Some(control_error(s, cell).await);
+                break;
+            }
+            _ => {}
+        }
+    }
+    if task.robot == TaskRobot::Plant && !truth.is_empty() {
+        attach_truth(&mut rows, &truth);
+    }
+    let metrics = metrics(&task, &rows, aborted.as_deref());
+    let out = Outcome {
+        task,
+        rows,
+        aborted,
+        metrics,
+    };
+    if let Some(dir) = &opts.out {
+        write(dir, &out)?;
+    }
+    Ok(out)
+}
+
+/// Hybrid states of a plant task carry the plant time of their step (`clock_s`), the clock of
+/// `PlantState::t_s`: each row gets the truth sample at or just before it.
+fn attach_truth(rows: &mut [Row], truth: &[(f64, [f64; 2])]) {
+    let mut j = 0;
+    for r in rows.iter_mut() {
+        let t = r.state.clock_s;
+        while j + 1 < truth.len() && truth[j + 1].0 <= t {
+            j += 1;
+        }
+        r.truth_force = Some(truth[j].1);
+    }
+}
+
+async fn control_error(s: &Session, cell: &CellSection) -> String {
+    match crate::cli::status(s, cell, Some("control")).await {
+        Ok(v) => v
+            .first()
+            .map(|c| {
+                c["detail"]["stop_reason"]
+                    .as_str()
+                    .or(c["last_error"].as_str())
+                    .unwrap_or("no reason given")
+                    .to_string()
+            })
+            .unwrap_or_else(|| "control did not answer its status".into()),
+        Err(e) => format!("control status: {e}"),
+    }
+}
+
+fn progress_line(task: &HybridTask, st: &HybridState) -> String {
+    let mut parts = vec![format!(
+        "t {:>6.2}/{:.1} s  {:<11}",
+        st.t_s,
+        task.duration_s,
+        format!("{:?}", st.phase)
+    )];
+    for k in 0..6 {
+        if task.force_axes[k] {
+            let unit = if k < 3 { "N" } else { "N·m" };
+            parts.push(format!(
+                "F{} {:>6.2}/{:.2} {unit}",
+                AXES[k], st.force[k], st.force_ref[k]
+            ));
+        } else if !matches!(task.reference[k], Profile::Constant(v) if v == 0.0) {
+            let (scale, unit) = if k < 3 {
+                (1e3, "mm")
+            } else {
+                (1f64.to_degrees(), "°")
+            };
+            parts.push(format!(
+                "{} {:>7.2}/{:.2} {unit}",
+                AXES[k],
+                st.position[k] * scale,
+                st.position_ref[k] * scale
+            ));
+        }
+    }
+    parts.join("  ")
+}
+
+/// Scoring: per force axis RMS / max error while in contact (12 Hz-filtered like the paper's
+/// plots, first 0.1 s after contact excluded), step figures when the reference is a step, peak
+/// force at first contact, contact losses; per position axis the largest deviation.
+pub fn metrics(task: &HybridTask, rows: &[Row], aborted: Option<&str>) -> serde_json::Value {
+    let t: Vec<f64> = rows.iter().map(|r| r.state.t_s).collect();
+    let contact_at = rows
+        .iter()
+        .find(|r| r.state.phase == HybridPhase::Contact)
+        .map(|r| r.state.t_s);
+    let losses = rows
+        .windows(2)
+        .filter(|w| {
+            w[0].state.phase != HybridPhase::ContactLost
+                && w[1].state.phase == HybridPhase::ContactLost
+        })
+        .count();
+    // Reference times count from contact on `from_contact` tasks.
+    let shift = if task.from_contact {
+        contact_at.unwrap_or(0.0)
+    } else {
+        0.0
+    };
+    let mut axes = serde_json::Map::new();
+    let fs = if t.len() > 1 {
+        (t.len() - 1) as f64 / (t[t.len() - 1] - t[0]).max(1e-9)
+    } else {
+        1.0
+    };
+    for k in 0..6 {
+        if task.force_axes[k] {
+            let f: Vec<f64> = rows.iter().map(|r| r.state.force[k]).collect();
+            let fr: Vec<f64> = rows.iter().map(|r| r.state.force_ref[k]).collect();
+            let (tu, fu) = resample(&t, &f, fs.round().max(1.0));
+            let (_, ru) = resample(&t, &fr, fs.round().max(1.0));
+            let ff = lowpass_zero_phase(&fu, 12.0, fs.round().max(1.0));
+            let from = contact_at.map_or(f64::INFINITY, |c| c + 0.1);
+            let to = t.last().copied().unwrap_or(0.0);
+            let (rms, max) = error_stats(&tu, &ff, &ru, from, to);
+            let peak = f
+                .iter()
+                .zip(&t)
+                .filter(|(_, ti)| contact_at.is_some_and(|c| **ti <= c + 0.5))
+                .map(|(v, _)| v.abs())
+                .fold(0.0, f64::max);
+            let mut a = serde_json::json!({
+                "kind": "force",
+                "rms_error": rms, "max_error": max,
+                "peak_first_contact": peak,
+                "unit": if k < 3 { "N" } else { "N·m" },
+            });
+            if let Profile::Step {
+                before,
+                after,
+                at_s,
+            } = task.reference[k]
+            {
+                let at_s = at_s + shift;
+                let fig = step_figures(&tu, &ff, at_s, before, after, 1.0);
+                a["step"] = serde_json::to_value(fig).unwrap_or_default();
+            }
+            // Ground truth (plant): the same figures on the true contact force.
+            if k < 2 && rows.iter().all(|r| r.truth_force.is_some()) && !rows.is_empty() {
+                let g: Vec<f64> = rows
+                    .iter()
+                    .map(|r| r.truth_force.map_or(0.0, |v| v[k]))
+                    .collect();
+                let (_, gu) = resample(&t, &g, fs.round().max(1.0));
+                let gf = lowpass_zero_phase(&gu, 12.0, fs.round().max(1.0));
+                let (grms, gmax) = error_stats(&tu, &gf, &ru, from, to);
+                a["truth_rms_error"] = serde_json::json!(grms);
+                a["truth_max_error"] = serde_json::json!(gmax);
+                if let Profile::Step {
+                    before,
+                    after,
+                    at_s,
+                } = task.reference[k]
+                {
+                    a["truth_step"] = serde_json::to_value(step_figures(
+                        &tu,
+                        &gf,
+                        at_s + shift,
+                        before,
+                        after,
+                        1.0,
+                    ))
+                    .unwrap_or_default();
+                }
+            }
+            axes.insert(AXES[k].into(), a);
+        } else {
+            let dev = rows
+                .iter()
+                .map(|r| (r.state.position[k] - r.state.position_ref[k]).abs())
+                .fold(0.0, f64::max);
+            axes.insert(
+                AXES[k].into(),
+                serde_json::json!({
+                    "kind": "position",
+                    "max_deviation": dev,
+                    "unit": if k < 3 { "m" } else { "rad" },
+                }),
+            );
+        }
+    }
+    serde_json::json!({
+        "task": task.name,
+        "robot": format!("{:?}", task.robot),
+        "samples": rows.len(),
+        "duration_s": t.last().copied().unwrap_or(0.0),
+        "rate_hz": fs,
+        "contact_at_s": contact_at,
+        "contact_losses": losses,
+        "aborted": aborted,
+        "axes": axes,
+    })
+}
+
+/// Writes `trace.csv` and `metrics.json` into `dir`.
+pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("trace.csv");
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    let mut head = vec!["t_s".to_string(), "phase".into()];
+    for pre in ["force_ref", "force", "position_ref", "position", "output"] {
+        for a in AXES {
+            head.push(format!("{pre}_{a}"));
+        }
+    }
+    head.push("limited".into());
+    head.push("truth_force_x".into());
+    head.push("truth_force_y".into());
+    writeln!(f, "{}", head.join(","))?;
+    for r in &out.rows {
+        let s = &r.state;
+        let mut v = vec![format!("{:.6}", s.t_s), format!("{:?}", s.phase)];
+        for a in [s.force_ref, s.force, s.position_ref, s.position, s.output] {
+            v.extend(a.iter().map(|x| format!("{x:.6}")));
+        }
+        v.push(s.limited.to_string());
+        match r.truth_force {
+            Some([x, y]) => {
+                v.push(format!("{x:.6}"));
+                v.push(format!("{y:.6}"));
+            }
+            None => {
+                v.push(String::new());
+                v.push(String::new());
+            }
+        }
+        writeln!(f, "{}", v.join(","))?;
+    }
+    f.flush()?;
+    let m = dir.join("metrics.json");
+    std::fs::write(&m, serde_json::to_string_pretty(&out.metrics)?)
+        .with_context(|| format!("writing {}", m.display()))?;
+    Ok(())
+}
