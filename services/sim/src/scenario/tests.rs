@@ -331,6 +331,53 @@ fn contact_triggered_world_ramp_runs_on_scenario_time() {
     assert!((out.truth.unwrap().contact_force_base[2] - 10.0).abs() < 1e-6);
 }
 
+#[test]
+fn truth_updates_every_base_tick_within_an_egm_cycle() {
+    // The servo is advanced per 1 ms tick and the truth evaluated per tick: while the arm
+    // presses into the table, consecutive ticks of the same 4 ms EGM cycle see different
+    // contact forces (before, the truth was refreshed once per cycle).
+    use crate::controller::Controller;
+    let z = tcp_z(&Q_DOWN);
+    let cfg = WorldConfig {
+        surfaces: vec![table(z + 0.002, None)],
+        ..Default::default()
+    };
+    let mut s = scenario(cfg, false);
+    let mut ctl = Controller::new(s.world().servo(Q_DOWN));
+    // A reference 3 mm lower (joint 2 forward) as a reply from robot-io.
+    let mut target = Q_DOWN;
+    target[1] += 0.01;
+    let deg: Vec<f64> = target.iter().map(|v| v.to_degrees()).collect();
+    ctl.apply_reply(&robot_io::egm::proto::encode_sensor(
+        &robot_io::egm::proto::EgmSensor {
+            header: None,
+            planned: Some(robot_io::egm::proto::EgmPlanned {
+                joints: Some(robot_io::egm::proto::joints(&deg)),
+                cartesian: None,
+                external_joints: None,
+                time: None,
+            }),
+            speed_ref: None,
+            rapid_to_robot: None,
+        },
+    ));
+    let mut forces = Vec::new();
+    for k in 0..200u64 {
+        if k % 4 == 0 {
+            ctl.begin_cycle(0.004);
+        }
+        let (q, qd) = ctl.advance(BASE_TICK_S);
+        let t = s.tick(&q, &qd, None).truth.unwrap();
+        forces.push(t.contact_force_base[2]);
+    }
+    // Once moving (after the transport delay), every tick within a cycle differs.
+    let moving = &forces[40..80];
+    for w in moving.windows(2) {
+        assert!((w[1] - w[0]).abs() > 1e-9, "{moving:?}");
+    }
+    assert!(forces[199] > forces[0], "pressed further in");
+}
+
 // ---- the RPC ---------------------------------------------------------------------------
 
 #[test]

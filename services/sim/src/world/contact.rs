@@ -832,6 +832,53 @@ mod tests {
     }
 
     proptest! {
+        /// Curved shapes obey the same law: the normal is unit and radial (⊥ a cylinder's
+        /// axis), the depth matches the distance, the force never pulls, friction is tangent
+        /// and bounded by μ F_n and opposes the contact point's sliding.
+        #[test]
+        fn curved_contact_is_radial_and_never_pulls(
+            c in proptest::array::uniform3(-0.3f64..0.3),
+            axis in proptest::array::uniform3(-1.0f64..1.0),
+            v in proptest::array::uniform3(-1.0f64..1.0),
+            radius in 0.01f64..0.3, rho in 0.0f64..0.02,
+            k in 0.0f64..1e6, d in 0.0f64..1e3, mu in 0.0f64..1.5,
+            sphere in proptest::bool::ANY,
+        ) {
+            let a = Vector3::from(axis);
+            prop_assume!(a.norm() > 0.1);
+            let u = a.normalize();
+            let shape = if sphere {
+                Shape::Sphere { center: Vector3::zeros(), radius }
+            } else {
+                Shape::Cylinder { point: Vector3::zeros(), axis: u, radius }
+            };
+            let s = Surface::new("s", shape, k, d, mu, None);
+            let p = Vector3::from(c);
+            let radial = if sphere { p } else { p - u * u.dot(&p) };
+            let tw = Twist::new(Vector3::from(v), Vector3::zeros());
+            match s.contact(&p, &tw, rho, 1e-3, 0.0) {
+                Some(f) => {
+                    prop_assert!(radial.norm() < radius + rho);
+                    prop_assert!((f.depth - (radius + rho - radial.norm())).abs() < 1e-12);
+                    prop_assert!((f.normal.norm() - 1.0).abs() < 1e-12);
+                    if !sphere {
+                        prop_assert!(f.normal.dot(&u).abs() < 1e-9);
+                    }
+                    if radial.norm() > 1e-9 {
+                        prop_assert!((f.normal - radial.normalize()).norm() < 1e-9);
+                    }
+                    prop_assert!(f.normal_force >= 0.0);
+                    prop_assert!(f.force().dot(&f.normal) >= -1e-9);
+                    prop_assert!(f.friction.norm() <= mu * f.normal_force * (1.0 + 1e-12));
+                    prop_assert!(f.friction.dot(&f.normal).abs() <= 1e-9 * (1.0 + f.friction.norm()));
+                    prop_assert!(f.friction.dot(&tw.linear) <= 1e-12);
+                }
+                None => prop_assert!(radial.norm() >= radius + rho - 1e-12),
+            }
+        }
+    }
+
+    proptest! {
         #[test]
         fn contact_never_pulls_and_friction_bounded(
             z in -0.02f64..0.02,
