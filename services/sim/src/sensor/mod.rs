@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 pub mod ati;
 pub mod sri;
 
-/// The true wrench at the sensor at `t` seconds: Fx Fy Fz [N], Tx Ty Tz [N·m], sensor frame.
+/// The true wrench at the sensor at `t` seconds: Fx Fy Fz (N), Tx Ty Tz (N·m), sensor frame.
 pub type Truth = Arc<dyn Fn(f64) -> [f64; 6] + Send + Sync>;
 
 /// A constant true wrench.

@@ -36,9 +36,14 @@
 //!
 //! [hand]                               # virtual operator (lead-through)
 //! enabled = false
+//! # trigger = "contact"                # start_s counts from the first contact
 //!
 //! [rc_plant]                           # the Raibert–Craig 2-DOF plant
+//! # surface.motion = { velocity_m_s = [0.0065, 0.0], start_s = 1.0, duration_s = 3.0, trigger = "contact" }
 //! ```
+//!
+//! The same tree, as JSON, is what the scenario RPC's `set` addresses with dotted keys
+//! (`surfaces.0.mu`, `rc_plant.static_friction`; see [`crate::scenario`]).
 
 use serde::{Deserialize, Serialize};
 
