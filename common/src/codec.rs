@@ -652,10 +652,11 @@ mod tests {
             max_torque_nm: 1.5,
             contact_force_n: 1.0,
             contact_loss_s: 0.25,
+            approach_timeout_s: 2.0,
         });
         let head = format!("04 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let gains = format!("01 {} {} {HALF} {}", ONE.repeat(6), z(36), z(6));
-        let limits = format!("01 {QUARTER}{HALF}{ONE}{TWO}{THREE}{ONE_HALF}{ONE}{QUARTER}");
+        let limits = format!("01 {QUARTER}{HALF}{ONE}{TWO}{THREE}{ONE_HALF}{ONE}{QUARTER}{TWO}");
         golden(
             &t,
             &format!("{head} {profiles} {TWO} 01 {HALF} {gains} {limits}"),

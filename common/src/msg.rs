@@ -384,6 +384,8 @@ pub struct HybridLimits {
     /// Contact is lost when, after contact, the force stays below `contact_force_n / 2` this
     /// long (s): reported; the axis approaches again at its speed limit.
     pub contact_loss_s: f64,
+    /// A `from_contact` task that finds no contact within this time (s) ends (hold, reason).
+    pub approach_timeout_s: f64,
 }
 
 /// Raibert–Craig task in a constraint frame {C}. Starting one switches control to `Hybrid`.
@@ -740,6 +742,7 @@ impl Check for HybridTask {
                 ("max_torque_nm", l.max_torque_nm),
                 ("contact_force_n", l.contact_force_n),
                 ("contact_loss_s", l.contact_loss_s),
+                ("approach_timeout_s", l.approach_timeout_s),
             ] {
                 if !(v.is_finite() && v > 0.0) {
                     return Err(format!("limits.{name} {v} must be > 0"));
@@ -771,9 +774,8 @@ impl Profile {
                 start_s,
                 duration_s,
             } => {
-                if ![*from, *to, *start_s].iter().all(|v| ok(*v))
-                    || !(duration_s.is_finite() && *duration_s >= 0.0)
-                {
+                let finite = [*from, *to, *start_s].iter().all(|v| ok(*v));
+                if !(finite && duration_s.is_finite() && *duration_s >= 0.0) {
                     return Err("ramp: not finite or negative duration".into());
                 }
                 Ok(())

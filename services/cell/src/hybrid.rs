@@ -66,6 +66,9 @@ pub async fn run(
         .with(zenoh::handlers::RingChannel::new(4096))
         .await
         .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    if task.robot == TaskRobot::Arm {
+        wait_for_usable_wrench(s, cell, Duration::from_secs(1)).await;
+    }
     task.stamp = crate::cli::stamp();
     let bytes = codec::encode(&task)?;
     s.put(topic::HYBRID_TASK.key(&cell.id), bytes)
@@ -100,10 +103,8 @@ pub async fn run(
             continue;
         };
         // A task's states: one motion (arm) — ignore states of an earlier task.
-        if task.robot == TaskRobot::Arm {
-            if *motion_id.get_or_insert(st.motion_id) != st.motion_id {
-                continue;
-            }
+        if task.robot == TaskRobot::Arm && *motion_id.get_or_insert(st.motion_id) != st.motion_id {
+            continue;
         }
         while let Ok(Some(p)) = plant.try_recv() {
             if let Ok(ps) = codec::decode::<msg::PlantState>(&p.payload().to_bytes()) {
@@ -156,6 +157,27 @@ fn attach_truth(rows: &mut [Row], truth: &[(f64, [f64; 2])]) {
     }
 }
 
+/// Right after `cell tare` the estimate settles for a moment (flagged `NotTared`): waits up to
+/// `timeout` for a usable one so that a task sent straight after a tare is not refused. Control
+/// makes the decision; this only avoids the race.
+pub async fn wait_for_usable_wrench(s: &Session, cell: &CellSection, timeout: Duration) {
+    let Ok(sub) = s
+        .declare_subscriber(topic::WRENCH_ESTIMATE.key(&cell.id))
+        .with(zenoh::handlers::RingChannel::new(1))
+        .await
+    else {
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    while let Ok(Ok(sample)) = tokio::time::timeout_at(deadline, sub.recv_async()).await {
+        if let Ok(w) = codec::decode::<msg::WrenchEstimate>(&sample.payload().to_bytes()) {
+            if w.fault == msg::WrenchFault::None {
+                return;
+            }
+        }
+    }
+}
+
 async fn control_error(s: &Session, cell: &CellSection) -> String {
     match crate::cli::status(s, cell, Some("control")).await {
         Ok(v) => v
@@ -172,6 +194,7 @@ async fn control_error(s: &Session, cell: &CellSection) -> String {
     }
 }
 
+#[allow(clippy::needless_range_loop)] // axis k of several arrays
 fn progress_line(task: &HybridTask, st: &HybridState) -> String {
     let mut parts = vec![format!(
         "t {:>6.2}/{:.1} s  {:<11}",
@@ -206,6 +229,7 @@ fn progress_line(task: &HybridTask, st: &HybridState) -> String {
 /// Scoring: per force axis RMS / max error while in contact (12 Hz-filtered like the paper's
 /// plots, first 0.1 s after contact excluded), step figures when the reference is a step, peak
 /// force at first contact, contact losses; per position axis the largest deviation.
+#[allow(clippy::needless_range_loop)] // axis k of several arrays
 pub fn metrics(task: &HybridTask, rows: &[Row], aborted: Option<&str>) -> serde_json::Value {
     let t: Vec<f64> = rows.iter().map(|r| r.state.t_s).collect();
     let contact_at = rows

@@ -3,4 +3,5 @@
 
 pub mod cli;
 pub mod hybrid;
+pub mod identify;
 pub mod launcher;

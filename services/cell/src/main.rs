@@ -111,6 +111,11 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Identify the environment: `cell identify stiffness` probes a fixture.
+    Identify {
+        #[command(subcommand)]
+        cmd: IdentifyCmd,
+    },
     /// Offline kinematics of the configured arm (no running cell needed).
     Kin {
         #[command(subcommand)]
@@ -129,6 +134,26 @@ enum PayloadCmd {
         /// Move speed (mm/s).
         #[arg(long, default_value_t = 150.0)]
         speed_mm_s: f64,
+    },
+}
+
+#[derive(Subcommand)]
+enum IdentifyCmd {
+    /// Contact stiffness of a fixture along one base axis (Cai's probing): start with the
+    /// tool tared, pointing at the fixture a few mm away (or touching it).
+    Stiffness {
+        /// Direction into the fixture: x, -x, y, -y, z, -z (base axes).
+        #[arg(long, default_value = "-z", allow_hyphen_values = true)]
+        into: String,
+        /// Force added by the probing steps (N).
+        #[arg(long, default_value_t = 15.0)]
+        probe_force_n: f64,
+        /// Longest approach before giving up (mm).
+        #[arg(long, default_value_t = 20.0)]
+        max_approach_mm: f64,
+        /// Store the result in this cell config's `[control.hybrid] stiffness_n_per_m`.
+        #[arg(long)]
+        write: Option<std::path::PathBuf>,
     },
 }
 
@@ -198,13 +223,13 @@ fn main() -> ExitCode {
     let launcher_cfg: launcher::LauncherConfig = loader.section("launcher");
     let arm_cfg: ArmSection = loader.section("arm");
     let force_cfg: force::node::ForceConfig = loader.section("force");
+    let control_cfg: control::node::ControlConfig = loader.section("control");
     let mut latch_file = None;
     if matches!(args.cmd, Cmd::Up) || args.cfg.check_config {
         // The launcher validates every table, so a bad config fails before anything starts.
         let rio: robot_io::config::RobotIoConfig = loader.section("robot_io");
         latch_file = Some(rio.latch_path(&cell.id));
         let _: kinematics::node::KinematicsConfig = loader.section("kinematics");
-        let _: control::node::ControlConfig = loader.section("control");
         let _: sensor::config::SensorConfig = loader.section("sensor");
         let _: sim::node::SimConfig = loader.section("sim");
     }
@@ -238,7 +263,15 @@ fn main() -> ExitCode {
         }
     };
     let arm = arm_cfg.build().unwrap_or_else(|_| Arm::irb120());
-    let result = rt.block_on(run(args, cell, launcher_cfg, arm, force_cfg, latch_file));
+    let result = rt.block_on(run(
+        args,
+        cell,
+        launcher_cfg,
+        arm,
+        force_cfg,
+        control_cfg,
+        latch_file,
+    ));
     let code = match result {
         Ok(true) => 0,
         Ok(false) => 1,
@@ -262,6 +295,7 @@ async fn run(
     launcher_cfg: launcher::LauncherConfig,
     arm: Arm,
     force_cfg: force::node::ForceConfig,
+    control_cfg: control::node::ControlConfig,
     latch_file: Option<std::path::PathBuf>,
 ) -> anyhow::Result<bool> {
     if let Cmd::Up = args.cmd {
@@ -420,6 +454,43 @@ async fn run(
                 eprintln!("task aborted: {why}");
                 let _ = s.close().await;
                 return Ok(false);
+            }
+        }
+        Cmd::Identify {
+            cmd:
+                IdentifyCmd::Stiffness {
+                    into,
+                    probe_force_n,
+                    max_approach_mm,
+                    write,
+                },
+        } => {
+            let (axis, sign) = match into.as_str() {
+                "x" | "+x" => (0, 1.0),
+                "-x" => (0, -1.0),
+                "y" | "+y" => (1, 1.0),
+                "-y" => (1, -1.0),
+                "z" | "+z" => (2, 1.0),
+                "-z" => (2, -1.0),
+                o => anyhow::bail!("--into {o:?}: use x, -x, y, -y, z or -z"),
+            };
+            let mut dir = nalgebra::Vector3::zeros();
+            dir[axis] = sign;
+            let probe = cell::identify::Probe {
+                into: dir,
+                probe_force_n,
+                max_approach_m: max_approach_mm * 1e-3,
+            };
+            let v = cell::identify::stiffness(&s, &cell, probe, control_cfg.hybrid.loop_delay_s)
+                .await?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            if let Some(file) = write {
+                let k = v["stiffness_n_per_m"].as_f64().unwrap_or(0.0);
+                cell::identify::write_stiffness(&file, axis, k)?;
+                eprintln!(
+                    "stored in {} [control.hybrid] stiffness_n_per_m (axis {axis}); restart control to use it",
+                    file.display()
+                );
             }
         }
         Cmd::SimFault { json } => {

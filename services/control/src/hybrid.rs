@@ -39,6 +39,9 @@
 //! error of a moving surface, `v/kp_f`, in about half a second), `limit_n = 5 N`.
 //! [`default_arm_gains`] implements the rule; `K_e` comes from `cell identify stiffness`.
 
+// Per-axis laws read best with the axis index k (as in the paper's notation).
+#![allow(clippy::needless_range_loop)]
+
 use common::msg::{
     FrameKind, HybridGains, HybridLimits, HybridPhase, HybridTask, Pose, Profile, TaskRobot,
 };
@@ -352,6 +355,7 @@ pub fn default_limits() -> HybridLimits {
         max_torque_nm: 5.0,
         contact_force_n: 1.0,
         contact_loss_s: 0.1,
+        approach_timeout_s: 30.0,
     }
 }
 
@@ -776,10 +780,13 @@ impl ArmRun {
         if self.sup.in_contact() && self.contact_s.is_none() {
             self.contact_s = Some(t);
         }
-        if self.task.from_contact && self.contact_s.is_none() && t > self.task.duration_s {
+        if self.task.from_contact
+            && self.contact_s.is_none()
+            && t > self.sup.limits.approach_timeout_s
+        {
             return Err(Abort(format!(
                 "no contact within {} s of approach",
-                self.task.duration_s
+                self.sup.limits.approach_timeout_s
             )));
         }
         let mut u = if self.done {
@@ -934,7 +941,7 @@ impl PlantRun {
                 "the plant is planar: only x and y of {C} may be force axes".into(),
             ));
         }
-        if !(task.rate_hz > 0.0) {
+        if task.rate_hz.is_nan() || task.rate_hz <= 0.0 {
             return Err(TaskError::Invalid("plant tasks need rate_hz > 0".into()));
         }
         let yaw = iso_of(&task.frame).rotation.euler_angles().2;

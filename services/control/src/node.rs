@@ -101,6 +101,7 @@ impl Validate for HybridConfig {
             ("max_torque_nm", l.max_torque_nm, 100.0),
             ("contact_force_n", l.contact_force_n, 100.0),
             ("contact_loss_s", l.contact_loss_s, 10.0),
+            ("approach_timeout_s", l.approach_timeout_s, 600.0),
         ] {
             if !(v.is_finite() && v > 0.0 && v <= hi) {
                 errors.push(

@@ -142,6 +142,7 @@ struct LimitsFile {
     max_torque_nm: Option<f64>,
     contact_force_n: Option<f64>,
     contact_loss_s: Option<f64>,
+    approach_timeout_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -250,6 +251,7 @@ pub fn parse(text: &str) -> Result<HybridTask, Vec<String>> {
             max_torque_nm: l.max_torque_nm.unwrap_or(d.max_torque_nm),
             contact_force_n: l.contact_force_n.unwrap_or(d.contact_force_n),
             contact_loss_s: l.contact_loss_s.unwrap_or(d.contact_loss_s),
+            approach_timeout_s: l.approach_timeout_s.unwrap_or(d.approach_timeout_s),
         }
     });
     let task = HybridTask {
