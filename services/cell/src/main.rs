@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use common::{
     bus::BusArgs,
     config::CellSection,
-    msg::{EStopAction, Mode},
+    msg::{EStopAction, Mode, TaskRobot},
     service::{self, ConfigArgs, Loader},
 };
 use kinematics::{config::ArmSection, Arm};
@@ -91,6 +91,10 @@ enum Cmd {
     /// '{"packet_loss":0.1,"jitter_ms":2}', '{"sensor_unplugged":true}',
     /// '{"external_force_base_n":[0,0,-10]}', '{"controller_stopped":true}'.
     SimFault { json: Option<String> },
+    /// Simulator scenario (`sim/rpc/scenario`): prints it, or applies a JSON request, e.g.
+    /// '{"set":{"surfaces.0.stiffness_n_per_m":1e5}}', '{"load":"scenarios/curved-contact.toml"}',
+    /// '{"reset":true}', '{"arm":true}' (re-arm contact triggers). See docs/simulator.md.
+    SimScenario { json: Option<String> },
     /// Engage the e-stop (latches in robot-io, survives its restart, until `cell reset`).
     /// Waits for robot-io's acknowledgement; exits non-zero when none comes within 0.5 s.
     Estop,
@@ -110,6 +114,11 @@ enum Cmd {
         /// Print the metrics as one JSON object (no progress lines).
         #[arg(long)]
         json: bool,
+        /// Contact stiffness (N/m) for the task's default force gains (e.g. from `cell
+        /// identify stiffness`), when the task file gives no [gains]; without it control uses
+        /// its configured `[control.hybrid] stiffness_n_per_m`.
+        #[arg(long)]
+        stiffness_n_per_m: Option<f64>,
     },
     /// Identify the environment: `cell identify stiffness` probes a fixture.
     Identify {
@@ -431,8 +440,22 @@ async fn run(
                 eprintln!("stored in {} [force.payload]", file.display());
             }
         }
-        Cmd::Hybrid { task, out, json } => {
-            let t = control::taskfile::load(&task).map_err(|e| anyhow::anyhow!(e.join("\n")))?;
+        Cmd::Hybrid {
+            task,
+            out,
+            json,
+            stiffness_n_per_m,
+        } => {
+            let mut t =
+                control::taskfile::load(&task).map_err(|e| anyhow::anyhow!(e.join("\n")))?;
+            if let (Some(k), None, TaskRobot::Arm) = (stiffness_n_per_m, &t.gains, t.robot) {
+                anyhow::ensure!(k.is_finite() && k > 0.0, "--stiffness-n-per-m must be > 0");
+                t.gains = Some(control::hybrid::default_arm_gains(
+                    [k; 3],
+                    control_cfg.hybrid.stiffness_nm_per_rad,
+                    control_cfg.hybrid.loop_delay_s,
+                ));
+            }
             let out = out.unwrap_or_else(|| {
                 let secs = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -492,6 +515,11 @@ async fn run(
                     file.display()
                 );
             }
+        }
+        Cmd::SimScenario { json } => {
+            let key = format!("cell/{}/sim/rpc/scenario", cell.id);
+            let v = cli::request(&s, &key, json, Duration::from_secs(3)).await?;
+            println!("{v}");
         }
         Cmd::SimFault { json } => {
             let key = format!("cell/{}/sim/rpc/fault", cell.id);

@@ -44,6 +44,12 @@
 use common::msg::{JointCommand, RobotStatus, SafetyLevel, SafetyReason, AXES};
 use kinematics::JointLimits;
 
+/// A command computed from one of the last this-many robot cycles is fresh however late the
+/// current datagram came (within [`STALE_BACKSTOP`] × the command timeout).
+pub const FRESH_CYCLES: u64 = 2;
+/// Wall-time bound on a command kept fresh by its cycle, in command timeouts.
+pub const STALE_BACKSTOP: f64 = 4.0;
+
 /// Tuning of the supervisor.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SupervisorParams {
@@ -504,7 +510,15 @@ impl Supervisor {
             return (SafetyLevel::Hold, SafetyReason::NoCommandYet, None);
         };
         let age = i.now_s - arrived_s;
-        if !(age.is_finite() && age <= self.p.command_timeout_s) {
+        // Fresh by time, or by the robot's own clock: a command that answers one of the last
+        // `FRESH_CYCLES` robot cycles is fresh when the robot's datagram itself came late
+        // (a late datagram must not make the answer to the previous one look stale), within a
+        // wall-time backstop of `STALE_BACKSTOP` × the timeout.
+        // (Robot cycles count from 1; a command for cycle 0 does not say which.)
+        let by_cycle = cmd.cycle > 0
+            && i.cycle.saturating_sub(cmd.cycle) <= FRESH_CYCLES
+            && age <= STALE_BACKSTOP * self.p.command_timeout_s;
+        if !(age.is_finite() && (age <= self.p.command_timeout_s || by_cycle)) {
             if let Some((m, since)) = self.stale_motion {
                 if i.now_s - since > STALE_ENDS_MOTION_S {
                     self.stale_motion = None;
@@ -722,6 +736,35 @@ mod tests {
         // Measured drift while holding does not move the hold target.
         let out = s.step(&input(6, 0.020, [0.2; 6], Some((&c, 0.004))));
         assert_eq!(qr(&out), qm);
+    }
+
+    /// Found running hybrid tasks on a loaded host: a robot datagram 9 ms late made the answer
+    /// to the previous datagram look stale (by wall time), so robot-io held at the measured
+    /// position — the reference jumped back by the tracking lag mid-contact.
+    #[test]
+    fn a_late_datagram_does_not_make_the_answer_to_the_previous_one_stale() {
+        let mut s = sup();
+        let q0 = [0.1; 6];
+        s.step(&input(1, 0.0, q0, None));
+        let mut c = cmd(1, [0.1; 6]);
+        c.cycle = 1;
+        let out = s.step(&input(2, 0.004, q0, Some((&c, 0.001))));
+        assert_eq!(out.level, SafetyLevel::Active);
+        // Cycle 3 arrives 20 ms late; the command answers cycle 2.
+        c.cycle = 2;
+        let out = s.step(&input(3, 0.025, q0, Some((&c, 0.005))));
+        assert_eq!(out.level, SafetyLevel::Active, "{:?}", out.reason);
+        // The same command three cycles on is stale, however recent in wall time…
+        let out = s.step(&input(5, 0.030, q0, Some((&c, 0.005))));
+        assert_eq!(out.reason, SafetyReason::CommandStale);
+        // …and a command for the last cycle is stale beyond the wall-time backstop.
+        let mut c2 = cmd(2, [0.1; 6]);
+        c2.cycle = 5;
+        let out = s.step(&input(6, 0.031, q0, Some((&c2, 0.031))));
+        assert_eq!(out.level, SafetyLevel::Active);
+        let late = 0.031 + STALE_BACKSTOP * 0.008 + 0.001;
+        let out = s.step(&input(7, late, q0, Some((&c2, 0.031))));
+        assert_eq!(out.reason, SafetyReason::CommandStale);
     }
 
     #[test]
