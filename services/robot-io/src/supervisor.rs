@@ -589,7 +589,15 @@ impl Supervisor {
                 cap_t[j] = f64::INFINITY;
                 continue;
             }
-            let brake = |d: f64| -a * dt + ((a * dt).powi(2) + 2.0 * a * d.max(0.0)).sqrt();
+            // The speed from which braking at `a` stops within `d`:
+            // −a·dt + √((a·dt)² + 2·a·d), written without the cancellation that made it 0 for a
+            // tiny d (a joint off its target by 1e-21 rad of IK noise capped the whole step
+            // to nearly nothing through the common scale: found as a stalled reference in
+            // contact, the arm stopping while the command moved on).
+            let brake = |d: f64| {
+                let d = d.max(0.0);
+                2.0 * a * d / (a * dt + ((a * dt).powi(2) + 2.0 * a * d).sqrt())
+            };
             let v0 = self.last_v[j];
             lo[j] = (-vmax).max(v0 - a * dt).max(-brake(prev[j] - l.min[j]));
             hi[j] = vmax.min(v0 + a * dt).min(brake(l.max[j] - prev[j]));
@@ -765,6 +773,41 @@ mod tests {
         let late = 0.031 + STALE_BACKSTOP * 0.008 + 0.001;
         let out = s.step(&input(7, late, q0, Some((&c2, 0.031))));
         assert_eq!(out.reason, SafetyReason::CommandStale);
+    }
+
+    /// Found pressing on a stiff table while moving: the joints that do not move sat 1e-21 rad
+    /// off their target (IK rounding); the braking-distance cap of those joints evaluated to
+    /// 0 by cancellation and the common scale brought the whole reference to a near stop.
+    #[test]
+    fn rounding_noise_on_idle_joints_does_not_stall_the_motion() {
+        let mut s = sup();
+        let mut q = [0.0, 0.6, 0.2, 0.0, 0.5, 0.0];
+        let mut c = cmd(1, q);
+        s.step(&input(1, 0.0, q, Some((&c, 0.0))));
+        let mut r = q;
+        for k in 2..200u64 {
+            // Joint 2 and 3 move steadily; joints 1, 4 and 6 carry 1e-21 rad of noise.
+            q[1] += 2.5e-4;
+            q[2] -= 4.5e-4;
+            let noise = if k % 2 == 0 { 1e-21 } else { -1e-21 };
+            q[0] = noise;
+            q[5] = -noise;
+            c = cmd(k, q);
+            let t = k as f64 * 0.004;
+            let out = s.step(&input(k, t, r, Some((&c, t))));
+            r = qr(&out);
+        }
+        // Tracks within a few cycles of lag (the reference moved 0.0625 rad/s on joint 2).
+        assert!(
+            (q[1] - r[1]).abs() < 5.0 * 2.5e-4,
+            "joint 2 lags {}",
+            q[1] - r[1]
+        );
+        assert!(
+            (q[2] - r[2]).abs() < 5.0 * 4.5e-4,
+            "joint 3 lags {}",
+            q[2] - r[2]
+        );
     }
 
     #[test]
