@@ -120,6 +120,51 @@ pub struct ControlCore {
     report: Option<StepReport>,
 }
 
+/// The robot's clock as control sees it: tool poses carry the robot cycle they belong to and
+/// the time robot-io received that cycle; the receive times jitter with the host (±0.6 ms on a
+/// loaded laptop), the robot's cycles do not. `RobotClock` gives each cycle a time on a uniform
+/// grid — cycle count × the mean cycle period — re-anchored to the receive time when the two
+/// part by more than [`RobotClock::REANCHOR_S`] (a pause, a new robot session). Laws that
+/// integrate a command (hybrid, moves) use it, so the jitter of the host does not become jitter
+/// of the reference.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RobotClock {
+    /// The last cycle and the time given to it.
+    last: Option<(u64, f64)>,
+    period_s: Option<f64>,
+}
+
+impl RobotClock {
+    pub const REANCHOR_S: f64 = 0.02;
+    /// How much of the receive-time error one cycle corrects (a first-order phase lock).
+    const PHASE_GAIN: f64 = 0.05;
+    /// How fast the period estimate follows (per cycle).
+    const PERIOD_GAIN: f64 = 0.002;
+
+    /// The time of `cycle`, received at `stamp_s`.
+    pub fn time(&mut self, cycle: u64, stamp_s: f64) -> f64 {
+        let t = match (self.last, self.period_s) {
+            (Some((c0, t0)), Some(p)) if (1..=10).contains(&cycle.wrapping_sub(c0)) => {
+                let pred = t0 + cycle.wrapping_sub(c0) as f64 * p;
+                let err = stamp_s - pred;
+                if err.abs() > Self::REANCHOR_S {
+                    stamp_s
+                } else {
+                    self.period_s = Some(p + Self::PERIOD_GAIN * err);
+                    pred + Self::PHASE_GAIN * err
+                }
+            }
+            (Some((c0, t0)), None) if (1..=10).contains(&cycle.wrapping_sub(c0)) => {
+                self.period_s = Some((stamp_s - t0) / cycle.wrapping_sub(c0) as f64);
+                stamp_s
+            }
+            _ => stamp_s,
+        };
+        self.last = Some((cycle, t));
+        t
+    }
+}
+
 /// Duration of a smoothstep move whose peak speeds stay within the limits.
 /// Smoothstep s(τ) = 3τ² − 2τ³ peaks at ds/dτ = 1.5, so T = 1.5 · max(d / v, θ / ω).
 pub fn move_duration_s(from: &Isometry3<f64>, to: &Isometry3<f64>, v: f64, w: f64) -> f64 {
@@ -448,6 +493,24 @@ mod tests {
             Translation3::new(x, y, z),
             UnitQuaternion::from_axis_angle(&Vector3::y_axis(), std::f64::consts::FRAC_PI_2),
         )
+    }
+
+    #[test]
+    fn robot_clock_is_uniform_under_receive_jitter_and_reanchors_after_a_pause() {
+        let mut c = RobotClock::default();
+        let mut prev = None;
+        for k in 1..500u64 {
+            let jitter = if k % 2 == 0 { 0.0006 } else { -0.0006 };
+            let t = c.time(k, k as f64 * 0.004 + jitter);
+            if let (Some(p), true) = (prev, k > 300) {
+                let dt: f64 = t - p;
+                assert!((dt - 0.004).abs() < 1e-4, "cycle {k}: dt {dt}");
+            }
+            prev = Some(t);
+        }
+        // A 100 ms pause: the clock follows the receive time again.
+        let t = c.time(600, 600.0 * 0.004 + 0.1);
+        assert!((t - (600.0 * 0.004 + 0.1)).abs() < 1e-12);
     }
 
     #[test]

@@ -297,10 +297,19 @@ impl HybridLaw {
     }
 }
 
+/// The arm's force-loop design point `kp_f·K_e·T` (see the module docs).
+pub const ARM_LOOP_GAIN_DELAY: f64 = 0.3;
+
+/// The contact stiffness a force gain was designed for, by the same rule (`K_e = c/(kp_f·T)`):
+/// a task that brings its own gains gets its approach speed and feedforward from them.
+pub fn stiffness_of_gain(kp_f: f64, delay_s: f64) -> Option<f64> {
+    (kp_f > 0.0 && delay_s > 0.0).then(|| ARM_LOOP_GAIN_DELAY / (kp_f * delay_s))
+}
+
 /// Default gains on the arm for contact stiffness `k_e` (N/m, per translational axis of {C})
 /// and effective loop delay `delay_s`. See the module docs for the rule.
 pub fn default_arm_gains(k_e: [f64; 3], k_rot: [f64; 3], delay_s: f64) -> HybridGains {
-    const C: f64 = 0.3;
+    const C: f64 = ARM_LOOP_GAIN_DELAY;
     const W_I: f64 = 2.0;
     let mut g = HybridGains {
         kp: [5.0; 6],

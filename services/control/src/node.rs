@@ -137,12 +137,21 @@ impl HybridConfig {
             |k: &[f64; 3], c: usize| -> f64 { (0..3).map(|j| m[(j, c)] * m[(j, c)] * k[j]).sum() };
         let kt = [0, 1, 2].map(|c| along(&self.stiffness_n_per_m, c));
         let kr = [0, 1, 2].map(|c| along(&self.stiffness_nm_per_rad, c));
+        let mut stiffness = [kt[0], kt[1], kt[2], kr[0], kr[1], kr[2]];
+        if let Some(g) = &task.gains {
+            // The task's own force gains say what stiffness they were made for.
+            for (k, s) in stiffness.iter_mut().enumerate() {
+                if let Some(ke) = hybrid::stiffness_of_gain(g.kp_f[k], self.loop_delay_s) {
+                    *s = ke;
+                }
+            }
+        }
         HybridSetup {
             gains: task
                 .gains
                 .unwrap_or_else(|| hybrid::default_arm_gains(kt, kr, self.loop_delay_s)),
             limits: task.limits.unwrap_or(self.limits),
-            stiffness: [kt[0], kt[1], kt[2], kr[0], kr[1], kr[2]],
+            stiffness,
             loop_delay_s: self.loop_delay_s,
         }
     }
@@ -242,6 +251,7 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
         Ok((Vector3::from(b.force_n), Vector3::from(b.torque_nm)))
     };
     let mut plant: Option<PlantRun> = None;
+    let mut robot_clock = crate::core::RobotClock::default();
     let mut plant_report: Option<(String, StepReport)> = None;
     let _presence = node.announce().await?;
 
@@ -344,7 +354,7 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
             }
             Some(p) = poses.changed() => {
                 let pose = p.msg;
-                let now_s = pose.stamp.source_mono_ns as f64 * 1e-9;
+                let now_s = robot_clock.time(pose.cycle, pose.stamp.source_mono_ns as f64 * 1e-9);
                 let before = core.mode();
                 let w = wrench_input(wrench.get());
                 let target = core.step_with_wrench(&from_msg_pose(&pose.tcp_in_base), now_s, &w);
