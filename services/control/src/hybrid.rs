@@ -589,8 +589,11 @@ pub struct ArmRun {
     v_est: Vector3<f64>,
 }
 
-/// Tracking frame: time constant of the normal estimate's low-pass (s).
-pub const TRACKING_TAU_S: f64 = 0.05;
+/// Tracking frame: time constant of the normal estimate's (and the travel velocity's)
+/// low-pass (s).
+pub const TRACKING_TAU_S: f64 = 0.1;
+/// Tracking frame: the normal is updated only while the TCP slides at least this fast (m/s).
+pub const TRACKING_MIN_SPEED_M_S: f64 = 0.002;
 
 impl ArmRun {
     /// Starts a task at the measured TCP pose (`now_s`). `stiffness` = K_e per axis of {C}
@@ -865,10 +868,12 @@ impl ArmRun {
     }
 
     /// Tracking frame: turn z of {C} towards the measured contact normal, low-passed with
-    /// [`TRACKING_TAU_S`], only while pressing. The normal is the direction of the applied
-    /// force with its component along the TCP's measured direction of travel removed: in
-    /// contact the tool slides tangentially, and friction acts along the travel, so what is
-    /// left is the normal force. At rest the force direction itself is used.
+    /// [`TRACKING_TAU_S`], only while pressing and sliding. The normal is the direction of the
+    /// applied force with its component along the TCP's measured direction of travel removed:
+    /// sliding, friction acts along the travel, so what is left is the normal force. At rest
+    /// friction can point anywhere within its cone (±atan μ) and cannot be told from the
+    /// normal, so the frame keeps its last estimate until the tool slides
+    /// ([`TRACKING_MIN_SPEED_M_S`]).
     fn track(&mut self, tcp: &Isometry3<f64>, f_on_tool: &Vector3<f64>, dt: f64) {
         let applied = -f_on_tool;
         let p = tcp.translation.vector;
@@ -878,24 +883,32 @@ impl ArmRun {
             self.v_est = self.v_est * (1.0 - a) + v * a;
         }
         self.prev_p = Some(p);
-        let mut n = applied;
-        if self.v_est.norm() > 1e-4 {
-            let t = self.v_est.normalize();
-            n -= t * n.dot(&t);
+        let rc = self.frame.rotation;
+        // Keep the origin at the TCP whatever happens below.
+        self.frame = Isometry3::from_parts(Translation3::from(p), rc);
+        let z = rc * Vector3::z();
+        // Sliding in contact, the TCP's own velocity is tangent to the surface (projecting it
+        // on the plane of the current estimate would keep the estimate where it is).
+        let travel = self.v_est;
+        if travel.norm() < TRACKING_MIN_SPEED_M_S
+            || applied.norm() < self.sup.limits.contact_force_n
+        {
+            return;
         }
-        if applied.norm() < self.sup.limits.contact_force_n || n.norm() < 1e-9 {
+        let t = travel.normalize();
+        let n = applied - t * applied.dot(&t);
+        if n.norm() < 1e-9 {
             return;
         }
         let n = n.normalize();
         let alpha = (dt / TRACKING_TAU_S).min(1.0);
         let est = match self.normal {
             Some(prev) => (prev * (1.0 - alpha) + n * alpha).normalize(),
-            None => n,
+            None => (z * (1.0 - alpha) + n * alpha).normalize(),
         };
         self.normal = Some(est);
-        let z = self.frame.rotation * Vector3::z();
         if let Some(rot) = UnitQuaternion::rotation_between(&z, &est) {
-            self.frame = Isometry3::from_parts(Translation3::from(p), rot * self.frame.rotation);
+            self.frame = Isometry3::from_parts(Translation3::from(p), rot * rc);
         }
     }
 }
