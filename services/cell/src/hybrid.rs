@@ -37,6 +37,9 @@ pub struct Row {
 pub struct Outcome {
     pub task: HybridTask,
     pub rows: Vec<Row>,
+    /// Plant tasks: the ground truth at the plant's rate (1 kHz), task time and the surface's
+    /// force on the hand turned into the force applied by the hand (x, y).
+    pub truth: Vec<(f64, [f64; 2])>,
     pub aborted: Option<String>,
     pub metrics: serde_json::Value,
 }
@@ -128,13 +131,24 @@ pub async fn run(
             _ => {}
         }
     }
-    if task.robot == TaskRobot::Plant && !truth.is_empty() {
+    // The plant states' time is the law's clock (`clock_s`): task time = clock − (clock − t)
+    // of the first row.
+    let mut truth_task = Vec::new();
+    if let (TaskRobot::Plant, Some(first)) = (task.robot, rows.first().copied()) {
         attach_truth(&mut rows, &truth);
+        let t0 = first.state.clock_s - first.state.t_s;
+        let last = rows.last().map_or(0.0, |r| r.state.t_s);
+        truth_task = truth
+            .iter()
+            .map(|(t, f)| (t - t0, *f))
+            .filter(|(t, _)| *t >= 0.0 && *t <= last)
+            .collect();
     }
-    let metrics = metrics(&task, &rows, aborted.as_deref());
+    let metrics = metrics(&task, &rows, &truth_task, aborted.as_deref());
     let out = Outcome {
         task,
         rows,
+        truth: truth_task,
         aborted,
         metrics,
     };
@@ -230,7 +244,12 @@ fn progress_line(task: &HybridTask, st: &HybridState) -> String {
 /// plots, first 0.1 s after contact excluded), step figures when the reference is a step, peak
 /// force at first contact, contact losses; per position axis the largest deviation.
 #[allow(clippy::needless_range_loop)] // axis k of several arrays
-pub fn metrics(task: &HybridTask, rows: &[Row], aborted: Option<&str>) -> serde_json::Value {
+pub fn metrics(
+    task: &HybridTask,
+    rows: &[Row],
+    truth: &[(f64, [f64; 2])],
+    aborted: Option<&str>,
+) -> serde_json::Value {
     let t: Vec<f64> = rows.iter().map(|r| r.state.t_s).collect();
     let contact_at = rows
         .iter()
@@ -287,15 +306,18 @@ pub fn metrics(task: &HybridTask, rows: &[Row], aborted: Option<&str>) -> serde_
                 let fig = step_figures(&tu, &ff, at_s, before, after, 1.0);
                 a["step"] = serde_json::to_value(fig).unwrap_or_default();
             }
-            // Ground truth (plant): the same figures on the true contact force.
-            if k < 2 && rows.iter().all(|r| r.truth_force.is_some()) && !rows.is_empty() {
-                let g: Vec<f64> = rows
+            // Ground truth (plant, 1 kHz): the same figures on the true contact force.
+            if k < 2 && truth.len() > 1 {
+                let tt: Vec<f64> = truth.iter().map(|(t, _)| *t).collect();
+                let g: Vec<f64> = truth.iter().map(|(_, f)| f[k]).collect();
+                let fs_t = ((tt.len() - 1) as f64 / (tt[tt.len() - 1] - tt[0]).max(1e-9)).round();
+                let (tg, gu) = resample(&tt, &g, fs_t.max(1.0));
+                let gf = lowpass_zero_phase(&gu, 12.0, fs_t.max(1.0));
+                let rg: Vec<f64> = tg
                     .iter()
-                    .map(|r| r.truth_force.map_or(0.0, |v| v[k]))
+                    .map(|t| control::hybrid::profile_value(&task.reference[k], *t - shift))
                     .collect();
-                let (_, gu) = resample(&t, &g, fs.round().max(1.0));
-                let gf = lowpass_zero_phase(&gu, 12.0, fs.round().max(1.0));
-                let (grms, gmax) = error_stats(&tu, &gf, &ru, from, to);
+                let (grms, gmax) = error_stats(&tg, &gf, &rg, from, to);
                 a["truth_rms_error"] = serde_json::json!(grms);
                 a["truth_max_error"] = serde_json::json!(gmax);
                 if let Profile::Step {
@@ -305,7 +327,7 @@ pub fn metrics(task: &HybridTask, rows: &[Row], aborted: Option<&str>) -> serde_
                 } = task.reference[k]
                 {
                     a["truth_step"] = serde_json::to_value(step_figures(
-                        &tu,
+                        &tg,
                         &gf,
                         at_s + shift,
                         before,
@@ -381,6 +403,17 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
         writeln!(f, "{}", v.join(","))?;
     }
     f.flush()?;
+    if !out.truth.is_empty() {
+        let path = dir.join("truth.csv");
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        writeln!(f, "t_s,truth_force_x,truth_force_y")?;
+        for (t, [x, y]) in &out.truth {
+            writeln!(f, "{t:.6},{x:.6},{y:.6}")?;
+        }
+        f.flush()?;
+    }
     let m = dir.join("metrics.json");
     std::fs::write(&m, serde_json::to_string_pretty(&out.metrics)?)
         .with_context(|| format!("writing {}", m.display()))?;
