@@ -593,7 +593,7 @@ pub struct ArmRun {
 /// low-pass (s).
 pub const TRACKING_TAU_S: f64 = 0.1;
 /// Tracking frame: the normal is updated only while the TCP slides at least this fast (m/s).
-pub const TRACKING_MIN_SPEED_M_S: f64 = 0.002;
+pub const TRACKING_MIN_SPEED_M_S: f64 = 0.005;
 
 impl ArmRun {
     /// Starts a task at the measured TCP pose (`now_s`). `stiffness` = K_e per axis of {C}
@@ -872,7 +872,7 @@ impl ArmRun {
     /// applied force with its component along the TCP's measured direction of travel removed:
     /// sliding, friction acts along the travel, so what is left is the normal force. At rest
     /// friction can point anywhere within its cone (±atan μ) and cannot be told from the
-    /// normal, so the frame keeps its last estimate until the tool slides
+    /// normal, so the frame keeps its last estimate until the tool slides steadily
     /// ([`TRACKING_MIN_SPEED_M_S`]).
     fn track(&mut self, tcp: &Isometry3<f64>, f_on_tool: &Vector3<f64>, dt: f64) {
         let applied = -f_on_tool;
