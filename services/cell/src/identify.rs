@@ -71,6 +71,10 @@ async fn average(
             r = w.recv_async() => {
                 let Ok(sample) = r else { break };
                 if let Ok(e) = codec::decode::<msg::WrenchEstimate>(&sample.payload().to_bytes()) {
+                    // A gap in the samples (the host was busy) is skipped, any other fault stops.
+                    if e.fault == msg::WrenchFault::Stale {
+                        continue;
+                    }
                     anyhow::ensure!(e.fault == msg::WrenchFault::None,
                         "the wrench estimate is not usable ({:?}); tare off contact first", e.fault);
                     f += Vector3::from(e.base.force_n);

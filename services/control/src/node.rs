@@ -237,17 +237,28 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
     let mut effort_pub = node.publisher(topic::PLANT_EFFORT).await?;
     let hcfg = cfg.hybrid.clone();
     let stale = Duration::from_secs_f64(hcfg.wrench_stale_ms * 1e-3);
-    let wrench_input = |w: Option<common::bus::Received<WrenchEstimate>>| -> WrenchInput {
-        let Some(w) = w else {
+    // The newest usable estimate and when it arrived: a `Stale` flag from the force service
+    // (no sample for its `stale_ms`, 9 ms by default) is a gap in the samples, bridged with the
+    // last usable estimate for up to `wrench_stale_ms`; every other fault ends a task at once.
+    let mut last_good: Option<(WrenchEstimate, std::time::Instant)> = None;
+    let mut wrench_input = |w: Option<common::bus::Received<WrenchEstimate>>| -> WrenchInput {
+        if let Some(w) = &w {
+            match w.msg.fault {
+                WrenchFault::None => last_good = Some((w.msg, w.at)),
+                WrenchFault::Stale => {}
+                f => return Err(format!("{f:?}")),
+            }
+        }
+        let Some((good, at)) = last_good else {
             return Err("none received".into());
         };
-        if w.at.elapsed() > stale {
-            return Err(format!("stale ({} ms old)", w.at.elapsed().as_millis()));
+        if at.elapsed() > stale {
+            return Err(format!(
+                "Stale (no usable estimate for {} ms)",
+                at.elapsed().as_millis()
+            ));
         }
-        if w.msg.fault != WrenchFault::None {
-            return Err(format!("{:?}", w.msg.fault));
-        }
-        let b = w.msg.base;
+        let b = good.base;
         Ok((Vector3::from(b.force_n), Vector3::from(b.torque_nm)))
     };
     let mut plant: Option<PlantRun> = None;
