@@ -18,6 +18,18 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// Logging to stderr with `default` as the filter when `RUST_LOG` is not set (the operator
+/// CLI keeps zenoh's own messages at error level unless asked).
+pub fn init_tracing_with(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};

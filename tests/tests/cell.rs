@@ -233,3 +233,35 @@ fn cell_kin_fk_zero_pose() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["position_mm"], serde_json::json!([374.0, 0.0, 630.0]));
 }
+
+/// CLI habits: an unreachable IK exits non-zero (the JSON still printed); FK beyond the joint
+/// limits is flagged; with no cell running an operator command prints one clear line, not
+/// zenoh's own warnings (unless `-v`).
+#[test]
+fn cell_kin_failures_are_exit_codes_and_operator_errors_are_one_line() {
+    let cell = |args: &[&str]| {
+        std::process::Command::new(tests::bin_dir().join("cell"))
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let out = cell(&["kin", "ik", "2000", "0", "630", "1", "0", "0", "0"]);
+    assert!(!out.status.success(), "unreachable IK must fail");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"], "pose unreachable");
+    let out = cell(&["kin", "fk", "0", "0", "0", "0", "170", "0", "--deg"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["within_limits"], false);
+    assert_eq!(v["outside_limits_axes"], serde_json::json!([5]));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside the arm's limits"));
+    // Nothing listens on this router: one line, no WARN lines from zenoh.
+    let port = tests::free_port();
+    let router = format!("cell.router=\"tcp/127.0.0.1:{port}\"");
+    let out = cell(&["--set", &router, "status"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("WARN"), "zenoh warnings leaked:\n{err}");
+    assert!(err.contains("cannot reach the cell"), "{err}");
+}

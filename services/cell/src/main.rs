@@ -22,6 +22,10 @@ use kinematics::rpc as kin;
     about = "Force-controlled robot cell: launcher and operator CLI"
 )]
 struct Args {
+    /// Operator commands log zenoh's and the CLI's own messages (info) too; without it only
+    /// warnings (zenoh: errors) are shown. `cell up` always logs at info. RUST_LOG overrides.
+    #[arg(short, long, global = true)]
+    verbose: bool,
     #[command(flatten)]
     cfg: ConfigArgs,
     #[command(flatten)]
@@ -220,7 +224,11 @@ impl From<ModeArg> for Mode {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    service::init_tracing();
+    if matches!(args.cmd, Cmd::Up | Cmd::Router) || args.verbose {
+        service::init_tracing();
+    } else {
+        service::init_tracing_with("warn,zenoh=error");
+    }
     let mut loader = match Loader::new(&args.cfg) {
         Ok(l) => l,
         Err(e) => {
@@ -586,7 +594,16 @@ fn kin_cmd(mut arm: Arm, cmd: &KinCmd) -> anyhow::Result<()> {
     arm.set_tool(Isometry3::identity())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let out = match cmd {
-        KinCmd::Fk { q, deg } => kin::fk_json(&arm, q, *deg)?,
+        KinCmd::Fk { q, deg } => {
+            let v = kin::fk_json(&arm, q, *deg)?;
+            if v["within_limits"] == false {
+                eprintln!(
+                    "cell kin fk: joints {} are outside the arm's limits (the pose is computed, the robot cannot reach it)",
+                    v["outside_limits_axes"]
+                );
+            }
+            v
+        }
         KinCmd::Ik {
             x_mm,
             y_mm,
@@ -604,5 +621,8 @@ fn kin_cmd(mut arm: Arm, cmd: &KinCmd) -> anyhow::Result<()> {
         )?,
     };
     println!("{out}");
+    if let Some(e) = out["error"].as_str() {
+        anyhow::bail!("no usable solution: {e}");
+    }
     Ok(())
 }

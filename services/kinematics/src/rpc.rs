@@ -20,6 +20,11 @@ pub fn fk_json(arm: &Arm, q: &[f64], deg: bool) -> anyhow::Result<serde_json::Va
         *dst = if deg { v.to_radians() } else { *v };
     }
     let t0 = arm.fk_tool0(&j).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let l = arm.limits();
+    let outside: Vec<usize> = (0..6)
+        .filter(|&k| j[k] < l.min[k] || j[k] > l.max[k])
+        .map(|k| k + 1)
+        .collect();
     let (p, quat) = pose_to_abb(&t0);
     let r = t0.rotation.to_rotation_matrix();
     let rot: Vec<Vec<f64>> = (0..3)
@@ -29,6 +34,8 @@ pub fn fk_json(arm: &Arm, q: &[f64], deg: bool) -> anyhow::Result<serde_json::Va
         "position_mm": p.iter().map(|v| round(*v, 6)).collect::<Vec<_>>(),
         "quaternion_wxyz": quat.iter().map(|v| round(*v, 9)).collect::<Vec<_>>(),
         "rotation": rot,
+        "within_limits": outside.is_empty(),
+        "outside_limits_axes": outside,
     }))
 }
 
