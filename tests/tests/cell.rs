@@ -265,3 +265,19 @@ fn cell_kin_failures_are_exit_codes_and_operator_errors_are_one_line() {
     assert!(!err.contains("WARN"), "zenoh warnings leaked:\n{err}");
     assert!(err.contains("cannot reach the cell"), "{err}");
 }
+
+/// `cell move --wait` returns once the TCP is at the target, and exits non-zero with control's
+/// reason when the move is refused (here: an engaged e-stop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn move_wait_reaches_the_target_or_fails_with_the_reason() {
+    let c = TestCell::start("movewait", &[]);
+    let _s = up_all(&c).await;
+    let (ok, _, err) = c.cli(&["move", "400", "50", "550", "--wait"]);
+    assert!(ok, "{err}\n{}", c.log_text());
+    assert!(err.contains("at the target"), "{err}");
+    let (ok, _, err) = c.cli(&["estop"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = c.cli(&["move", "380", "0", "500", "--wait"]);
+    assert!(!ok, "a refused move must fail");
+    assert!(err.contains("EmergencyStop"), "{err}");
+}

@@ -351,6 +351,104 @@ pub async fn request(
     }
 }
 
+/// control's `last_error` and `stop_reason` now (to tell a new refusal from an old one).
+pub async fn control_errors(s: &Session, cell: &CellSection) -> (Option<String>, Option<String>) {
+    match status(s, cell, Some("control")).await {
+        Ok(v) => v
+            .first()
+            .map(|c| {
+                (
+                    c["last_error"].as_str().map(str::to_string),
+                    c["detail"]["stop_reason"].as_str().map(str::to_string),
+                )
+            })
+            .unwrap_or_default(),
+        Err(_) => (None, None),
+    }
+}
+
+/// `cell move --wait`: follows the TCP to `target` with a progress line; fails when control
+/// refuses the move, the motion ends without reaching it (an outage, a stop), or `timeout`
+/// passes. `before` is control's (last_error, stop_reason) from before the move was sent.
+pub async fn wait_move(
+    s: &Session,
+    cell: &CellSection,
+    target: &Pose,
+    before: (Option<String>, Option<String>),
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut last_check = Instant::now();
+    loop {
+        let slice = Duration::from_millis(500);
+        match wait_at_pose(s, cell, target, slice).await {
+            Ok(()) => {
+                eprintln!("at the target");
+                return Ok(());
+            }
+            Err(_) if Instant::now() >= deadline => {
+                anyhow::bail!("the move did not reach the target within {timeout:?}")
+            }
+            Err(_) => {}
+        }
+        if last_check.elapsed() >= Duration::from_millis(400) {
+            last_check = Instant::now();
+            let now = control_errors(s, cell).await;
+            if now.0 != before.0 {
+                if let Some(e) = &now.0 {
+                    anyhow::bail!("control: {e}");
+                }
+            }
+            if now.1 != before.1 {
+                if let Some(r) = &now.1 {
+                    anyhow::bail!("the move ended: {r}");
+                }
+            }
+            if let Ok(p) = latest_tcp(s, cell).await {
+                let d: f64 = (0..3)
+                    .map(|i| (p.position_m[i] - target.position_m[i]).powi(2))
+                    .sum::<f64>()
+                    .sqrt();
+                eprintln!("moving: {:.1} mm to go", d * 1e3);
+            }
+        }
+    }
+}
+
+/// A generous bound on how long a move to `target` at `speed` takes (1.5 × distance / speed +
+/// 10 s to settle and rotate).
+pub async fn latest_move_time(
+    s: &Session,
+    cell: &CellSection,
+    target: &Pose,
+    speed_m_s: f64,
+) -> Duration {
+    let d = latest_tcp(s, cell)
+        .await
+        .map(|p| {
+            (0..3)
+                .map(|i| (p.position_m[i] - target.position_m[i]).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        })
+        .unwrap_or(1.0);
+    Duration::from_secs_f64(1.5 * d / speed_m_s.max(1e-3) + 10.0)
+}
+
+async fn latest_tcp(s: &Session, cell: &CellSection) -> anyhow::Result<Pose> {
+    let sub = s
+        .declare_subscriber(topic::TOOL_POSE.key(&cell.id))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    let sample = tokio::time::timeout(Duration::from_millis(200), sub.recv_async())
+        .await
+        .context("no tool pose")?
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(codec::decode::<msg::ToolPose>(&sample.payload().to_bytes())
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .tcp_in_base)
+}
+
 /// Waits until the tool pose is within `tol_m`/`tol_rad` of `target` and (nearly) still.
 pub async fn wait_at_pose(
     s: &Session,

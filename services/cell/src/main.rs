@@ -83,6 +83,10 @@ enum Cmd {
         speed_mm_s: f64,
         #[arg(long, default_value_t = 30.0)]
         rot_speed_deg_s: f64,
+        /// Wait until the TCP is at the target (progress on stderr); exit non-zero when
+        /// control refuses the move or the motion ends without reaching it.
+        #[arg(long)]
+        wait: bool,
     },
     /// Tare the F/T sensor (robot still, no contact): averages samples in force processing.
     Tare,
@@ -409,6 +413,7 @@ async fn run(
             quat,
             speed_mm_s,
             rot_speed_deg_s,
+            wait,
         } => {
             let q = quat.unwrap_or(vec![
                 std::f64::consts::FRAC_1_SQRT_2,
@@ -419,14 +424,24 @@ async fn run(
             let pose =
                 kinematics::pose::pose_from_abb([x_mm, y_mm, z_mm], [q[0], q[1], q[2], q[3]])
                     .context("target pose")?;
+            let target = kinematics::node::to_msg_pose(&pose);
+            let before = if wait {
+                cli::control_errors(&s, &cell).await
+            } else {
+                (None, None)
+            };
             cli::move_to(
                 &s,
                 &cell,
-                kinematics::node::to_msg_pose(&pose),
+                target,
                 speed_mm_s * 1e-3,
                 rot_speed_deg_s.to_radians(),
             )
             .await?;
+            if wait {
+                let t = cli::latest_move_time(&s, &cell, &target, speed_mm_s * 1e-3).await;
+                cli::wait_move(&s, &cell, &target, before, t).await?;
+            }
         }
         Cmd::Tare => {
             let v = cli::request(
