@@ -167,6 +167,7 @@ mod tests {
         "msg::EStop",
         "msg::PlantState",
         "msg::PlantEffortCommand",
+        "msg::SimTruth",
     ];
 
     #[test]
@@ -707,6 +708,25 @@ mod tests {
                 ),
             );
         }
+    }
+
+    #[test]
+    fn golden_sim_truth() {
+        let t = SimTruth {
+            stamp: Stamp {
+                seq: 1,
+                source_mono_ns: 2,
+            },
+            t_s: 0.5,
+            contact_force_base_n: [0.0, 0.0, 2.0],
+            hand_force_base_n: [-1.0, 0.0, 0.0],
+            in_contact: true,
+            tcp_in_base_m: [0.25, 0.0, 1.5],
+        };
+        golden(
+            &t,
+            &format!("04 01 02 {HALF} {Z}{Z}{TWO} {M1}{Z}{Z} 01 {QUARTER}{Z}{ONE_HALF}"),
+        );
     }
 
     #[test]

@@ -565,6 +565,22 @@ pub struct PlantState {
     pub effort_applied: [f64; 2],
 }
 
+/// The simulated world's ground truth at the tool (`sim/truth`, once per EGM cycle): for
+/// scoring experiments only — control never subscribes to it (a real cell has no such topic).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct SimTruth {
+    pub stamp: Stamp,
+    /// Simulator time (s).
+    pub t_s: f64,
+    /// Force of the surfaces on the tool, base axes (N).
+    pub contact_force_base_n: [f64; 3],
+    /// Force of the operator's hand on the tool, base axes (N).
+    pub hand_force_base_n: [f64; 3],
+    pub in_contact: bool,
+    /// TCP position in base (m).
+    pub tcp_in_base_m: [f64; 3],
+}
+
 /// Effort command for the simulated 2-DOF plant: the torque-command variant of the robot
 /// interface (revolute torque N·m, prismatic force N).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
@@ -806,6 +822,14 @@ impl Profile {
                 Ok(())
             }
         }
+    }
+}
+
+impl Check for SimTruth {
+    fn check(&self) -> Result<(), String> {
+        finite("contact_force_base_n", &self.contact_force_base_n)?;
+        finite("hand_force_base_n", &self.hand_force_base_n)?;
+        finite("tcp_in_base_m", &self.tcp_in_base_m)
     }
 }
 

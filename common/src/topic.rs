@@ -137,6 +137,11 @@ topics! {
         suffix: "control/hybrid_state", publisher: "control", subscribers: "cell CLI, recorders",
         rate: "law rate (while a hybrid task runs)", qos: QOS_HOT, frame: "constraint",
     },
+    /// The simulated world's ground truth at the tool, for scoring (never a control input).
+    SIM_TRUTH: msg::SimTruth = {
+        suffix: "sim/truth", publisher: "sim", subscribers: "cell CLI (scoring)",
+        rate: "EGM cycle", qos: QOS_HOT, frame: "base",
+    },
     /// State of the simulated Raibert–Craig 2-DOF plant (when `sim.plant.enabled`).
     PLANT_STATE: msg::PlantState = {
         suffix: "sim/plant/state", publisher: "sim", subscribers: "control (hybrid experiments)",

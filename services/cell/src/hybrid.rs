@@ -29,7 +29,8 @@ use zenoh::Session;
 pub struct Row {
     pub state: HybridState,
     /// Ground truth of the plant (surface force on the hand, x and y), when recorded.
-    pub truth_force: Option<[f64; 2]>,
+    /// Ground truth: the force applied by the tool (hand) in {C}, x, y, z; plant: x, y.
+    pub truth_force: Option<[f64; 3]>,
 }
 
 /// A finished (or aborted) run.
@@ -72,6 +73,14 @@ pub async fn run(
     if task.robot == TaskRobot::Arm {
         wait_for_usable_wrench(s, cell, Duration::from_secs(1)).await;
     }
+    // The world's truth at the tool (arm tasks on the simulator; absent on a real cell).
+    let world = s
+        .declare_subscriber(topic::SIM_TRUTH.key(&cell.id))
+        .with(zenoh::handlers::RingChannel::new(8192))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    let mut world_truth: Vec<(std::time::Instant, [f64; 3])> = Vec::new();
+    let mut row_at: Vec<std::time::Instant> = Vec::new();
     task.stamp = crate::cli::stamp();
     let bytes = codec::encode(&task)?;
     s.put(topic::HYBRID_TASK.key(&cell.id), bytes)
@@ -114,10 +123,16 @@ pub async fn run(
                 truth.push((ps.t_s, [-ps.contact_force_n[0], -ps.contact_force_n[1]]));
             }
         }
+        while let Ok(Some(w)) = world.try_recv() {
+            if let Ok(t) = codec::decode::<msg::SimTruth>(&w.payload().to_bytes()) {
+                world_truth.push((std::time::Instant::now(), t.contact_force_base_n));
+            }
+        }
         rows.push(Row {
             state: st,
             truth_force: None,
         });
+        row_at.push(std::time::Instant::now());
         if opts.progress && last_print.elapsed() > Duration::from_millis(500) {
             last_print = std::time::Instant::now();
             eprintln!("{}", progress_line(&task, &st));
@@ -144,6 +159,9 @@ pub async fn run(
             .filter(|(t, _)| *t >= 0.0 && *t <= last)
             .collect();
     }
+    if task.robot == TaskRobot::Arm && !world_truth.is_empty() {
+        attach_world_truth(&mut rows, &row_at, &world_truth);
+    }
     let metrics = metrics(&task, &rows, &truth_task, aborted.as_deref());
     let out = Outcome {
         task,
@@ -167,7 +185,30 @@ fn attach_truth(rows: &mut [Row], truth: &[(f64, [f64; 2])]) {
         while j + 1 < truth.len() && truth[j + 1].0 <= t {
             j += 1;
         }
-        r.truth_force = Some(truth[j].1);
+        r.truth_force = Some([truth[j].1[0], truth[j].1[1], 0.0]);
+    }
+}
+
+/// Arm tasks: the simulator's contact force (surfaces on the tool, base) nearest in arrival
+/// time to each row (the two clocks differ; arrival order is what both share, to a few ms),
+/// turned into the force the tool applies, in the row's {C}.
+fn attach_world_truth(
+    rows: &mut [Row],
+    row_at: &[std::time::Instant],
+    truth: &[(std::time::Instant, [f64; 3])],
+) {
+    let mut j = 0;
+    for (r, at) in rows.iter_mut().zip(row_at) {
+        while j + 1 < truth.len() && truth[j + 1].0 <= *at {
+            j += 1;
+        }
+        let q = r.state.frame_in_base.quat_wxyz;
+        let rot = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(
+            q[0], q[1], q[2], q[3],
+        ));
+        let applied = -nalgebra::Vector3::from(truth[j].1);
+        let c = rot.inverse() * applied;
+        r.truth_force = Some([c.x, c.y, c.z]);
     }
 }
 
@@ -306,6 +347,23 @@ pub fn metrics(
                 let fig = step_figures(&tu, &ff, at_s, before, after, 1.0);
                 a["step"] = serde_json::to_value(fig).unwrap_or_default();
             }
+            // Ground truth (arm on the simulator): the world's contact force at each row, in
+            // {C}, filtered like the estimate.
+            if k < 3
+                && truth.is_empty()
+                && !rows.is_empty()
+                && rows.iter().all(|r| r.truth_force.is_some())
+            {
+                let g: Vec<f64> = rows
+                    .iter()
+                    .map(|r| r.truth_force.map_or(0.0, |v| v[k]))
+                    .collect();
+                let (_, gu) = resample(&t, &g, fs.round().max(1.0));
+                let gf = lowpass_zero_phase(&gu, 12.0, fs.round().max(1.0));
+                let (grms, gmax) = error_stats(&tu, &gf, &ru, from, to);
+                a["truth_rms_error"] = serde_json::json!(grms);
+                a["truth_max_error"] = serde_json::json!(gmax);
+            }
             // Ground truth (plant, 1 kHz): the same figures on the true contact force.
             if k < 2 && truth.len() > 1 {
                 let tt: Vec<f64> = truth.iter().map(|(t, _)| *t).collect();
@@ -382,6 +440,7 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
     head.push("limited".into());
     head.push("truth_force_x".into());
     head.push("truth_force_y".into());
+    head.push("truth_force_z".into());
     writeln!(f, "{}", head.join(","))?;
     for r in &out.rows {
         let s = &r.state;
@@ -391,14 +450,8 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
         }
         v.push(s.limited.to_string());
         match r.truth_force {
-            Some([x, y]) => {
-                v.push(format!("{x:.6}"));
-                v.push(format!("{y:.6}"));
-            }
-            None => {
-                v.push(String::new());
-                v.push(String::new());
-            }
+            Some(f) => v.extend(f.iter().map(|x| format!("{x:.6}"))),
+            None => v.extend([String::new(), String::new(), String::new()]),
         }
         writeln!(f, "{}", v.join(","))?;
     }

@@ -611,6 +611,9 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         None
     };
 
+    // Ground truth for scoring (never a control input).
+    let mut truth_pub = node.publisher(common::topic::SIM_TRUTH).await?;
+
     // EGM controller.
     let sock = Arc::new(UdpSocket::bind(&cfg.egm.bind).await?);
     let target: SocketAddr = cfg.egm.robot_io.parse()?;
@@ -681,6 +684,20 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 io.publish(&p);
             }
             io.last = Some(p);
+        }
+        if phase + 1 == ticks_per_cycle {
+            if let Some(w) = &last_world {
+                let p = w.tcp_in_base.translation.vector;
+                let msg = common::msg::SimTruth {
+                    stamp: truth_pub.next_stamp(),
+                    t_s: base_ticks as f64 * BASE_TICK_S,
+                    contact_force_base_n: w.contact_force_base,
+                    hand_force_base_n: w.hand_force_base,
+                    in_contact: w.in_contact,
+                    tcp_in_base_m: [p.x, p.y, p.z],
+                };
+                truth_pub.put(&msg);
+            }
         }
         if phase + 1 == ticks_per_cycle && !f.controller_stopped {
             // The datagram is built (its seqno used) even when the network loses it.
