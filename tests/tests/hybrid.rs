@@ -4,7 +4,8 @@
 //! `cell hybrid TASK.toml`, `cell sim-scenario`, `cell sim-fault`.
 //!
 //! The arm's force is scored on the force service's estimate in {C} (what control regulates,
-//! the F/T sensor's view with its noise and drift); the plant's on the simulator's ground truth
+//! the F/T sensor's view with its noise and drift) and on the simulator's ground truth
+//! (`sim/truth`, the surfaces' force on the tool); the plant's on its ground truth
 //! (`sim/plant/state` contact force, 1 kHz), 12 Hz-filtered as the paper plots.
 //!
 //! `HYBRID_FULL=1` adds the 10⁶ N/m table (slow approach; sensitive to host timing: see
@@ -121,6 +122,14 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
     let fz = column(&dir.join("trace.csv"), "force_z");
     // The move: 2 s after contact for 5 s (accelerations at its ends: 0.1 s excluded).
     let (rms, max) = window_error(&fz, 10.0, contact + 2.1, contact + 6.9);
+    // The same on the simulator's ground truth (surfaces on the tool, in {C}).
+    let truth = column(&dir.join("trace.csv"), "truth_force_z");
+    let (trms, tmax) = window_error(&truth, 10.0, contact + 2.1, contact + 6.9);
+    eprintln!("{name}: ground truth during the move RMS {trms:.3} N, max {tmax:.3} N");
+    assert!(
+        trms <= 1.0 && tmax <= 3.0,
+        "{name}: truth RMS {trms} max {tmax}"
+    );
     let peak = m["axes"]["z"]["peak_first_contact"]
         .as_f64()
         .unwrap_or(f64::NAN);
