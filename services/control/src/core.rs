@@ -120,6 +120,51 @@ pub struct ControlCore {
     report: Option<StepReport>,
 }
 
+/// Which wrench a force mode may use (pure; times are parameters, any epoch). A `Stale` flag
+/// from the force service (no sample for its `stale_ms`) is a gap in the samples, bridged with
+/// the last usable estimate for up to `max_age_s`; any other fault is refused at once.
+#[derive(Debug, Clone, Copy)]
+pub struct WrenchGate {
+    pub max_age_s: f64,
+    last_good: Option<(common::msg::WrenchEstimate, f64)>,
+}
+
+impl WrenchGate {
+    pub fn new(max_age_s: f64) -> Self {
+        Self {
+            max_age_s,
+            last_good: None,
+        }
+    }
+
+    /// The newest estimate (`None`: none yet) received at `received_s`, judged at `now_s`.
+    pub fn input(
+        &mut self,
+        newest: Option<(&common::msg::WrenchEstimate, f64)>,
+        now_s: f64,
+    ) -> WrenchInput {
+        if let Some((w, at)) = newest {
+            match w.fault {
+                WrenchFault::None => self.last_good = Some((*w, at)),
+                WrenchFault::Stale => {}
+                f => return Err(format!("{f:?}")),
+            }
+        }
+        let Some((good, at)) = self.last_good else {
+            return Err("none received".into());
+        };
+        let age = now_s - at;
+        if age.is_nan() || age > self.max_age_s {
+            return Err(format!(
+                "Stale (no usable estimate for {:.0} ms)",
+                age * 1e3
+            ));
+        }
+        let b = good.base;
+        Ok((Vector3::from(b.force_n), Vector3::from(b.torque_nm)))
+    }
+}
+
 /// The robot's clock as control sees it: tool poses carry the robot cycle they belong to and
 /// the time robot-io received that cycle; the receive times jitter with the host (±0.6 ms on a
 /// loaded laptop), the robot's cycles do not. `RobotClock` gives each cycle a time on a uniform
@@ -493,6 +538,49 @@ mod tests {
             Translation3::new(x, y, z),
             UnitQuaternion::from_axis_angle(&Vector3::y_axis(), std::f64::consts::FRAC_PI_2),
         )
+    }
+
+    #[test]
+    fn wrench_gate_bridges_stale_gaps_and_refuses_other_faults() {
+        use common::msg::WrenchEstimate;
+        let mut g = WrenchGate::new(0.05);
+        assert!(g.input(None, 0.0).is_err(), "nothing yet");
+        let mut good = WrenchEstimate::default();
+        good.base.force_n = [0.0, 0.0, 10.0];
+        assert_eq!(
+            g.input(Some((&good, 0.0)), 0.001).map(|(f, _)| f.z),
+            Ok(10.0)
+        );
+        // A Stale flag 20 ms later: the last usable estimate is used…
+        let stale = WrenchEstimate {
+            fault: WrenchFault::Stale,
+            ..Default::default()
+        };
+        assert_eq!(
+            g.input(Some((&stale, 0.02)), 0.02).map(|(f, _)| f.z),
+            Ok(10.0)
+        );
+        // …until it is older than the bound.
+        let e = g.input(Some((&stale, 0.06)), 0.06).expect_err("too old");
+        assert!(e.starts_with("Stale"), "{e}");
+        // Any other fault is refused at once, even right after a good estimate.
+        g.input(Some((&good, 0.1)), 0.1).expect("good again");
+        for f in [
+            WrenchFault::Spike,
+            WrenchFault::Saturated,
+            WrenchFault::NotTared,
+            WrenchFault::NonFinite,
+            WrenchFault::DeviceError,
+            WrenchFault::NoPose,
+        ] {
+            let w = WrenchEstimate {
+                fault: f,
+                ..Default::default()
+            };
+            assert_eq!(g.input(Some((&w, 0.101)), 0.101), Err(format!("{f:?}")));
+        }
+        // A NaN time never passes.
+        assert!(g.input(None, f64::NAN).is_err());
     }
 
     #[test]

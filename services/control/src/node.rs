@@ -7,13 +7,12 @@ use common::{
     config::{check_range, ConfigErrors, Validate},
     msg::{
         CartesianCommand, HybridLimits, HybridPhase, HybridState, HybridTask, Mode,
-        PlantEffortCommand, TaskRobot, WrenchEstimate, WrenchFault,
+        PlantEffortCommand, TaskRobot, WrenchEstimate,
     },
     service::Shutdown,
     topic,
 };
 use kinematics::node::from_msg_pose;
-use nalgebra::Vector3;
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -240,26 +239,12 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
     // The newest usable estimate and when it arrived: a `Stale` flag from the force service
     // (no sample for its `stale_ms`, 9 ms by default) is a gap in the samples, bridged with the
     // last usable estimate for up to `wrench_stale_ms`; every other fault ends a task at once.
-    let mut last_good: Option<(WrenchEstimate, std::time::Instant)> = None;
+    let mut gate = crate::core::WrenchGate::new(stale.as_secs_f64());
+    let epoch = std::time::Instant::now();
     let mut wrench_input = |w: Option<common::bus::Received<WrenchEstimate>>| -> WrenchInput {
-        if let Some(w) = &w {
-            match w.msg.fault {
-                WrenchFault::None => last_good = Some((w.msg, w.at)),
-                WrenchFault::Stale => {}
-                f => return Err(format!("{f:?}")),
-            }
-        }
-        let Some((good, at)) = last_good else {
-            return Err("none received".into());
-        };
-        if at.elapsed() > stale {
-            return Err(format!(
-                "Stale (no usable estimate for {} ms)",
-                at.elapsed().as_millis()
-            ));
-        }
-        let b = good.base;
-        Ok((Vector3::from(b.force_n), Vector3::from(b.torque_nm)))
+        let since = |t: std::time::Instant| t.saturating_duration_since(epoch).as_secs_f64();
+        let now = since(std::time::Instant::now());
+        gate.input(w.as_ref().map(|r| (&r.msg, since(r.at))), now)
     };
     let mut plant: Option<PlantRun> = None;
     let mut robot_clock = crate::core::RobotClock::default();
