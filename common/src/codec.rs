@@ -651,7 +651,7 @@ mod tests {
             deviation_rad: 2.0,
             max_force_n: 3.0,
             max_torque_nm: 1.5,
-            contact_force_n: 1.0,
+            contact_threshold_n: 1.0,
             contact_loss_s: 0.25,
             approach_timeout_s: 2.0,
         });

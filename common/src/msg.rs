@@ -379,9 +379,10 @@ pub struct HybridLimits {
     pub max_force_n: f64,
     /// Largest allowed contact torque magnitude (N·m); beyond → hold, reason.
     pub max_torque_nm: f64,
-    /// Contact is made when the force along the force axes reaches this (N).
-    pub contact_force_n: f64,
-    /// Contact is lost when, after contact, the force stays below `contact_force_n / 2` this
+    /// Contact is made when the *measured* force (the F/T estimate in {C}) along the force
+    /// axes reaches this (N): a threshold on the sensor, not simulator ground truth.
+    pub contact_threshold_n: f64,
+    /// Contact is lost when, after contact, the force stays below `contact_threshold_n / 2` this
     /// long (s): reported; the axis approaches again at its speed limit.
     pub contact_loss_s: f64,
     /// A `from_contact` task that finds no contact within this time (s) ends (hold, reason).
@@ -756,7 +757,7 @@ impl Check for HybridTask {
                 ("deviation_rad", l.deviation_rad),
                 ("max_force_n", l.max_force_n),
                 ("max_torque_nm", l.max_torque_nm),
-                ("contact_force_n", l.contact_force_n),
+                ("contact_threshold_n", l.contact_threshold_n),
                 ("contact_loss_s", l.contact_loss_s),
                 ("approach_timeout_s", l.approach_timeout_s),
             ] {

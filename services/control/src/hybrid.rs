@@ -362,7 +362,7 @@ pub fn default_limits() -> HybridLimits {
         deviation_rad: 0.2,
         max_force_n: 50.0,
         max_torque_nm: 5.0,
-        contact_force_n: 1.0,
+        contact_threshold_n: 1.0,
         contact_loss_s: 0.1,
         approach_timeout_s: 30.0,
     }
@@ -391,7 +391,6 @@ pub struct Supervision {
     pub limits: HybridLimits,
     pub phase: HybridPhase,
     below_since: Option<f64>,
-    pub contact_lost_count: u32,
 }
 
 impl Supervision {
@@ -400,7 +399,6 @@ impl Supervision {
             limits,
             phase: HybridPhase::Approach,
             below_since: None,
-            contact_lost_count: 0,
         }
     }
 
@@ -433,12 +431,12 @@ impl Supervision {
             )));
         }
         // Contact: any force axis pressing in its reference's direction with at least
-        // `contact_force_n`, or half the reference when that is smaller.
+        // `contact_threshold_n`, or half the reference when that is smaller.
         let threshold = |k: usize| {
             if f_ref[k] != 0.0 {
-                l.contact_force_n.min(0.5 * f_ref[k].abs())
+                l.contact_threshold_n.min(0.5 * f_ref[k].abs())
             } else {
-                l.contact_force_n
+                l.contact_threshold_n
             }
         };
         let dir = |k: usize| if f_ref[k] < 0.0 { -1.0 } else { 1.0 };
@@ -473,7 +471,6 @@ impl Supervision {
                     let since = *self.below_since.get_or_insert(t);
                     if t - since >= l.contact_loss_s {
                         self.phase = HybridPhase::ContactLost;
-                        self.contact_lost_count += 1;
                         lost_now = true;
                     }
                 } else {
@@ -891,7 +888,7 @@ impl ArmRun {
         // on the plane of the current estimate would keep the estimate where it is).
         let travel = self.v_est;
         if travel.norm() < TRACKING_MIN_SPEED_M_S
-            || applied.norm() < self.sup.limits.contact_force_n
+            || applied.norm() < self.sup.limits.contact_threshold_n
         {
             return;
         }

@@ -98,7 +98,7 @@ impl Validate for HybridConfig {
             ("deviation_rad", l.deviation_rad, 3.2),
             ("max_force_n", l.max_force_n, 1000.0),
             ("max_torque_nm", l.max_torque_nm, 100.0),
-            ("contact_force_n", l.contact_force_n, 100.0),
+            ("contact_threshold_n", l.contact_threshold_n, 100.0),
             ("contact_loss_s", l.contact_loss_s, 10.0),
             ("approach_timeout_s", l.approach_timeout_s, 600.0),
         ] {

@@ -140,7 +140,7 @@ struct LimitsFile {
     deviation_rad: Option<f64>,
     max_force_n: Option<f64>,
     max_torque_nm: Option<f64>,
-    contact_force_n: Option<f64>,
+    contact_threshold_n: Option<f64>,
     contact_loss_s: Option<f64>,
     approach_timeout_s: Option<f64>,
 }
@@ -249,7 +249,7 @@ pub fn parse(text: &str) -> Result<HybridTask, Vec<String>> {
             deviation_rad: l.deviation_rad.unwrap_or(d.deviation_rad),
             max_force_n: l.max_force_n.unwrap_or(d.max_force_n),
             max_torque_nm: l.max_torque_nm.unwrap_or(d.max_torque_nm),
-            contact_force_n: l.contact_force_n.unwrap_or(d.contact_force_n),
+            contact_threshold_n: l.contact_threshold_n.unwrap_or(d.contact_threshold_n),
             contact_loss_s: l.contact_loss_s.unwrap_or(d.contact_loss_s),
             approach_timeout_s: l.approach_timeout_s.unwrap_or(d.approach_timeout_s),
         }
