@@ -158,6 +158,32 @@ async fn arm_presses_and_moves_on_soft_and_stiff_tables_with_identified_gains() 
     }
 }
 
+/// `cell hybrid TASK --json --out …` on a blocking thread, so the test can act on the cell
+/// while the task runs.
+fn hybrid_in_background(
+    c: &TestCell,
+    task: PathBuf,
+    name: &str,
+) -> tokio::task::JoinHandle<std::process::Output> {
+    let sets = c.sets.clone();
+    let out = out_dir(name);
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(tests::bin_dir().join("cell"));
+        cmd.current_dir(repo_root())
+            .arg("--config")
+            .arg("deploy/config/sim.toml");
+        for s in &sets {
+            cmd.arg("--set").arg(s);
+        }
+        cmd.arg("hybrid")
+            .arg(&task)
+            .args(["--json", "--out"])
+            .arg(out)
+            .output()
+            .expect("run")
+    })
+}
+
 /// Entering hybrid needs a tared wrench; a stale wrench (sensor unplugged) and a contact force
 /// beyond the limit end the task with the reason, control goes idle and robot-io holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,23 +209,7 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
 
     // Stale wrench: unplug the sensor mid-task.
     place_and_tare(&c, [350.0, 0.0, 208.0]).await;
-    let c2 = &c;
-    let run = tokio::task::spawn_blocking({
-        let sets = c2.sets.clone();
-        move || {
-            let mut cmd = std::process::Command::new(tests::bin_dir().join("cell"));
-            cmd.current_dir(repo_root())
-                .arg("--config")
-                .arg("deploy/config/sim.toml");
-            for s in &sets {
-                cmd.arg("--set").arg(s);
-            }
-            cmd.args(["hybrid", "tasks/press-table.toml", "--json", "--out"])
-                .arg(out_dir("stale"))
-                .output()
-                .expect("run")
-        }
-    });
+    let run = hybrid_in_background(&c, repo_root().join("tasks/press-table.toml"), "stale");
     tokio::time::sleep(Duration::from_secs(4)).await;
     tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": true})).await;
     let out = run.await.expect("join");
@@ -220,25 +230,7 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     let text = std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).expect("task")
         + "\n[limits]\nmax_force_n = 20.0\n";
     std::fs::write(&task, text).expect("write task");
-    let run = tokio::task::spawn_blocking({
-        let sets = c.sets.clone();
-        let task = task.clone();
-        move || {
-            let mut cmd = std::process::Command::new(tests::bin_dir().join("cell"));
-            cmd.current_dir(repo_root())
-                .arg("--config")
-                .arg("deploy/config/sim.toml");
-            for s in &sets {
-                cmd.arg("--set").arg(s);
-            }
-            cmd.arg("hybrid")
-                .arg(&task)
-                .args(["--json", "--out"])
-                .arg(out_dir("force"))
-                .output()
-                .expect("run")
-        }
-    });
+    let run = hybrid_in_background(&c, task.clone(), "force");
     tokio::time::sleep(Duration::from_secs(4)).await;
     tests::sim_fault(
         &s,

@@ -404,7 +404,7 @@ pub async fn wait_move(
                     anyhow::bail!("the move ended: {r}");
                 }
             }
-            if let Ok(p) = latest_tcp(s, cell).await {
+            if let Ok(p) = latest_tcp(s, cell, Duration::from_millis(200)).await {
                 let d: f64 = (0..3)
                     .map(|i| (p.position_m[i] - target.position_m[i]).powi(2))
                     .sum::<f64>()
@@ -423,7 +423,7 @@ pub async fn latest_move_time(
     target: &Pose,
     speed_m_s: f64,
 ) -> Duration {
-    let d = latest_tcp(s, cell)
+    let d = latest_tcp(s, cell, Duration::from_millis(200))
         .await
         .map(|p| {
             (0..3)
@@ -435,14 +435,19 @@ pub async fn latest_move_time(
     Duration::from_secs_f64(1.5 * d / speed_m_s.max(1e-3) + 10.0)
 }
 
-async fn latest_tcp(s: &Session, cell: &CellSection) -> anyhow::Result<Pose> {
+/// The newest TCP pose (waits up to `timeout` for one).
+pub async fn latest_tcp(
+    s: &Session,
+    cell: &CellSection,
+    timeout: Duration,
+) -> anyhow::Result<Pose> {
     let sub = s
         .declare_subscriber(topic::TOOL_POSE.key(&cell.id))
         .await
         .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
-    let sample = tokio::time::timeout(Duration::from_millis(200), sub.recv_async())
+    let sample = tokio::time::timeout(timeout, sub.recv_async())
         .await
-        .context("no tool pose")?
+        .with_context(|| format!("no tool pose within {timeout:?} (is the cell running?)"))?
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(codec::decode::<msg::ToolPose>(&sample.payload().to_bytes())
         .map_err(|e| anyhow::anyhow!("{e}"))?

@@ -97,20 +97,6 @@ async fn average(
     Ok((f / nf as f64, x / nx as f64))
 }
 
-async fn current_pose(s: &Session, cell: &CellSection) -> anyhow::Result<Pose> {
-    let sub = s
-        .declare_subscriber(topic::TOOL_POSE.key(&cell.id))
-        .await
-        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
-    let sample = tokio::time::timeout(Duration::from_secs(2), sub.recv_async())
-        .await
-        .context("no tool pose within 2 s (is the cell running?)")?
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(codec::decode::<msg::ToolPose>(&sample.payload().to_bytes())
-        .map_err(|e| anyhow::anyhow!("tool pose: {e}"))?
-        .tcp_in_base)
-}
-
 /// The approach: a hybrid task pressing 2 N along `n` (C_z = n), from contact for 1 s.
 fn approach_task(start: &Pose, n: &Vector3<f64>, max_approach_m: f64) -> msg::HybridTask {
     use nalgebra::{UnitQuaternion, Vector3 as V};
@@ -172,7 +158,7 @@ pub async fn stiffness(
 ) -> anyhow::Result<serde_json::Value> {
     let n = probe.into.normalize();
     crate::hybrid::wait_for_usable_wrench(s, cell, Duration::from_secs(1)).await;
-    let start = current_pose(s, cell).await?;
+    let start = cli::latest_tcp(s, cell, Duration::from_secs(2)).await?;
     let p0 = Vector3::from(start.position_m);
     let at = |d: f64| {
         let mut p = start;
