@@ -8,7 +8,7 @@
 use serde::{de::DeserializeOwned, Serialize};
 
 /// Bumped whenever any message's encoding changes (postcard is positional).
-pub const WIRE_VERSION: u8 = 4;
+pub const WIRE_VERSION: u8 = 5;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -168,6 +168,9 @@ mod tests {
         "msg::PlantState",
         "msg::PlantEffortCommand",
         "msg::SimTruth",
+        "msg::Enable",
+        "msg::GuideState",
+        "msg::PlaybackState",
     ];
 
     #[test]
@@ -289,15 +292,15 @@ mod tests {
             seq: 300,
             source_mono_ns: 1,
         };
-        // version 04, seq 300 = ac 02, ns 1 = 01.
-        golden(&s, "04 ac02 01");
+        // version 05, seq 300 = ac 02, ns 1 = 01.
+        golden(&s, "05 ac02 01");
         // u64::MAX: nine 7-bit groups of ones (ff ×9) and the last bit (01).
         golden(
             &Stamp {
                 seq: u64::MAX,
                 source_mono_ns: 0,
             },
-            "04 ffffffffffffffffff01 00",
+            "05 ffffffffffffffffff01 00",
         );
     }
 
@@ -320,7 +323,7 @@ mod tests {
         // stamp 01 02 | cycle 05 | q_rad 6 f64 | qd_rad_s 6 f64 | robot: three bools 01 00 01.
         golden(
             &js,
-            &format!("04 01 02 05 {ONE}{}{M2} {} 01 00 01", z(4), z(6)),
+            &format!("05 01 02 05 {ONE}{}{M2} {} 01 00 01", z(4), z(6)),
         );
     }
 
@@ -349,7 +352,7 @@ mod tests {
         golden(
             &c,
             &format!(
-                "04 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
+                "05 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
                 z(5),
                 z(5)
             ),
@@ -387,7 +390,7 @@ mod tests {
         golden(
             &p,
             &format!(
-                "04 01 01 07 {Z}{MHALF}{} \
+                "05 01 01 07 {Z}{MHALF}{} \
                  {Z}{Z}{ONE} {ONE}{Z}{Z}{Z} \
                  {HALF}{Z}{ONE} {Z}{ONE}{Z}{Z} \
                  {Z}{Z}{QUARTER} {Z}{Z}{M1} \
@@ -406,6 +409,7 @@ mod tests {
             CartesianTarget::Hold => "00",
             CartesianTarget::Pose(_) => "01",
             CartesianTarget::Twist { .. } => "02",
+            CartesianTarget::Joints { .. } => "03",
         }
     }
 
@@ -424,7 +428,7 @@ mod tests {
             target,
         };
         // stamp 01 01 | cycle 09 | motion 02 03 | target.
-        let head = "04 01 01 09 02 03";
+        let head = "05 01 01 09 02 03";
         let hold = CartesianTarget::Hold;
         assert_eq!(target_index(&hold), "00");
         golden(&cmd(hold), &format!("{head} 00"));
@@ -447,8 +451,14 @@ mod tests {
         assert_eq!(target_index(&twist), "02");
         // Struct variant: index, then its one field (6 f64); no dt_s since version 3.
         golden(&cmd(twist), &format!("{head} 02 {Z}{Z}{MHALF} {ONE}{Z}{Z}"));
-        // Exactly three variants: index 3 is malformed.
-        assert!(decode::<CartesianCommand>(&unhex(&format!("{head} 03"))).is_err());
+        let joints = CartesianTarget::Joints {
+            q_rad: [0.5, 0.0, 0.0, 0.0, 0.0, -1.0],
+        };
+        assert_eq!(target_index(&joints), "03");
+        // Struct variant (since version 5): index, then 6 f64.
+        golden(&cmd(joints), &format!("{head} 03 {HALF}{Z}{Z}{Z}{Z}{M1}"));
+        // Exactly four variants: index 4 is malformed.
+        assert!(decode::<CartesianCommand>(&unhex(&format!("{head} 04"))).is_err());
     }
 
     #[test]
@@ -470,7 +480,7 @@ mod tests {
         // (group 4, bit 3 → 0x08): 80 80 88 80 08.
         golden(
             &w,
-            &format!("04 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
+            &format!("05 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
         );
     }
 
@@ -525,10 +535,10 @@ mod tests {
             // stamp | sample_seq 128 = 80 01 | fault index | 3 wrenches × 6 f64.
             golden(
                 &e,
-                &format!("04 01 02 {V128} {} {wrenches}", fault_index(fault)),
+                &format!("05 01 02 {V128} {} {wrenches}", fault_index(fault)),
             );
         }
-        let beyond = format!("04 01 02 {V128} 08 {}", z(18));
+        let beyond = format!("05 01 02 {V128} 08 {}", z(18));
         assert!(decode::<WrenchEstimate>(&unhex(&beyond)).is_err());
     }
 
@@ -562,9 +572,9 @@ mod tests {
                 },
                 mode,
             };
-            golden(&m, &format!("04 {V300} 01 {}", mode_index(mode)));
+            golden(&m, &format!("05 {V300} 01 {}", mode_index(mode)));
         }
-        assert!(decode::<ModeCommand>(&unhex(&format!("04 {V300} 01 06"))).is_err());
+        assert!(decode::<ModeCommand>(&unhex(&format!("05 {V300} 01 06"))).is_err());
     }
 
     fn profile_index(p: &Profile) -> &'static str {
@@ -626,7 +636,7 @@ mod tests {
         // stamp | name: len 02 "ab" | robot 01 | frame_kind 02 | pose | 6 bools | 6 profiles
         // (variant index, fields; the series: length 02, points) | duration | from_contact 01
         // | rate | gains, limits: None 00 00.
-        let head = format!("04 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let head = format!("05 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let profiles = format!(
             "00 {ONE} 01 {Z}{TWO}{HALF} 02 {Z}{M1}{QUARTER}{ONE_HALF} \
              03 {HALF}{MHALF}{QUARTER}{ONE} 04 02 {Z}{ONE}{TWO}{THREE} 00 {Z}"
@@ -635,7 +645,7 @@ mod tests {
         for (kind, i) in [(FrameKind::Base, "00"), (FrameKind::Tool, "01")] {
             t.frame_kind = kind;
             t.robot = TaskRobot::Arm;
-            let head = format!("04 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+            let head = format!("05 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
             golden(&t, &format!("{head} {profiles} {TWO} 01 {HALF} 00 00"));
         }
         // Some gains and limits: 01 then the fields in order.
@@ -655,7 +665,7 @@ mod tests {
             contact_loss_s: 0.25,
             approach_timeout_s: 2.0,
         });
-        let head = format!("04 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let head = format!("05 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let gains = format!("01 {} {} {HALF} {}", ONE.repeat(6), z(36), z(6));
         let limits = format!("01 {QUARTER}{HALF}{ONE}{TWO}{THREE}{ONE_HALF}{ONE}{QUARTER}{TWO}");
         golden(
@@ -696,7 +706,7 @@ mod tests {
             golden(
                 &s,
                 &format!(
-                    "04 01 02 {V300} {HALF} {TWO} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
+                    "05 01 02 {V300} {HALF} {TWO} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
                      {ONE}{} {HALF}{} {}{M1} 04 {} {ONE}{}",
                     z(3),
                     z(3),
@@ -722,11 +732,104 @@ mod tests {
             hand_force_base_n: [-1.0, 0.0, 0.0],
             in_contact: true,
             tcp_in_base_m: [0.25, 0.0, 1.5],
+            hand_active: true,
+            hand_pos_base_m: [0.5, 0.0, 1.0],
         };
         golden(
             &t,
-            &format!("04 01 02 {HALF} {Z}{Z}{TWO} {M1}{Z}{Z} 01 {QUARTER}{Z}{ONE_HALF}"),
+            &format!(
+                "05 01 02 {HALF} {Z}{Z}{TWO} {M1}{Z}{Z} 01 {QUARTER}{Z}{ONE_HALF} 01 {HALF}{Z}{ONE}"
+            ),
         );
+    }
+
+    #[test]
+    fn golden_enable() {
+        let e = Enable {
+            stamp: Stamp {
+                seq: 1,
+                source_mono_ns: 2,
+            },
+            source: 300,
+        };
+        golden(&e, "05 01 02 ac02");
+    }
+
+    #[test]
+    fn golden_guide_state_every_law() {
+        for (law, idx) in [
+            (GuideLaw::Admittance, "00"),
+            (GuideLaw::Stiffness, "01"),
+            (GuideLaw::Staircase, "02"),
+        ] {
+            let g = GuideState {
+                stamp: Stamp {
+                    seq: 1,
+                    source_mono_ns: 2,
+                },
+                motion_id: 3,
+                law,
+                t_s: 0.5,
+                enabled: true,
+                force_n: [1.0, 0.0, 0.0],
+                torque_nm: [0.0, 0.0, -1.0],
+                twist: Twist {
+                    linear_m_s: [0.25, 0.0, 0.0],
+                    angular_rad_s: [0.0; 3],
+                },
+                tcp_cmd_m: [0.5, 0.0, 1.0],
+                damping_scale: 2.0,
+                speed_limited: false,
+                wall_limited: true,
+                steps: 4,
+                waypoints: 128,
+            };
+            golden(
+                &g,
+                &format!(
+                    "05 01 02 03 {idx} {HALF} 01 {ONE}{Z}{Z} {Z}{Z}{M1} {QUARTER}{Z}{Z} {Z}{Z}{Z} \
+                     {HALF}{Z}{ONE} {TWO} 00 01 04 {V128}"
+                ),
+            );
+        }
+    }
+
+    #[test]
+    fn golden_playback_state_every_phase() {
+        let phases = [
+            PlaybackPhase::Approach,
+            PlaybackPhase::Running,
+            PlaybackPhase::Pausing,
+            PlaybackPhase::Paused,
+            PlaybackPhase::Stopping,
+            PlaybackPhase::Stopped,
+            PlaybackPhase::Done,
+            PlaybackPhase::Aborted,
+        ];
+        for (i, phase) in phases.into_iter().enumerate() {
+            let p = PlaybackState {
+                stamp: Stamp {
+                    seq: 1,
+                    source_mono_ns: 2,
+                },
+                motion_id: 3,
+                program: "ab".into(),
+                phase,
+                waypoint: 1,
+                waypoints: 3,
+                progress: 0.5,
+                t_s: 1.0,
+                duration_s: 2.0,
+                q_ref_rad: [0.0, 0.0, 0.0, 0.0, 0.0, 0.25],
+            };
+            // String: varint length, then UTF-8 ("ab" = 61 62).
+            golden(
+                &p,
+                &format!(
+                    "05 01 02 03 02 6162 {i:02x} 01 03 {HALF} {ONE} {TWO} {Z}{Z}{Z}{Z}{Z}{QUARTER}"
+                ),
+            );
+        }
     }
 
     #[test]
@@ -745,7 +848,7 @@ mod tests {
         };
         golden(
             &m,
-            &format!("04 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
+            &format!("05 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
         );
     }
 
@@ -795,7 +898,7 @@ mod tests {
     fn golden_safety_state_every_level_and_reason() {
         // stamp | level | reason | since_cycle ac 02 | rejected 02 | robot_boot c0 84 3d |
         // motion_id 00.
-        let vector = |l: &str, r: &str| format!("04 01 01 {l} {r} {V300} 02 {V1E6} 00");
+        let vector = |l: &str, r: &str| format!("05 01 01 {l} {r} {V300} 02 {V1E6} 00");
         let levels = [
             SafetyLevel::Active,
             SafetyLevel::Hold,
@@ -838,7 +941,7 @@ mod tests {
         };
         golden(
             &running,
-            &format!("04 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
+            &format!("05 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
         );
         // Exactly four levels and thirteen reasons.
         assert!(decode::<SafetyState>(&unhex(&vector("04", "00"))).is_err());
@@ -869,9 +972,9 @@ mod tests {
                 },
                 action,
             };
-            golden(&e, &format!("04 {V300} 01 {}", action_index(action)));
+            golden(&e, &format!("05 {V300} 01 {}", action_index(action)));
         }
-        assert!(decode::<EStop>(&unhex(&format!("04 {V300} 01 03"))).is_err());
+        assert!(decode::<EStop>(&unhex(&format!("05 {V300} 01 03"))).is_err());
     }
 
     #[test]
@@ -893,7 +996,7 @@ mod tests {
         golden(
             &p,
             &format!(
-                "04 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
+                "05 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
                  {ONE_HALF}{Z}"
             ),
         );
@@ -908,6 +1011,6 @@ mod tests {
             },
             effort: [3.0, -0.5],
         };
-        golden(&c, &format!("04 01 01 {THREE}{MHALF}"));
+        golden(&c, &format!("05 01 01 {THREE}{MHALF}"));
     }
 }

@@ -193,6 +193,9 @@ pub enum CartesianTarget {
     Twist {
         twist: Twist,
     },
+    /// Go to these joints (rad) this cycle: joint-space playback. kinematics passes them
+    /// through its lead bound and the joint limits (no IK, so no branch choice).
+    Joints { q_rad: [f64; AXES] },
 }
 
 /// Cartesian reference from control, turned into a [`JointCommand`] by kinematics.
@@ -580,6 +583,101 @@ pub struct SimTruth {
     pub in_contact: bool,
     /// TCP position in base (m).
     pub tcp_in_base_m: [f64; 3],
+    /// Whether the operator's (scripted) hand holds the tool.
+    pub hand_active: bool,
+    /// Where the operator's hand is (m, base); meaningful while `hand_active`.
+    pub hand_pos_base_m: [f64; 3],
+}
+
+/// Deadman keep-alive for hand guiding (`control/enable`): guiding moves only while these
+/// keep arriving (any client may send them; `cell enable` streams them at 20 Hz). No enable for
+/// `[control.guide] deadman_timeout_s` (0.5 s) → the arm decelerates to a stop and holds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Enable {
+    pub stamp: Stamp,
+    /// Who sends it (free text id, e.g. a pendant's serial; for the log).
+    pub source: u32,
+}
+
+/// Which hand-guiding law a lead-through session runs (`control::guide`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum GuideLaw {
+    /// `M ẍ + D ẋ = F` per Cartesian axis with oscillation-adaptive damping (default).
+    #[default]
+    Admittance,
+    /// Cai et al. 2017: force direction prediction, fixed steps of `d` at the speed `K_f⁻¹·F`.
+    Stiffness,
+    /// The per-axis stepwise method Cai improves on (Liu et al. 2016): steps of `d` along the
+    /// single tool axis with the largest force — a baseline for comparisons, not for use.
+    Staircase,
+}
+
+/// A lead-through session's state, every robot cycle while guiding (`control/guide_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct GuideState {
+    pub stamp: Stamp,
+    pub motion_id: u64,
+    pub law: GuideLaw,
+    /// Robot time since the session started (s).
+    pub t_s: f64,
+    /// The deadman keep-alive is fresh.
+    pub enabled: bool,
+    /// The contact wrench the law used (after the dead band): force (N) and torque about the
+    /// TCP (N·m), base axes.
+    pub force_n: [f64; 3],
+    pub torque_nm: [f64; 3],
+    /// Commanded TCP twist (base axes).
+    pub twist: Twist,
+    /// Commanded TCP position (m, base).
+    pub tcp_cmd_m: [f64; 3],
+    /// Damping scale of the admittance law (1 = nominal; > 1 = oscillation suppressed).
+    pub damping_scale: f64,
+    /// The speed cap reduced the command this cycle.
+    pub speed_limited: bool,
+    /// A virtual wall acted this cycle.
+    pub wall_limited: bool,
+    /// Stepping laws: steps completed.
+    pub steps: u32,
+    /// Waypoints recorded in the teach buffer.
+    pub waypoints: u32,
+}
+
+/// Phase of a program playback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum PlaybackPhase {
+    /// Moving to the first waypoint at reduced speed (the robot started away from it).
+    #[default]
+    Approach,
+    Running,
+    Pausing,
+    Paused,
+    Stopping,
+    /// Stopped by the operator before the end.
+    Stopped,
+    /// Reached the last waypoint.
+    Done,
+    /// Ended by a fault (reason in control's status).
+    Aborted,
+}
+
+/// Playback progress, every robot cycle while playing (`control/playback_state`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct PlaybackState {
+    pub stamp: Stamp,
+    pub motion_id: u64,
+    pub program: String,
+    pub phase: PlaybackPhase,
+    /// Next waypoint to reach (index in the program; the approach has index 0).
+    pub waypoint: u32,
+    pub waypoints: u32,
+    /// Fraction of the program's path time done, 0..=1 (1 only when the last waypoint is
+    /// reached).
+    pub progress: f64,
+    /// Path time done and total (s, at full rate).
+    pub t_s: f64,
+    pub duration_s: f64,
+    /// The joint reference sent this cycle (rad).
+    pub q_ref_rad: [f64; AXES],
 }
 
 /// Effort command for the simulated 2-DOF plant: the torque-command variant of the robot
@@ -691,6 +789,7 @@ impl Check for CartesianCommand {
                 finite("twist", &twist.linear_m_s)?;
                 finite("twist", &twist.angular_rad_s)
             }
+            CartesianTarget::Joints { q_rad } => finite("q_rad", q_rad),
         }
     }
 }
@@ -830,7 +929,36 @@ impl Check for SimTruth {
     fn check(&self) -> Result<(), String> {
         finite("contact_force_base_n", &self.contact_force_base_n)?;
         finite("hand_force_base_n", &self.hand_force_base_n)?;
-        finite("tcp_in_base_m", &self.tcp_in_base_m)
+        finite("tcp_in_base_m", &self.tcp_in_base_m)?;
+        finite("hand_pos_base_m", &self.hand_pos_base_m)
+    }
+}
+
+impl Check for Enable {
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Check for GuideState {
+    fn check(&self) -> Result<(), String> {
+        finite("force_n", &self.force_n)?;
+        finite("torque_nm", &self.torque_nm)?;
+        finite("tcp_cmd_m", &self.tcp_cmd_m)?;
+        finite("twist", &self.twist.linear_m_s)?;
+        finite("twist", &self.twist.angular_rad_s)?;
+        finite("t_s", &[self.t_s, self.damping_scale])
+    }
+}
+
+impl Check for PlaybackState {
+    fn check(&self) -> Result<(), String> {
+        finite("q_ref_rad", &self.q_ref_rad)?;
+        let p = self.progress;
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!("progress {p} outside 0..=1"));
+        }
+        finite("t_s", &[self.t_s, self.duration_s])
     }
 }
 

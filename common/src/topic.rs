@@ -157,7 +157,27 @@ topics! {
         suffix: "control/move", publisher: "cell CLI, tests", subscribers: "control",
         rate: "event", qos: QOS_CMD, frame: "base",
     },
+    /// Deadman keep-alive for hand guiding: guiding moves only while it keeps arriving.
+    ENABLE: msg::Enable = {
+        suffix: "control/enable", publisher: "cell enable, any pendant", subscribers: "control",
+        rate: "≥ 4 Hz while guiding (cell enable: 20 Hz)", qos: QOS_CMD, frame: "-",
+    },
+    /// Lead-through session state (law, wrench used, commanded twist, limits, waypoints).
+    GUIDE_STATE: msg::GuideState = {
+        suffix: "control/guide_state", publisher: "control", subscribers: "cell CLI, recorders",
+        rate: "robot cycle (while guiding)", qos: QOS_HOT, frame: "base",
+    },
+    /// Program playback progress.
+    PLAYBACK_STATE: msg::PlaybackState = {
+        suffix: "control/playback_state", publisher: "control", subscribers: "cell play, recorders",
+        rate: "robot cycle (while playing)", qos: QOS_HOT, frame: "joint space",
+    },
 }
+
+/// Key of control's lead-through/teach/playback request queryable (JSON in/out), under
+/// `cell/<id>/`: `{"guide": {...}}`, `{"record": {}}`, `{"undo": {}}`, `{"list": {}}`,
+/// `{"clear": {}}`, `{"play": {...}}`, `{"pause": {}}`, `{"resume": {}}`, `{"stop": {}}`.
+pub const CONTROL_RPC_LEAD: &str = "control/rpc/lead";
 
 /// Prefix of the kinematics request/reply queryables (`…/fk`, `…/ik`), under `cell/<id>/`.
 pub const KIN_RPC_PREFIX: &str = "kin/rpc";
@@ -196,6 +216,9 @@ pub fn markdown_table() -> String {
         "| `alive/<service>` | liveliness token | every service | `cell ls` | - | - | - |\n",
     );
     s.push_str("| `<service>/status` | queryable, JSON `ServiceStatus` | every service | `cell status` | on query | - | - |\n");
+    s.push_str(&format!(
+        "| `{CONTROL_RPC_LEAD}` | queryable, JSON in/out | control | `cell guide/teach/play`, any tool | on query | - | base (m), joints (deg in files) |\n"
+    ));
     s.push_str(&format!(
         "| `{KIN_RPC_PREFIX}/{{fk,ik}}` | queryable, JSON in/out | kinematics | any tool | on query | - | base, tool0 (mm, deg) |\n"
     ));

@@ -4,7 +4,10 @@
 //! It does not talk to the robot (robot-io does) nor solve IK (kinematics does).
 
 pub mod core;
+pub mod guide;
 pub mod hybrid;
 pub mod metrics;
 pub mod node;
+pub mod program;
 pub mod taskfile;
+pub mod trajectory;

@@ -227,6 +227,7 @@ pub async fn run(
                     CartesianTarget::Hold => ServoTarget::Hold,
                     CartesianTarget::Pose(p) => ServoTarget::Pose(from_msg_pose(&p)),
                     CartesianTarget::Twist { twist, .. } => ServoTarget::Twist(to_twist(&twist)),
+                    CartesianTarget::Joints { q_rad } => ServoTarget::Joints(q_rad),
                 };
                 // One robot cycle per command, whatever the sender's own rate.
                 let dt = cycle.dt_s;

@@ -61,6 +61,9 @@ pub enum ServoTarget {
     Pose(Isometry3<f64>),
     /// TCP twist in base axes, applied for `dt`.
     Twist(Twist),
+    /// Joints (rad): approached in joint space at the speed limits (direction kept), after
+    /// clamping into the joint limits (flag `position_limited`). No IK: joint-space playback.
+    Joints(Joints),
 }
 
 /// Flags of one cycle's result. The wire (`msg::KinFlags`, filled by the node) carries the
@@ -344,6 +347,22 @@ impl Servo {
                     base
                 }
             },
+            ServoTarget::Joints(goal) => {
+                let lim = self.arm.limits();
+                let mut g = *goal;
+                for j in 0..6 {
+                    let c = goal[j].clamp(lim.min[j], lim.max[j]);
+                    if c != goal[j] {
+                        flags.position_limited = true;
+                    }
+                    g[j] = c;
+                }
+                let q = self.joint_step_towards(&base, &g, dt);
+                if (0..6).any(|j| (q[j] - g[j]).abs() > 1e-12) {
+                    flags.speed_limited = true;
+                }
+                q
+            }
         };
         let (q, held) = self.within_lead(&base, &wanted, &m);
         if held {
@@ -436,6 +455,42 @@ mod tests {
 
     fn within_speed(arm: &Arm, a: &Joints, b: &Joints, dt: f64) -> bool {
         (0..6).all(|j| (a[j] - b[j]).abs() <= arm.limits().max_speed[j] * dt * (1.0 + 1e-9))
+    }
+
+    #[test]
+    fn joints_target_is_reached_within_speed_and_joint_limits() {
+        let arm = Arm::irb120();
+        let mut servo = Servo::new(arm.clone());
+        let q0 = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0];
+        let near = [0.001, -0.002, 0.0, 0.0, 0.5, 0.003];
+        let step = |servo: &mut Servo, q_meas: &Joints, goal: Joints| {
+            servo.step(&ServoInput {
+                q_measured: q_meas,
+                target: &ServoTarget::Joints(goal),
+                dt: 0.004,
+                since_last_s: 0.004,
+                cycle: next_cycle(),
+            })
+        };
+        // A goal within one cycle at the speed limits: reached exactly, no flags.
+        let out = step(&mut servo, &q0, near);
+        assert_eq!(out.q, near);
+        assert!(!out.flags.speed_limited && !out.flags.position_limited);
+        // A far goal: one step at the speed limits, direction kept.
+        let far = [0.5, 0.0, 0.0, 0.0, 0.5, 0.0];
+        let out2 = step(&mut servo, &near, far);
+        assert!(out2.flags.speed_limited);
+        assert!(within_speed(&arm, &near, &out2.q, 0.004));
+        assert!(out2.q[0] > near[0]);
+        // A goal beyond the joint limits is clamped into them.
+        let beyond = [0.0, 0.0, 0.0, 0.0, 0.5, 100.0];
+        let mut q = out2.q;
+        for _ in 0..2000 {
+            q = step(&mut servo, &q, beyond).q;
+        }
+        assert!((q[5] - arm.limits().max[5]).abs() < 1e-9, "{}", q[5]);
+        let last = step(&mut servo, &q, beyond);
+        assert!(last.flags.position_limited);
     }
 
     #[test]

@@ -695,6 +695,10 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     hand_force_base_n: w.hand_force_base,
                     in_contact: w.in_contact,
                     tcp_in_base_m: [p.x, p.y, p.z],
+                    hand_active: w.hand_active,
+                    // The hand's own position arrives with the hand model (helper); until then
+                    // its attractor when holding.
+                    hand_pos_base_m: w.hand_target_base.unwrap_or([0.0; 3]),
                 };
                 truth_pub.put(&msg);
             }

@@ -1,0 +1,1 @@
+//! Hand-guiding laws (in progress).

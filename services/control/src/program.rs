@@ -1,0 +1,1 @@
+//! Teach program files (in progress).
