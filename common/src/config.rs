@@ -142,6 +142,74 @@ pub struct RawConfig {
 
 static CONFIG_DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
 
+/// The built-in defaults, used when no config file is given: the simulated cell of
+/// `deploy/config/sim.toml` (EGM robot and SRI sensor through `cell-sim`), embedded at build time
+/// so that `cell up` without `-c` runs exactly what the README describes.
+pub const BUILTIN_CONFIG: &str = include_str!("../../deploy/config/sim.toml");
+
+/// Where the built-in defaults say they come from (messages, `origin`).
+pub const BUILTIN_ORIGIN: &str = "built-in defaults (deploy/config/sim.toml)";
+
+/// The scenario files the built-in defaults may name (`[sim] scenario`, the scenario RPC's
+/// `load`), embedded for binaries that run away from their checkout.
+pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
+    (
+        "scenarios/curved-contact.toml",
+        include_str!("../../deploy/config/scenarios/curved-contact.toml"),
+    ),
+    (
+        "scenarios/free-space.toml",
+        include_str!("../../deploy/config/scenarios/free-space.toml"),
+    ),
+    (
+        "scenarios/rc-plant-ramp.toml",
+        include_str!("../../deploy/config/scenarios/rc-plant-ramp.toml"),
+    ),
+    (
+        "scenarios/rc-plant.toml",
+        include_str!("../../deploy/config/scenarios/rc-plant.toml"),
+    ),
+    (
+        "scenarios/table-contact.toml",
+        include_str!("../../deploy/config/scenarios/table-contact.toml"),
+    ),
+    (
+        "scenarios/tilted-table.toml",
+        include_str!("../../deploy/config/scenarios/tilted-table.toml"),
+    ),
+];
+
+/// The directory relative paths of the built-in defaults resolve against: the checkout's
+/// `deploy/config` this binary was built from (so an edited scenario file takes effect, as with
+/// `-c deploy/config/sim.toml`); when that is gone (the binary was copied elsewhere, e.g. into a
+/// container), the embedded scenarios written to `<tmp>/cell-builtin-config-<uid>/`. `None`
+/// when neither is possible (paths then resolve against the working directory).
+pub fn builtin_config_dir() -> Option<std::path::PathBuf> {
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/config");
+    if BUILTIN_SCENARIOS
+        .iter()
+        .all(|(rel, _)| checkout.join(rel).is_file())
+    {
+        return Some(checkout);
+    }
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir().join(format!("cell-builtin-config-{uid}"));
+    for (rel, text) in BUILTIN_SCENARIOS {
+        let path = dir.join(rel);
+        if std::fs::read_to_string(&path).is_ok_and(|t| t == *text) {
+            continue;
+        }
+        let parent = path.parent()?;
+        std::fs::create_dir_all(parent).ok()?;
+        // Written whole then renamed: a concurrent reader sees the old or the new file.
+        let tmp = parent.join(format!(".{}.{}", std::process::id(), rel.replace('/', "_")));
+        std::fs::write(&tmp, text).ok()?;
+        std::fs::rename(&tmp, &path).ok()?;
+    }
+    Some(dir)
+}
+
 /// Resolves a path given in the config: a relative path is taken relative to the directory of
 /// the config file (when that file exists there), else as given (relative to the working
 /// directory).
@@ -186,7 +254,17 @@ impl RawConfig {
                 }
                 (tree, path.display().to_string())
             }
-            None => (toml::Table::new(), "built-in defaults".to_string()),
+            None => {
+                let tree = BUILTIN_CONFIG.parse::<toml::Table>().map_err(|e| {
+                    let mut errs = ConfigErrors::default();
+                    errs.push(BUILTIN_ORIGIN, format!("not valid TOML: {e}"));
+                    errs
+                })?;
+                if let Some(dir) = builtin_config_dir() {
+                    let _ = CONFIG_DIR.set(dir);
+                }
+                (tree, BUILTIN_ORIGIN.to_string())
+            }
         };
         let mut raw = RawConfig { tree, origin };
         let mut envs: Vec<(String, String)> = env
@@ -442,6 +520,78 @@ mod tests {
         assert_eq!(d.cycle_ms, 5.5);
         assert_eq!(d.name, "env");
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Without `-c` the cell is the simulated cell of `deploy/config/sim.toml`: the same robot
+    /// and sensor drivers, simulated sensor, scenario and services (addresses may differ), and
+    /// the scenario resolves to a file.
+    #[test]
+    fn builtin_defaults_are_the_simulated_cell_of_sim_toml() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/config/sim.toml");
+        let from_file = RawConfig::load(Some(&file), vec![], &[]).expect("sim.toml");
+        let builtin = RawConfig::load(None, vec![], &[]).expect("built-in defaults");
+        assert_eq!(builtin.origin, BUILTIN_ORIGIN);
+        let get = |raw: &RawConfig, path: &str| -> Option<toml::Value> {
+            let mut v = toml::Value::Table(raw.tree.clone());
+            for p in path.split('.') {
+                v = v.get(p)?.clone();
+            }
+            Some(v)
+        };
+        for key in [
+            "robot_io.driver",
+            "sensor.driver",
+            "sim.sensor",
+            "sim.scenario",
+            "sim.plant.enabled",
+            "launcher.services",
+            "arm.model",
+        ] {
+            let b = get(&builtin, key);
+            assert!(b.is_some(), "built-in defaults lack {key}");
+            assert_eq!(b, get(&from_file, key), "{key}");
+        }
+        assert_eq!(
+            get(&builtin, "robot_io.driver").and_then(|v| v.as_str().map(String::from)),
+            Some("egm".into())
+        );
+        assert_eq!(
+            get(&builtin, "sensor.driver").and_then(|v| v.as_str().map(String::from)),
+            Some("sri".into())
+        );
+        let scenario = get(&builtin, "sim.scenario")
+            .and_then(|v| v.as_str().map(String::from))
+            .expect("scenario");
+        assert!(
+            resolve_path(&scenario).is_file(),
+            "{scenario} does not resolve"
+        );
+    }
+
+    /// Every scenario shipped in deploy/config/scenarios is embedded, byte for byte.
+    #[test]
+    fn builtin_scenarios_are_the_shipped_files() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/config/scenarios");
+        let mut shipped: Vec<String> = std::fs::read_dir(&dir)
+            .expect("scenarios dir")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.ends_with(".toml"))
+            .map(|n| format!("scenarios/{n}"))
+            .collect();
+        shipped.sort();
+        let embedded: Vec<String> = BUILTIN_SCENARIOS
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect();
+        assert_eq!(
+            embedded, shipped,
+            "add new scenario files to BUILTIN_SCENARIOS"
+        );
+        for (rel, text) in BUILTIN_SCENARIOS {
+            let on_disk = std::fs::read_to_string(dir.join("..").join(rel)).expect("read");
+            assert_eq!(&on_disk, text, "{rel}");
+        }
     }
 
     #[test]
