@@ -156,6 +156,19 @@ fn bin_dir(cfg: &LauncherConfig) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// Variables `cargo run` sets for the binary it runs (besides `CARGO_PKG_*`), which a plain
+/// `cargo build` in a shell does not have.
+const CARGO_RUN_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "CARGO_RUSTC_CURRENT_DIR",
+];
+
 /// On a fresh checkout `cargo run --bin cell` builds only `cell`. Under `cargo run` (the
 /// `CARGO` variable is set) and when a service binary is missing, build every binary of the
 /// workspace (same profile and target directory) before starting. After a code change,
@@ -180,6 +193,19 @@ fn build_services_if_missing(dir: &Path, services: &[String]) -> anyhow::Result<
     let mut cmd = std::process::Command::new(cargo);
     cmd.current_dir(&root)
         .args(["build", "--workspace", "--bins"]);
+    // `cargo run` gives this process the package's build-time variables (CARGO_MANIFEST_DIR,
+    // CARGO_PKG_*, …). Build scripts that declare `rerun-if-env-changed` on them (ring's does,
+    // on CARGO_MANIFEST_DIR) would see them changed from the outer build, where they are unset,
+    // and rerun: ring, rustls, zenoh and everything above were compiled a second time (found with
+    // CARGO_LOG=cargo::core::compiler::fingerprint=info: `EnvVarChanged { name:
+    // "CARGO_MANIFEST_DIR", old_value: None, … }`). The inner build gets the outer environment.
+    for (k, _) in std::env::vars_os() {
+        if let Some(k) = k.to_str() {
+            if CARGO_RUN_VARS.contains(&k) || k.starts_with("CARGO_PKG_") {
+                cmd.env_remove(k);
+            }
+        }
+    }
     if dir.ends_with("release") {
         cmd.arg("--release");
     }
