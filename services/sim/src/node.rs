@@ -465,6 +465,8 @@ fn truth_detail(t: &SensorTruth) -> serde_json::Value {
         "hand_active": t.hand_active,
         "hand_force_base_n": t.hand_force_base,
         "hand_target_base_m": t.hand_target_base,
+        "hand_pos_base_m": t.hand_pos_base,
+        "com_accel_base_m_s2": t.com_accel_base,
     })
 }
 
@@ -696,9 +698,8 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     in_contact: w.in_contact,
                     tcp_in_base_m: [p.x, p.y, p.z],
                     hand_active: w.hand_active,
-                    // The hand's own position arrives with the hand model (helper); until then
-                    // its attractor when holding.
-                    hand_pos_base_m: w.hand_target_base.unwrap_or([0.0; 3]),
+                    // Not holding: reported at the TCP (finite; meaningless then).
+                    hand_pos_base_m: w.hand_pos_base.unwrap_or([p.x, p.y, p.z]),
                 };
                 truth_pub.put(&msg);
             }

@@ -571,6 +571,7 @@ impl Scenario {
                 "trigger": hand.trigger_status(),
                 "progress_m": hand.progress(),
                 "path_length_m": hand.path_length(),
+                "hand_pos_m": hand.hand_position(),
             },
             "rc_plant": {
                 "running": self.plant.is_some(),

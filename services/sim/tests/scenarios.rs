@@ -173,3 +173,113 @@ fn tilted_table_scenario_pushes_along_its_tilted_normal() {
         assert!((f - n * 10.0).norm() < 1e-6, "dy {dy}: {f}");
     }
 }
+
+#[test]
+fn lead_through_scenario_hand_is_set_at_run_time() {
+    use sim::scenario::{PlantRuntime, Request, Scenario};
+    let c = load("lead-through.toml");
+    assert!(c.validate().is_empty());
+    assert!(c.surfaces.is_empty());
+    assert!(!c.hand.enabled);
+    assert_eq!(c.tool.mass_kg, 0.5);
+    let arm = Arm::irb120();
+    let q = tool_down_at(&arm, Vector3::new(0.40, 0.0, 0.35));
+    let tcp = arm.fk(&q).unwrap().translation.vector;
+    let mut s = Scenario::new(c, "lead-through", arm, false, PlantRuntime::default(), 1).unwrap();
+    let weight_only = s.tick(&q, &[0.0; 6], None).truth.unwrap();
+    assert!(!weight_only.hand_active);
+    assert!((Vector3::from(weight_only.force_n).norm() - 0.5 * 9.81).abs() < 1e-9);
+    let no_files = |_: &str| -> Result<(String, String), String> { Err("no files".into()) };
+
+    // Every hand parameter at once, live; a bad request changes nothing and lists every
+    // problem.
+    let bad = Request::parse(
+        br#"{"set": {"hand.enabled": true, "hand.reaction_delay_s": 0.6, "hand.arm_mass_kg": -1}}"#,
+    )
+    .unwrap();
+    let e = s.apply(&bad, &no_files).unwrap_err();
+    assert!(
+        e.iter().any(|m| m.starts_with("hand.reaction_delay_s")),
+        "{e:?}"
+    );
+    assert!(e.iter().any(|m| m.starts_with("hand.arm_mass_kg")), "{e:?}");
+    assert!(!s.world().hand().params().enabled);
+    let target = tcp + Vector3::new(0.0, 0.02, 0.0);
+    let body = serde_json::json!({"set": {
+        "hand.enabled": true,
+        "hand.path": [[target.x, target.y, target.z]],
+        "hand.speed_m_s": 0.08,
+        "hand.stiffness_n_per_m": 3000.0,
+        "hand.damping_n_s_per_m": 30.0,
+        "hand.max_force_n": 25.0,
+        "hand.start_s": 0.0,
+        "hand.max_lead_m": 0.1,
+        "hand.release_after_s": 100.0,
+        "hand.torque_nm": [0.0, 0.0, 0.0],
+        "hand.trigger": "time",
+        "hand.arm_mass_kg": 3.0,
+        "hand.reaction_delay_s": 0.2,
+        "hand.muscle_stiffness_n_per_m": 120.0,
+        "hand.muscle_damping_n_s_per_m": 12.0,
+        "hand.arm_damping_n_s_per_m": 45.0,
+        "hand.muscle_time_constant_s": 0.04,
+    }});
+    s.apply(
+        &Request::parse(body.to_string().as_bytes()).unwrap(),
+        &no_files,
+    )
+    .unwrap();
+    let h = s.world().hand().params().clone();
+    assert!(h.enabled && h.path.len() == 1);
+    assert_eq!(
+        (
+            h.speed_m_s,
+            h.stiffness_n_per_m,
+            h.damping_n_s_per_m,
+            h.max_force_n
+        ),
+        (0.08, 3000.0, 30.0, 25.0)
+    );
+    assert_eq!((h.max_lead_m, h.release_after_s), (Some(0.1), Some(100.0)));
+    assert_eq!(
+        (
+            h.arm_mass_kg,
+            h.reaction_delay_s,
+            h.muscle_stiffness_n_per_m
+        ),
+        (3.0, 0.2, 120.0)
+    );
+    assert_eq!(
+        (
+            h.muscle_damping_n_s_per_m,
+            h.arm_damping_n_s_per_m,
+            h.muscle_time_constant_s
+        ),
+        (12.0, 45.0, 0.04)
+    );
+    // Against the standing robot the hand settles at the series spring force.
+    let mut t = weight_only;
+    for _ in 0..5000 {
+        t = s.tick(&q, &[0.0; 6], None).truth.unwrap();
+    }
+    assert!(t.hand_active);
+    let f = Vector3::from(t.hand_force_base);
+    let expect = 0.02 * 3000.0 * 120.0 / 3120.0;
+    assert!(
+        (f - Vector3::new(0.0, expect, 0.0)).norm() < 1e-3 * expect,
+        "{f}"
+    );
+    let hand = Vector3::from(t.hand_pos_base.unwrap());
+    assert!((f - (hand - tcp) * 3000.0).norm() < 1e-6);
+    assert!(s.summary()["hand"]["hand_pos_m"].is_array());
+    // Released by a set: exactly zero, the reading is the weight again.
+    s.apply(
+        &Request::parse(br#"{"set": {"hand.enabled": false}}"#).unwrap(),
+        &no_files,
+    )
+    .unwrap();
+    let t = s.tick(&q, &[0.0; 6], None).truth.unwrap();
+    assert!(!t.hand_active && t.hand_force_base == [0.0; 3] && t.hand_pos_base.is_none());
+    assert_eq!(t.force_n, weight_only.force_n);
+    assert!(s.summary()["hand"]["hand_pos_m"].is_null());
+}

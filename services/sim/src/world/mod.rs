@@ -9,11 +9,23 @@
 //! the scenario was loaded or reset), the one clock every part of the world advances on.
 //!
 //! # Sign convention of the sensor truth
-//! The sensor reports the wrench **the tool exerts on the sensor**, which (quasi-statically,
-//! tool inertia neglected) is the sum of the external wrenches acting on the tool: its weight,
-//! the contact forces of the surfaces and the operator's hand. So a tool hanging still reads
-//! `f_s = m g_s` (as in `irb120.md` §5.3), and pressing the tool down on a table reads the
-//! table's upward reaction. All in the **sensor frame, about the sensor origin, SI**.
+//! The sensor reports the wrench **the tool exerts on the sensor**: the sum of the external
+//! wrenches acting on the tool — its weight, the contact forces of the surfaces and the
+//! operator's hand — minus what it takes to accelerate the tool (`m a`, `I α + ω × I ω`,
+//! see [`tool`]). So a tool hanging still reads `f_s = m g_s` (as in `irb120.md` §5.3),
+//! pressing the tool down on a table reads the table's upward reaction, and accelerating the
+//! tool upwards reads more than its weight. All in the **sensor frame, about the sensor origin,
+//! SI**.
+//!
+//! # Where the accelerations come from
+//! [`World::sensor_wrench`] gets the joints `q`, `q̇` of the servo each 1 ms base tick, not
+//! their accelerations. The tool's acceleration is the **finite difference of the centre of
+//! mass's velocity and of the angular velocity** (both from `J(q) q̇`, base axes) over the
+//! tick `dt`: the mean acceleration over the tick, exact for the servo's piecewise-smooth
+//! motion up to half a tick of lag, `J̇ q̇` included without deriving it. The servo's own `q̈`
+//! was not used: it jumps every EGM cycle (reference steps) and is not part of the world's API.
+//! The first evaluation after [`World::new`] or [`World::reset`] (no previous velocity) and a
+//! call with a non-finite or non-positive `dt` use zero acceleration — no spike.
 
 pub mod config;
 pub mod contact;
@@ -60,6 +72,13 @@ pub struct SensorTruth {
     pub hand_sensor: Wrench,
     /// Tool weight part (sensor frame, about the sensor origin).
     pub gravity_sensor: Wrench,
+    /// Tool inertia part, `−m a` and `−(I α + ω × I ω)` (sensor frame, about the sensor
+    /// origin).
+    pub inertial_sensor: Wrench,
+    /// Acceleration of the tool's centre of mass (m/s², base).
+    pub com_accel_base: [f64; 3],
+    /// Angular acceleration of the tool (rad/s², base).
+    pub angular_accel_base: [f64; 3],
     /// Contact force on the tool (N, base).
     pub contact_force_base: [f64; 3],
     /// Contact wrench on the tool about the TCP (base axes).
@@ -76,6 +95,8 @@ pub struct SensorTruth {
     pub hand_active: bool,
     /// The hand's attractor (m, base), when active.
     pub hand_target_base: Option<[f64; 3]>,
+    /// The operator's hand (m, base), while it holds the tool.
+    pub hand_pos_base: Option<[f64; 3]>,
     /// TCP pose in base.
     pub tcp_in_base: Isometry3<f64>,
     /// Sensor pose in base.
@@ -92,6 +113,9 @@ pub struct World {
     gravity: Vector3<f64>,
     contact: ContactModel,
     hand: Hand,
+    /// The previous evaluation's centre-of-mass velocity and angular velocity (base), for the
+    /// tool's accelerations; `None` after a reset.
+    prev_motion: Option<(Vector3<f64>, Vector3<f64>)>,
 }
 
 /// A wrench about the TCP in base axes → the sensor frame about the sensor origin.
@@ -118,6 +142,7 @@ impl World {
             contact: config.contact_model(),
             hand: Hand::new(config.hand.clone()),
             config,
+            prev_motion: None,
         })
     }
 
@@ -157,6 +182,7 @@ impl World {
     pub fn reset(&mut self) {
         self.contact = self.config.contact_model();
         self.hand.reset();
+        self.prev_motion = None;
     }
 
     /// Re-arms every `contact` trigger (surfaces and hand) without resetting anything else: a
@@ -191,8 +217,9 @@ impl World {
     }
 
     /// The true wrench at the sensor for joints `q` (rad) moving at `qd` (rad/s), at scenario
-    /// time `t` (s; moves the surfaces, fires contact triggers), over a step of `dt` (s;
-    /// advances the hand's attractor).
+    /// time `t` (s; moves the surfaces, fires contact triggers), over a step of `dt` (s; the
+    /// time since the previous call: advances the hand and differentiates the tool's velocity
+    /// into its acceleration, see the module docs).
     pub fn sensor_wrench(
         &mut self,
         q: &[f64; 6],
@@ -221,9 +248,27 @@ impl World {
         let contact_sensor = tcp_base_wrench_to_sensor(&c.wrench_at_tcp, &tcp, &sensor);
         let hand_sensor = tcp_base_wrench_to_sensor(&hand_w, &tcp, &sensor);
         let gravity_sensor = self.config.tool.gravity_wrench(&sensor, &self.gravity);
+
+        // The tool's accelerations: finite differences over the tick (module docs).
+        let p_com = sensor * nalgebra::Point3::from(self.config.tool.com());
+        let omega = twist.angular;
+        let v_com = twist.linear + omega.cross(&(p_com.coords - p_tcp));
+        let (a_com, alpha) = match self.prev_motion {
+            Some((v0, w0)) if dt.is_finite() && dt > 0.0 => ((v_com - v0) / dt, (omega - w0) / dt),
+            _ => (Vector3::zeros(), Vector3::zeros()),
+        };
+        self.prev_motion = Some((v_com, omega));
+        let inertial_sensor = self
+            .config
+            .tool
+            .inertial_wrench(&sensor, &a_com, &omega, &alpha);
+
         let total = Wrench::new(
-            contact_sensor.force + hand_sensor.force + gravity_sensor.force,
-            contact_sensor.torque + hand_sensor.torque + gravity_sensor.torque,
+            contact_sensor.force + hand_sensor.force + gravity_sensor.force + inertial_sensor.force,
+            contact_sensor.torque
+                + hand_sensor.torque
+                + gravity_sensor.torque
+                + inertial_sensor.torque,
         );
         let cf = c.wrench_at_tcp.force;
         Ok(SensorTruth {
@@ -233,6 +278,9 @@ impl World {
             contact_sensor,
             hand_sensor,
             gravity_sensor,
+            inertial_sensor,
+            com_accel_base: [a_com.x, a_com.y, a_com.z],
+            angular_accel_base: [alpha.x, alpha.y, alpha.z],
             contact_force_base: [cf.x, cf.y, cf.z],
             contact_wrench_tcp_base: c.wrench_at_tcp,
             hand_force_base: [h.force.x, h.force.y, h.force.z],
@@ -241,6 +289,7 @@ impl World {
             penetration_m: c.max_depth,
             hand_active: h.active,
             hand_target_base: h.active.then(|| [h.target.x, h.target.y, h.target.z]),
+            hand_pos_base: h.hand_pos.map(|p| [p.x, p.y, p.z]),
             tcp_in_base: tcp,
             sensor_in_base: sensor,
             tcp_twist_base: twist,

@@ -146,27 +146,178 @@ fn ramp_moving_table_releases_the_tool() {
 
 #[test]
 fn hand_force_reaches_the_sensor() {
+    // The hand now has mass and a reaction delay (`hand.rs`): it grabs the tool where it is
+    // (zero force at first) and settles, against the standing robot, where the operator's arm
+    // (K_m) and the grasp (K_g) balance — the tool feels the grasp spring's force
+    // K_g (x_h − p) = K_g K_m / (K_g + K_m) · (a − p), no longer K_g (a − p) at once.
     let a = arm();
     let tcp = a.fk(&Q_DOWN).unwrap().translation.vector;
     let target = tcp + Vector3::new(0.02, 0.0, 0.0);
+    let hand = HandParams {
+        enabled: true,
+        path: vec![[target.x, target.y, target.z]],
+        stiffness_n_per_m: 500.0,
+        max_force_n: 1000.0,
+        ..Default::default()
+    };
+    let k_series = 500.0 * hand.muscle_stiffness_n_per_m / (500.0 + hand.muscle_stiffness_n_per_m);
     let cfg = WorldConfig {
         gravity_m_s2: [0.0; 3],
-        hand: HandParams {
-            enabled: true,
-            path: vec![[target.x, target.y, target.z]],
-            stiffness_n_per_m: 500.0,
-            max_force_n: 1000.0,
-            ..Default::default()
-        },
+        hand,
         ..Default::default()
     };
     let mut w = world(cfg);
-    let t = w.sensor_wrench(&Q_DOWN, &[0.0; 6], 0.0, 0.004).unwrap();
-    assert!(t.hand_active);
-    assert!((Vector3::from(t.hand_force_base) - Vector3::new(10.0, 0.0, 0.0)).norm() < 1e-9);
+    let t0 = w.sensor_wrench(&Q_DOWN, &[0.0; 6], 0.0, 0.001).unwrap();
+    assert!(t0.hand_active && t0.hand_force_base == [0.0; 3]);
+    assert_eq!(t0.hand_pos_base, Some([tcp.x, tcp.y, tcp.z]));
+    let mut t = t0;
+    for k in 1..6000 {
+        t = w
+            .sensor_wrench(&Q_DOWN, &[0.0; 6], k as f64 * 0.001, 0.001)
+            .unwrap();
+    }
+    let f = Vector3::from(t.hand_force_base);
+    let hand_pos = Vector3::from(t.hand_pos_base.unwrap());
+    assert!((f - (hand_pos - tcp) * 500.0).norm() < 1e-6);
+    assert!(
+        (f - Vector3::new(0.02 * k_series, 0.0, 0.0)).norm() < 1e-3,
+        "{f}"
+    );
     let back = a.sensor_wrench_to_base_at_tcp(&Q_DOWN, &t.wrench).unwrap();
-    assert!((back.force - Vector3::new(10.0, 0.0, 0.0)).norm() < 1e-9);
+    assert!((back.force - f).norm() < 1e-9);
     assert!(back.torque.norm() < 1e-9);
+}
+
+/// The centre of mass of the default tool (base), by FK: for finite differences independent
+/// of the world's Jacobian.
+fn com_base(a: &Arm, q: &[f64; 6]) -> Vector3<f64> {
+    let s = a.fk_sensor(q).unwrap();
+    (s * nalgebra::Point3::from(ToolParams::default().com())).coords
+}
+
+#[test]
+fn accelerating_the_tool_shows_m_a_in_the_sensor() {
+    // Joint 1 from rest at a constant 2 rad/s² (and joint 2 at −1 rad/s²): the sensor reads
+    // m (g_s − a_s), a_s the centre of mass's acceleration (here by FK second differences).
+    let a = arm();
+    let mut w = world(WorldConfig::default());
+    let alpha = [2.0, -1.0, 0.0, 0.0, 0.0, 0.0];
+    let dt = 0.001;
+    let q_at = |t: f64| {
+        let mut q = Q_DOWN;
+        for (qj, aj) in q.iter_mut().zip(alpha.iter()) {
+            *qj += 0.5 * aj * t * t;
+        }
+        q
+    };
+    let m = 0.5;
+    let g = Vector3::new(0.0, 0.0, -9.81);
+    let mut worst = 0.0f64;
+    let mut peak_ma = 0.0f64;
+    for k in 0..300 {
+        let t = k as f64 * dt;
+        let q = q_at(t);
+        let qd: [f64; 6] = std::array::from_fn(|j| alpha[j] * t);
+        let tr = w.sensor_wrench(&q, &qd, t, dt).unwrap();
+        if k == 0 {
+            // The first evaluation has no previous velocity: no acceleration, no spike.
+            assert_eq!(tr.inertial_sensor.force, Vector3::zeros());
+            continue;
+        }
+        // Mean acceleration over the last tick, from FK positions: centred at t − dt/2.
+        let acc = |tc: f64| {
+            let h = 1e-4;
+            (com_base(&a, &q_at(tc + h)) - 2.0 * com_base(&a, &q_at(tc))
+                + com_base(&a, &q_at(tc - h)))
+                / (h * h)
+        };
+        let a_b = acc(t - 0.5 * dt);
+        let r = tr.sensor_in_base.rotation;
+        let expect = r.inverse() * ((g - a_b) * m);
+        let f = Vector3::from(tr.force_n);
+        worst = worst.max((f - expect).norm());
+        peak_ma = peak_ma.max(m * a_b.norm());
+        assert!((Vector3::from(tr.com_accel_base) - a_b).norm() < 2e-3 + 1e-2 * a_b.norm());
+    }
+    assert!(
+        peak_ma > 0.3,
+        "a meaningful acceleration: m·a = {peak_ma} N"
+    );
+    assert!(worst < 2e-3, "{worst} N");
+}
+
+#[test]
+fn static_readings_are_unchanged_and_reset_has_no_spike() {
+    let mut w = world(WorldConfig::default());
+    let q = [0.3, -0.2, 0.4, 0.5, 0.7, -1.0];
+    let first = w.sensor_wrench(&q, &[0.0; 6], 0.0, 0.001).unwrap();
+    for k in 1..50 {
+        let t = w
+            .sensor_wrench(&q, &[0.0; 6], k as f64 * 0.001, 0.001)
+            .unwrap();
+        assert_eq!(t.force_n, first.force_n);
+        assert_eq!(t.torque_nm, first.torque_nm);
+        assert_eq!(t.inertial_sensor.force, Vector3::zeros());
+        assert_eq!(t.inertial_sensor.torque, Vector3::zeros());
+        assert_eq!(t.wrench.force, t.gravity_sensor.force);
+    }
+    // Moving fast, then a reset: the next evaluation (velocity jumps to the arm's) is not a
+    // spike.
+    let qd = [1.0, 0.5, -0.5, 2.0, 1.0, 3.0];
+    w.sensor_wrench(&q, &qd, 0.05, 0.001).unwrap();
+    w.reset();
+    let t = w.sensor_wrench(&q, &[0.0; 6], 0.0, 0.001).unwrap();
+    assert_eq!(t.inertial_sensor.force, Vector3::zeros());
+    assert_eq!(t.force_n, first.force_n);
+    // So is a call with a bad dt.
+    let t = w.sensor_wrench(&q, &qd, 0.001, 0.0).unwrap();
+    assert_eq!(t.inertial_sensor.force, Vector3::zeros());
+}
+
+#[test]
+fn spinning_tool_shows_the_gyroscopic_term() {
+    // The sensor mounted tilted 30° about tool0 x and the tool spinning about the flange
+    // (joint 6 at a constant 6 rad/s): ω is constant in the sensor frame but off the tool's
+    // principal axes, so the sensor carries −ω × I ω on top of the lever of −m a.
+    let mut a = arm();
+    let tilt = UnitQuaternion::from_euler_angles(std::f64::consts::FRAC_PI_6, 0.0, 0.0);
+    a.set_sensor_mount(Isometry3::from_parts(
+        Translation3::new(0.0, 0.0, 0.03),
+        tilt,
+    ))
+    .unwrap();
+    let tool = ToolParams {
+        inertia_kg_m2: [2e-3, 2e-3, 5e-4],
+        ..Default::default()
+    };
+    let cfg = WorldConfig {
+        tool,
+        gravity_m_s2: [0.0; 3],
+        ..Default::default()
+    };
+    let mut w = World::new(cfg, a).unwrap();
+    let w6 = 6.0;
+    let dt = 0.001;
+    let mut last = None;
+    for k in 0..20 {
+        let t = k as f64 * dt;
+        let mut q = Q_DOWN;
+        q[5] += w6 * t;
+        let qd = [0.0, 0.0, 0.0, 0.0, 0.0, w6];
+        last = Some(w.sensor_wrench(&q, &qd, t, dt).unwrap());
+    }
+    let tr = last.unwrap();
+    // ω in sensor axes: the flange's z seen from the tilted sensor.
+    let om = tilt.inverse() * Vector3::new(0.0, 0.0, w6);
+    let inertia = Vector3::from(tool.inertia_kg_m2);
+    let gyro = om.cross(&om.component_mul(&inertia));
+    assert!(gyro.norm() > 0.01, "a meaningful gyroscopic torque: {gyro}");
+    let lever = tool.com().cross(&tr.inertial_sensor.force);
+    let euler = lever - tr.inertial_sensor.torque;
+    assert!((euler - gyro).norm() < 1e-6, "{euler} vs {gyro}");
+    assert!(Vector3::from(tr.angular_accel_base).norm() < 1e-6);
+    // Gravity off and nothing else acting: the reading is exactly the inertial part.
+    assert!((Vector3::from(tr.torque_nm) - tr.inertial_sensor.torque).norm() < 1e-12);
 }
 
 #[test]

@@ -1,19 +1,23 @@
-//! The tool carried by the F/T sensor: its mass, centre of mass and contact tip.
+//! The tool carried by the F/T sensor: its mass, centre of mass, rotational inertia and contact
+//! tip.
 //!
-//! The weight of the tool acts at its centre of mass `c` (sensor frame). Quasi-statically the
-//! sensor carries it, so the wrench the tool puts on the sensor (sensor frame, about the sensor
-//! origin) is
+//! The sensor carries the tool: by Newton–Euler on the rigid tool, the wrench the tool puts on
+//! the sensor (sensor frame, about the sensor origin) is its weight minus what it takes to
+//! accelerate it, plus the external wrenches (contact, hand; [`super::World`] adds those):
 //!
 //! ```text
-//! f_s = m · g_s,   τ_s = c × f_s,   g_s = R_bsᵀ g_b
+//! f_s = m · (g_s − a_s),   τ_s = c × f_s − (I α_s + ω_s × I ω_s),   x_s = R_bsᵀ x_b
 //! ```
 //!
-//! which is exactly the model the payload identification of `irb120.md` §5.3 inverts
-//! (`f_s = m g_s + f0`, `t_s = c × m g_s + t0`, here with zero offsets: offsets belong to the
-//! sensor emulator). Tool inertia (m·a, ω×Iω) is neglected: with a 0.5 kg tool and the
-//! accelerations of a 10 Hz servo (a few m/s² at the TCP) it is about 1 N during fast moves and
-//! nothing at rest; a dynamic term would need the TCP acceleration, which the world's API
-//! (q, q̇) does not carry yet.
+//! with `c` the centre of mass (sensor frame), `a` the acceleration of the centre of mass,
+//! `ω`, `α` the tool's angular velocity and acceleration, and `I` the inertia about the centre
+//! of mass in sensor axes (`inertia_kg_m2` = its diagonal: the tool's principal axes are taken
+//! along the sensor's). At rest this is the static model the payload identification of
+//! `irb120.md` §5.3 inverts (`f_s = m g_s + f0`, `t_s = c × m g_s + t0`, here with zero offsets:
+//! offsets belong to the sensor emulator) — [`ToolParams::gravity_wrench`]; the inertial part
+//! is [`ToolParams::inertial_wrench`]. Accelerating the tool shows up in the sensor as it does
+//! on a real wrist (a 0.5 kg tool at 5 m/s² reads 2.5 N); how the world gets the accelerations
+//! is documented on [`super::World::sensor_wrench`].
 
 use kinematics::Wrench;
 use nalgebra::{Isometry3, Vector3};
@@ -29,6 +33,10 @@ pub struct ToolParams {
     pub com_m: [f64; 3],
     /// Radius of the contact tip sphere centred on the TCP (m), in [0, 0.1]. 0 = a point.
     pub tip_radius_m: f64,
+    /// Principal moments of inertia about the centre of mass, along the sensor axes
+    /// (kg·m²): `[Ixx, Iyy, Izz]`, each in [0, 1], satisfying the triangle inequality
+    /// (`Ixx + Iyy ≥ Izz`, …) as every rigid body does.
+    pub inertia_kg_m2: [f64; 3],
 }
 
 impl Default for ToolParams {
@@ -37,6 +45,9 @@ impl Default for ToolParams {
             mass_kg: 0.5,
             com_m: [0.0, 0.0, 0.04],
             tip_radius_m: 0.0,
+            // A 0.5 kg solid cylinder of radius 30 mm and length 100 mm along sensor z:
+            // Ixx = Iyy = m (3r² + L²) / 12, Izz = m r² / 2.
+            inertia_kg_m2: [5.29e-4, 5.29e-4, 2.25e-4],
         }
     }
 }
@@ -64,6 +75,26 @@ impl ToolParams {
                 self.tip_radius_m
             ));
         }
+        let i = self.inertia_kg_m2;
+        for (k, v) in i.iter().enumerate() {
+            if !v.is_finite() || !(0.0..=1.0).contains(v) {
+                e.push(format!(
+                    "{prefix}.inertia_kg_m2[{k}]: must be in [0, 1] kg·m² (got {v})"
+                ));
+            }
+        }
+        if i.iter().all(|v| v.is_finite()) {
+            let tol = 1e-12;
+            for (a, b, c) in [(0, 1, 2), (1, 2, 0), (2, 0, 1)] {
+                if i[a] + i[b] < i[c] - tol {
+                    e.push(format!(
+                        "{prefix}.inertia_kg_m2: no rigid body has these moments (I[{a}] + I[{b}] = {} < I[{c}] = {})",
+                        i[a] + i[b],
+                        i[c]
+                    ));
+                }
+            }
+        }
         e
     }
 
@@ -82,6 +113,29 @@ impl ToolParams {
         let g_s = sensor_in_base.rotation.inverse() * gravity;
         let f = g_s * self.mass_kg;
         Wrench::new(f, self.com().cross(&f))
+    }
+
+    /// The inertial part of the wrench on the sensor (sensor frame, about its origin): what
+    /// the sensor must add to accelerate the tool, with the sign of a reading —
+    /// `f = −m a_s`, `τ = c × f − (I α_s + ω_s × I ω_s)` — given the sensor pose in base, the
+    /// acceleration of the centre of mass (m/s², base) and the tool's angular velocity
+    /// (rad/s) and acceleration (rad/s²), base axes.
+    pub fn inertial_wrench(
+        &self,
+        sensor_in_base: &Isometry3<f64>,
+        a_com_base: &Vector3<f64>,
+        omega_base: &Vector3<f64>,
+        alpha_base: &Vector3<f64>,
+    ) -> Wrench {
+        let r_inv = sensor_in_base.rotation.inverse();
+        let a_s = r_inv * a_com_base;
+        let w = r_inv * omega_base;
+        let al = r_inv * alpha_base;
+        let inertia = Vector3::from(self.inertia_kg_m2);
+        let i_w = w.component_mul(&inertia);
+        let euler = al.component_mul(&inertia) + w.cross(&i_w);
+        let f = -a_s * self.mass_kg;
+        Wrench::new(f, self.com().cross(&f) - euler)
     }
 }
 
@@ -122,6 +176,65 @@ mod tests {
         assert!((w.torque - Vector3::new(0.0, 0.5 * 9.81 * 0.04, 0.0)).norm() < 1e-12);
     }
 
+    #[test]
+    fn inertial_wrench_is_minus_m_a_and_the_euler_terms() {
+        let t = ToolParams {
+            inertia_kg_m2: [1e-3, 2e-3, 3e-3],
+            ..Default::default()
+        };
+        let pose = Isometry3::from_parts(
+            Translation3::new(0.3, 0.0, 0.4),
+            UnitQuaternion::from_euler_angles(0.3, -0.2, 0.7),
+        );
+        let r = pose.rotation;
+        // Pure linear acceleration of 4 m/s² along sensor x: −m a along x, lever torque.
+        let a_b = r * Vector3::new(4.0, 0.0, 0.0);
+        let w = t.inertial_wrench(&pose, &a_b, &Vector3::zeros(), &Vector3::zeros());
+        assert!((w.force - Vector3::new(-2.0, 0.0, 0.0)).norm() < 1e-12);
+        assert!((w.torque - t.com().cross(&w.force)).norm() < 1e-12);
+        // Angular acceleration about sensor y: −I_yy α.
+        let al = r * Vector3::new(0.0, 10.0, 0.0);
+        let w = t.inertial_wrench(&pose, &Vector3::zeros(), &Vector3::zeros(), &al);
+        assert!(w.force.norm() < 1e-15);
+        assert!((w.torque - Vector3::new(0.0, -0.02, 0.0)).norm() < 1e-12);
+        // Spinning at constant ω = (1, 1, 0) rad/s (sensor axes), off the principal axes:
+        // the gyroscopic torque −ω × Iω = −(0, 0, I_yy − I_xx).
+        let om = r * Vector3::new(1.0, 1.0, 0.0);
+        let w = t.inertial_wrench(&pose, &Vector3::zeros(), &om, &Vector3::zeros());
+        assert!((w.torque - Vector3::new(0.0, 0.0, -1e-3)).norm() < 1e-12);
+        // About a principal axis there is none.
+        let om = r * Vector3::new(0.0, 0.0, 5.0);
+        let w = t.inertial_wrench(&pose, &Vector3::zeros(), &om, &Vector3::zeros());
+        assert!(w.torque.norm() < 1e-12);
+    }
+
+    #[test]
+    fn inertia_is_validated() {
+        assert!(ToolParams::default().validate("tool").is_empty());
+        let t = ToolParams {
+            inertia_kg_m2: [1e-3, 1e-3, 3e-3],
+            ..Default::default()
+        };
+        let e = t.validate("tool");
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("tool.inertia_kg_m2: no rigid body")),
+            "{e:?}"
+        );
+        let t = ToolParams {
+            inertia_kg_m2: [-1.0, f64::NAN, 2.0],
+            ..Default::default()
+        };
+        let e = t.validate("tool");
+        for k in [
+            "tool.inertia_kg_m2[0]",
+            "tool.inertia_kg_m2[1]",
+            "tool.inertia_kg_m2[2]",
+        ] {
+            assert!(e.iter().any(|m| m.starts_with(k)), "{k}: {e:?}");
+        }
+    }
+
     proptest! {
         #[test]
         fn torque_is_r_cross_f(
@@ -129,7 +242,7 @@ mod tests {
             c in proptest::array::uniform3(-0.2f64..0.2),
             rpy in proptest::array::uniform3(-3.0f64..3.0),
         ) {
-            let t = ToolParams { mass_kg: m, com_m: c, tip_radius_m: 0.0 };
+            let t = ToolParams { mass_kg: m, com_m: c, tip_radius_m: 0.0, ..Default::default() };
             let pose = Isometry3::from_parts(
                 Translation3::new(0.1, 0.2, 0.3),
                 UnitQuaternion::from_euler_angles(rpy[0], rpy[1], rpy[2]),
