@@ -115,6 +115,14 @@ pub fn decode_json(t: &TopicInfo, bytes: &[u8]) -> Result<serde_json::Value, Str
         to_json::<msg::PlantState>(bytes)
     } else if is(&topic::PLANT_EFFORT.info) {
         to_json::<msg::PlantEffortCommand>(bytes)
+    } else if is(&topic::SIM_TRUTH.info) {
+        to_json::<msg::SimTruth>(bytes)
+    } else if is(&topic::ENABLE.info) {
+        to_json::<msg::Enable>(bytes)
+    } else if is(&topic::GUIDE_STATE.info) {
+        to_json::<msg::GuideState>(bytes)
+    } else if is(&topic::PLAYBACK_STATE.info) {
+        to_json::<msg::PlaybackState>(bytes)
     } else {
         Err(format!("no decoder for {s}"))
     }

@@ -2,6 +2,9 @@
 //! offline kinematics commands ([`kin`]).
 
 pub mod cli;
+pub mod experiment;
 pub mod hybrid;
 pub mod identify;
 pub mod launcher;
+pub mod lead;
+pub mod plot;

@@ -13,7 +13,7 @@ use common::{
 use kinematics::{config::ArmSection, Arm};
 use nalgebra::Isometry3;
 
-use cell::{cli, launcher};
+use cell::{cli, launcher, lead};
 use kinematics::rpc as kin;
 
 #[derive(Parser)]
@@ -128,6 +128,69 @@ enum Cmd {
         #[arg(long)]
         stiffness_n_per_m: Option<f64>,
     },
+    /// Run a paper's experiment against the simulator (the running cell, or a private one it
+    /// starts): force-step, ramp-disturbance, sine-force-step, force-ramp, contour; `all` runs
+    /// every one and regenerates docs/experiments.md. Writes traces (CSV), plots (SVG, PNG) and
+    /// metrics (JSON) into --out; exits non-zero when a gate target fails.
+    Experiment {
+        name: String,
+        /// The 2-DOF plant law's rate (Hz; the paper: 60, 80, 120). Default: the paper's.
+        #[arg(long = "rate")]
+        rate_hz: Option<f64>,
+        /// Output directory (default out/experiments/NAME; `all`: out/experiments).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Print the metrics JSON (one object per experiment) instead of progress.
+        #[arg(long)]
+        json: bool,
+        /// World parameter for every case, through the simulator's scenario `set`
+        /// (docs/experiments.md): e.g. --world surfaces.0.mu=0.5 --world tool.mass_kg=1.2.
+        #[arg(long, value_name = "KEY=VALUE")]
+        world: Vec<String>,
+        /// The CI short form (fewer cases).
+        #[arg(long)]
+        short: bool,
+        /// `all`: the docs directory to regenerate (default: the repository's docs/).
+        #[arg(long)]
+        docs: Option<std::path::PathBuf>,
+    },
+    /// Hand guiding (lead-through): starts guiding and streams the deadman keep-alive from this
+    /// terminal until Ctrl-C or --seconds (then the arm decelerates and holds). Laws:
+    /// admittance (default), stiffness (Cai et al.), staircase (baseline).
+    Guide {
+        #[arg(long)]
+        law: Option<String>,
+        /// Override a `[control.guide]` field for this session, e.g. --param damping_n_s_per_m=80.
+        #[arg(long = "param", value_name = "KEY=VALUE")]
+        params: Vec<String>,
+        #[arg(long)]
+        seconds: Option<f64>,
+    },
+    /// Stream the deadman keep-alive (20 Hz) until Ctrl-C or --seconds.
+    Enable {
+        #[arg(long)]
+        seconds: Option<f64>,
+    },
+    /// The teach buffer and program files.
+    Teach {
+        #[command(subcommand)]
+        cmd: TeachCmd,
+    },
+    /// Play a taught program (programs/NAME.toml): progress until done; Ctrl-C stops it on the
+    /// path. Refused when the program's tool or payload differs from the mounted one.
+    Play {
+        name: String,
+        #[arg(long, default_value = "programs")]
+        dir: std::path::PathBuf,
+        /// Speed scale in (0, 1].
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+    },
+    /// Pause, resume or stop the running playback.
+    Playback {
+        #[command(subcommand)]
+        cmd: PlaybackCmd,
+    },
     /// Identify the environment: `cell identify stiffness` probes a fixture.
     Identify {
         #[command(subcommand)]
@@ -138,6 +201,37 @@ enum Cmd {
         #[command(subcommand)]
         cmd: KinCmd,
     },
+}
+
+#[derive(Subcommand)]
+enum TeachCmd {
+    /// Record the robot's pose as the next waypoint.
+    Record { label: Option<String> },
+    /// Remove the last waypoint.
+    Undo,
+    /// Show the waypoints.
+    List,
+    /// Remove every waypoint.
+    Clear,
+    /// Save the waypoints as programs/NAME.toml (with the mounted tool and payload).
+    Save {
+        name: String,
+        #[arg(long, default_value = "programs")]
+        dir: std::path::PathBuf,
+    },
+    /// Load programs/NAME.toml into the teach buffer.
+    Load {
+        name: String,
+        #[arg(long, default_value = "programs")]
+        dir: std::path::PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum PlaybackCmd {
+    Pause,
+    Resume,
+    Stop,
 }
 
 #[derive(Subcommand)]
@@ -347,9 +441,88 @@ async fn run(
         let _ = router.close().await;
         return Ok(true);
     }
+    if let Cmd::Experiment {
+        name,
+        rate_hz,
+        out,
+        json,
+        world,
+        short,
+        docs,
+    } = args.cmd
+    {
+        let req = cell::experiment::Request {
+            name,
+            rate_hz,
+            out,
+            json,
+            world,
+            short,
+            docs,
+        };
+        let cfg = args.cfg.config.as_deref();
+        return cell::experiment::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
+    }
     let s = cli::session(&args.bus, &cell).await?;
     match args.cmd {
-        Cmd::Up | Cmd::Router | Cmd::Kin { .. } => {}
+        Cmd::Up | Cmd::Router | Cmd::Kin { .. } | Cmd::Experiment { .. } => {}
+        Cmd::Guide {
+            law,
+            params,
+            seconds,
+        } => {
+            let body = lead::overrides(law.as_deref(), &params)?;
+            let r = lead::rpc(&s, &cell, serde_json::json!({ "guide": body })).await?;
+            eprintln!(
+                "guiding ({}): this terminal holds the enable; Ctrl-C releases it",
+                r["guiding"].as_str().unwrap_or("?")
+            );
+            let stop = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            let n = lead::stream_enable(&s, &cell, seconds, stop).await?;
+            eprintln!("enable released after {n} keep-alives: the arm stops and holds");
+        }
+        Cmd::Enable { seconds } => {
+            let stop = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            let n = lead::stream_enable(&s, &cell, seconds, stop).await?;
+            eprintln!("enable released after {n} keep-alives");
+        }
+        Cmd::Teach { cmd } => {
+            let v = match cmd {
+                TeachCmd::Record { label } => {
+                    lead::rpc(&s, &cell, serde_json::json!({ "record": { "label": label.unwrap_or_default() } })).await?
+                }
+                TeachCmd::Undo => lead::rpc(&s, &cell, serde_json::json!({ "undo": {} })).await?,
+                TeachCmd::Clear => lead::rpc(&s, &cell, serde_json::json!({ "clear": {} })).await?,
+                TeachCmd::List => lead::rpc(&s, &cell, serde_json::json!({ "list": {} })).await?,
+                TeachCmd::Save { name, dir } => {
+                    let path = lead::save(&s, &cell, &dir, &name).await?;
+                    serde_json::json!({ "saved": path })
+                }
+                TeachCmd::Load { name, dir } => {
+                    let p = lead::load(&s, &cell, &dir, &name).await?;
+                    serde_json::json!({ "loaded": p.name, "waypoints": p.waypoints.len() })
+                }
+            };
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        Cmd::Play { name, dir, speed } => {
+            let p = control::program::Program::load(&dir, &name)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let out = lead::play(&s, &cell, &p, speed, true).await?;
+            return Ok(out.phase == common::msg::PlaybackPhase::Done);
+        }
+        Cmd::Playback { cmd } => {
+            let body = match cmd {
+                PlaybackCmd::Pause => serde_json::json!({ "pause": {} }),
+                PlaybackCmd::Resume => serde_json::json!({ "resume": {} }),
+                PlaybackCmd::Stop => serde_json::json!({ "stop": {} }),
+            };
+            println!("{}", lead::rpc(&s, &cell, body).await?);
+        }
         Cmd::Ls => {
             let live = cli::ls(&s, &cell).await?;
             if live.is_empty() {

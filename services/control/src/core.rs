@@ -22,7 +22,9 @@ use common::msg::{
 use kinematics::node::{from_msg_pose, to_msg_pose};
 use nalgebra::{Isometry3, Vector3};
 
+use crate::guide::{GuideInput, GuideParams, GuideReport, GuideRun};
 use crate::hybrid::{ArmInput, ArmRun, StepReport};
+use crate::trajectory::{Playback, PlaybackSample, PlaybackState};
 
 /// What a hybrid task needs beyond its message: gains and limits resolved from the task or
 /// control's configuration, and the contact stiffness per axis of {C} (force feedforward).
@@ -64,6 +66,10 @@ pub enum ModeError {
     InvalidTask(String),
     /// `Hybrid` is entered by sending a task, not by a bare mode request.
     NeedsTask,
+    /// `Playback` is entered with a program (`cell play NAME`).
+    NeedsProgram,
+    /// A playback command without a playback running.
+    NotPlaying,
 }
 
 impl std::fmt::Display for ModeError {
@@ -88,6 +94,10 @@ impl std::fmt::Display for ModeError {
             ModeError::NeedsTask => {
                 write!(f, "hybrid is started with a task (cell hybrid TASK.toml)")
             }
+            ModeError::NeedsProgram => {
+                write!(f, "playback is started with a program (cell play NAME)")
+            }
+            ModeError::NotPlaying => write!(f, "no playback is running"),
         }
     }
 }
@@ -118,6 +128,15 @@ pub struct ControlCore {
     pending_hybrid: Option<(HybridTask, HybridSetup)>,
     hybrid: Option<ArmRun>,
     report: Option<StepReport>,
+    pending_guide: Option<GuideParams>,
+    guide: Option<GuideRun>,
+    guide_report: Option<GuideReport>,
+    /// The deadman keep-alive is fresh (set by the shell before each step).
+    deadman: bool,
+    pending_play: Option<(String, Playback)>,
+    play: Option<(String, Playback)>,
+    play_report: Option<PlaybackSample>,
+    play_last_s: Option<f64>,
 }
 
 /// Which wrench a force mode may use (pure; times are parameters, any epoch). A `Stale` flag
@@ -337,7 +356,9 @@ impl ControlCore {
                 self.enter(Mode::Idle);
                 Ok(())
             }
-            m @ (Mode::LeadThrough | Mode::Playback) => Err(ModeError::NotAvailable(m)),
+            // Lead-through with the configured law: `request_guide` with the shell's defaults.
+            Mode::LeadThrough => Err(ModeError::NotAvailable(Mode::LeadThrough)),
+            Mode::Playback => Err(ModeError::NeedsProgram),
             Mode::Hybrid => Err(ModeError::NeedsTask),
             // Move needs a target (`request_move`); without one it holds where it is.
             Mode::Hold | Mode::Move => {
@@ -387,6 +408,83 @@ impl ControlCore {
         Ok(())
     }
 
+    /// Starts hand guiding with `params` on the next step, from the measured pose, as a new
+    /// motion. Needs a robot that may move and a usable wrench.
+    pub fn request_guide(
+        &mut self,
+        params: GuideParams,
+        wrench_fault: Option<WrenchFault>,
+    ) -> Result<(), ModeError> {
+        let problems = params.problems("guide");
+        if !problems.is_empty() {
+            return Err(ModeError::InvalidTask(problems.join("; ")));
+        }
+        let boot = self.may_move()?;
+        match wrench_fault {
+            None => return Err(ModeError::WrenchNotUsable("no fresh estimate".into())),
+            Some(WrenchFault::None) => {}
+            Some(f) => return Err(ModeError::WrenchNotUsable(format!("{f:?}"))),
+        }
+        self.enter(Mode::LeadThrough);
+        self.pending_guide = Some(params);
+        self.start_motion(boot);
+        Ok(())
+    }
+
+    /// Sets whether the deadman keep-alive is fresh (before each step).
+    pub fn set_deadman(&mut self, enabled: bool) {
+        self.deadman = enabled;
+    }
+
+    /// The newest guiding report.
+    pub fn guide_report(&self) -> Option<&GuideReport> {
+        self.guide_report.as_ref()
+    }
+
+    /// The running guiding session's law.
+    pub fn guide_law(&self) -> Option<common::msg::GuideLaw> {
+        self.guide
+            .as_ref()
+            .map(|g| g.params.law)
+            .or(self.pending_guide.map(|p| p.law))
+    }
+
+    /// The guiding law's commanded TCP speed (m/s), when guiding.
+    pub fn guide_speed_m_s(&self) -> Option<f64> {
+        self.guide.as_ref().map(|g| g.speed_m_s())
+    }
+
+    /// Starts a planned playback (its first segment starts at the measured joints) on the
+    /// next step, as a new motion.
+    pub fn request_play(&mut self, name: String, playback: Playback) -> Result<(), ModeError> {
+        let boot = self.may_move()?;
+        self.enter(Mode::Playback);
+        self.pending_play = Some((name, playback));
+        self.start_motion(boot);
+        Ok(())
+    }
+
+    /// Pause / resume / stop of the running playback.
+    pub fn play_command(&mut self, cmd: PlayCommand) -> Result<PlaybackState, ModeError> {
+        let (_, pb) = self
+            .play
+            .as_mut()
+            .or(self.pending_play.as_mut())
+            .filter(|_| self.mode == Mode::Playback)
+            .ok_or(ModeError::NotPlaying)?;
+        Ok(match cmd {
+            PlayCommand::Pause => pb.pause(),
+            PlayCommand::Resume => pb.resume(),
+            PlayCommand::Stop => pb.stop(),
+        })
+    }
+
+    /// The running (or last) playback: its program name and newest sample.
+    pub fn play_report(&self) -> Option<(&str, &PlaybackSample, &Playback)> {
+        let (n, pb) = self.play.as_ref()?;
+        Some((n.as_str(), self.play_report.as_ref()?, pb))
+    }
+
     /// The newest hybrid step's report (also the final one of an aborted task).
     pub fn hybrid_report(&self) -> Option<&StepReport> {
         self.report.as_ref()
@@ -406,9 +504,15 @@ impl ControlCore {
         self.mv = None;
         self.pending_move = None;
         self.pending_hybrid = None;
-        // Idle keeps the last hybrid run (its name and final report for the status).
+        self.pending_guide = None;
+        self.guide = None;
+        self.pending_play = None;
+        self.play_last_s = None;
+        // Idle keeps the last hybrid run and playback (name and final report for the status).
         if mode != Mode::Idle {
             self.hybrid = None;
+            self.play = None;
+            self.play_report = None;
         }
         if mode == Mode::Idle {
             self.motion = None;
@@ -503,9 +607,62 @@ impl ControlCore {
                     }
                 }
             }
-            Mode::LeadThrough | Mode::Playback => None,
+            Mode::LeadThrough => {
+                if let Some(params) = self.pending_guide.take() {
+                    match GuideRun::new(params, tcp) {
+                        Ok(g) => self.guide = Some(g),
+                        Err(e) => {
+                            self.end_motion(format!("lead-through refused: {e}"));
+                            return None;
+                        }
+                    }
+                }
+                let g = self.guide.as_mut()?;
+                let input = GuideInput {
+                    tcp,
+                    wrench_base: wrench.clone(),
+                    now_s,
+                    enabled: self.deadman,
+                };
+                match g.step(&input) {
+                    Ok((cmd, report)) => {
+                        self.guide_report = Some(report);
+                        Some(CartesianTarget::Pose(to_msg_pose(&cmd)))
+                    }
+                    Err(why) => {
+                        self.end_motion(format!("lead-through ended: {why}"));
+                        None
+                    }
+                }
+            }
+            Mode::Playback => {
+                if let Some(p) = self.pending_play.take() {
+                    self.play = Some(p);
+                }
+                let (_, pb) = self.play.as_mut()?;
+                let dt = match self.play_last_s {
+                    Some(l) => (now_s - l).clamp(0.0, 0.05),
+                    None => 0.0,
+                };
+                self.play_last_s = Some(now_s);
+                let sample = pb.step(dt);
+                if !sample.q.iter().all(|v| v.is_finite()) {
+                    self.end_motion("playback produced a non-finite reference".into());
+                    return None;
+                }
+                self.play_report = Some(sample);
+                Some(CartesianTarget::Joints { q_rad: sample.q })
+            }
         }
     }
+}
+
+/// Operator commands of a running playback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlayCommand {
+    Pause,
+    Resume,
+    Stop,
 }
 
 #[cfg(test)]

@@ -10,4 +10,5 @@ pub mod metrics;
 pub mod node;
 pub mod program;
 pub mod taskfile;
+pub mod teach;
 pub mod trajectory;

@@ -6,7 +6,7 @@ use common::{bus::BusArgs, service::ConfigArgs};
 #[derive(Parser)]
 #[command(
     version,
-    about = "Control: hold, move (lead-through, hybrid and playback arrive with their issues)"
+    about = "Control: hold, move, hybrid position/force tasks, hand-guided lead-through with teach, and playback"
 )]
 struct Args {
     #[command(flatten)]
@@ -24,7 +24,20 @@ fn main() -> std::process::ExitCode {
         |l| {
             let c = l.section::<control::node::ControlConfig>("control");
             let rt = c.rt.clone();
-            (c, rt)
+            let a: kinematics::config::ArmSection = l.section("arm");
+            let arm = a.build().unwrap_or_else(|_| kinematics::Arm::irb120());
+            let arm_model = serde_json::to_value(a.model)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "custom".into());
+            (
+                control::node::ControlSetup {
+                    cfg: c,
+                    arm,
+                    arm_model,
+                },
+                rt,
+            )
         },
         control::node::run,
     )

@@ -16,9 +16,14 @@ use kinematics::node::from_msg_pose;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    core::{ControlCore, HybridSetup, WrenchInput},
+    core::{ControlCore, HybridSetup, PlayCommand, WrenchInput},
+    guide::GuideParams,
     hybrid::{self, PlantInput, PlantRun, StepReport},
+    program::{MountTolerance, PayloadSpec, Program, ToolSpec},
+    teach::{DwellRule, TeachBuffer},
+    trajectory::{JointTrajectory, PlanOptions, Playback, TrajLimits},
 };
+use zenoh::{query::Query, Wait};
 
 /// `[control.hybrid]`: defaults for hybrid tasks that do not bring their own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -166,6 +171,62 @@ pub struct ControlConfig {
     /// loop (not only the per-cycle step) runs on one thread with a single-threaded runtime.
     pub rt: common::service::RtConfig,
     pub hybrid: HybridConfig,
+    /// `[control.guide]`: the lead-through defaults (a session may override any field).
+    pub guide: GuideParams,
+    pub playback: PlaybackConfig,
+}
+
+/// `[control.playback]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlaybackConfig {
+    /// Joint acceleration limits the trajectories are planned within (°/s²); keep them at or
+    /// below robot-io's supervisor limits (IRB 120 defaults: 1000, 1000, 1000, 1280, 1280,
+    /// 1680).
+    pub max_accel_deg_s2: [f64; 6],
+    /// Speed scale of the move to a program's first waypoint when the robot starts away from it.
+    pub approach_speed_scale: f64,
+}
+
+impl Default for PlaybackConfig {
+    fn default() -> Self {
+        Self {
+            max_accel_deg_s2: [1000.0, 1000.0, 1000.0, 1280.0, 1280.0, 1680.0],
+            approach_speed_scale: crate::trajectory::APPROACH_SPEED_SCALE,
+        }
+    }
+}
+
+impl Validate for PlaybackConfig {
+    fn validate(&self, prefix: &str, errors: &mut ConfigErrors) {
+        for (k, v) in self.max_accel_deg_s2.iter().enumerate() {
+            check_range(
+                errors,
+                format!("{prefix}.max_accel_deg_s2[{k}]"),
+                *v,
+                1.0,
+                1e5,
+                "°/s²",
+            );
+        }
+        check_range(
+            errors,
+            format!("{prefix}.approach_speed_scale"),
+            self.approach_speed_scale,
+            0.01,
+            1.0,
+            "",
+        );
+    }
+}
+
+/// What control's service needs: its table and the arm.
+#[derive(Debug, Clone)]
+pub struct ControlSetup {
+    pub cfg: ControlConfig,
+    pub arm: kinematics::Arm,
+    /// `[arm] model`, for program files.
+    pub arm_model: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -180,6 +241,11 @@ impl Validate for ControlConfig {
     fn validate(&self, prefix: &str, errors: &mut ConfigErrors) {
         self.rt.validate(&format!("{prefix}.rt"), errors);
         self.hybrid.validate(&format!("{prefix}.hybrid"), errors);
+        for e in self.guide.problems(&format!("{prefix}.guide")) {
+            let (k, m) = e.split_once(": ").unwrap_or((e.as_str(), "invalid"));
+            errors.push(k.to_string(), m.to_string());
+        }
+        self.playback.validate(&format!("{prefix}.playback"), errors);
     }
 }
 
@@ -222,7 +288,237 @@ fn report_end(node: &Node, core: &ControlCore, before: Mode) {
     }
 }
 
-pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyhow::Result<()> {
+
+fn reply_json(q: &Query, v: serde_json::Value) {
+    let key = q.key_expr().clone();
+    if let Err(e) = q
+        .reply(key, v.to_string())
+        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
+        .wait()
+    {
+        tracing::debug!("reply failed: {e}");
+    }
+}
+
+fn reply_err(q: &Query, msg: String) {
+    if let Err(e) = q
+        .reply_err(serde_json::json!({ "error": msg }).to_string())
+        .wait()
+    {
+        tracing::debug!("reply failed: {e}");
+    }
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Requests on `control/rpc/lead` (JSON, externally tagged: `{"record": {"label": "a"}}`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum LeadRequest {
+    /// Start guiding; the object overrides fields of `[control.guide]` (e.g. `{"law":
+    /// "stiffness"}`).
+    Guide(serde_json::Map<String, serde_json::Value>),
+    /// Record the measured pose as a waypoint.
+    Record {
+        #[serde(default)]
+        label: String,
+    },
+    Undo {},
+    Clear {},
+    /// Replace the teach buffer with these points (a loaded program's joints, degrees).
+    Load { waypoints: Vec<LoadPoint> },
+    /// The teach buffer as program waypoints, with the mounted tool and the arm model.
+    List {},
+    /// Play a program (checked against the mounted tool, and the payload when given).
+    Play {
+        program: Box<Program>,
+        #[serde(default = "one")]
+        speed_scale: f64,
+        /// The payload the force service identified (the CLI reads it from force's status).
+        #[serde(default)]
+        mounted_payload: Option<PayloadSpec>,
+    },
+    Pause {},
+    Resume {},
+    Stop {},
+}
+
+/// A point of [`LeadRequest::Load`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadPoint {
+    #[serde(default)]
+    pub label: String,
+    pub q_deg: [f64; 6],
+}
+
+/// The session's guide parameters: `[control.guide]` with `overrides` applied; unknown keys
+/// and bad values are errors (all listed).
+pub fn guide_params(
+    base: &GuideParams,
+    overrides: &serde_json::Map<String, serde_json::Value>,
+) -> Result<GuideParams, String> {
+    let mut v = serde_json::to_value(base).map_err(|e| e.to_string())?;
+    let mut unknown = Vec::new();
+    for (k, val) in overrides {
+        match v.get_mut(k) {
+            Some(slot) => *slot = val.clone(),
+            None => unknown.push(k.clone()),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(format!("unknown guide parameter(s): {}", unknown.join(", ")));
+    }
+    let p: GuideParams = serde_json::from_value(v).map_err(|e| format!("guide parameters: {e}"))?;
+    let problems = p.problems("guide");
+    if problems.is_empty() {
+        Ok(p)
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// State the lead requests act on.
+struct Lead<'a> {
+    core: &'a mut ControlCore,
+    teach: &'a mut TeachBuffer,
+    setup: &'a ControlSetup,
+    pose: Option<&'a common::msg::ToolPose>,
+    wrench_fault: Option<common::msg::WrenchFault>,
+    now_s: f64,
+}
+
+fn tool_spec(setup: &ControlSetup) -> ToolSpec {
+    ToolSpec::from_isometry(setup.arm.tool())
+}
+
+fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    let pose = || l.pose.ok_or("no tool pose yet (is kinematics running?)".to_string());
+    match req {
+        LeadRequest::Guide(over) => {
+            let params = guide_params(&l.setup.cfg.guide, &over)?;
+            l.core
+                .request_guide(params, l.wrench_fault)
+                .map_err(|e| e.to_string())?;
+            Ok(json!({ "guiding": params.law, "params": params }))
+        }
+        LeadRequest::Record { label } => {
+            let p = pose()?;
+            let i = l.teach.record(&label, p.q_rad, from_msg_pose(&p.tcp_in_base), l.now_s)?;
+            Ok(json!({
+                "index": i,
+                "label": l.teach.points()[i].label,
+                "q_deg": p.q_rad.map(f64::to_degrees),
+                "tcp_position_m": p.tcp_in_base.position_m,
+                "waypoints": l.teach.len(),
+            }))
+        }
+        LeadRequest::Undo {} => {
+            let gone = l.teach.undo().ok_or("the teach buffer is empty")?;
+            Ok(json!({ "removed": gone.label, "waypoints": l.teach.len() }))
+        }
+        LeadRequest::Load { waypoints } => {
+            let mut fresh = TeachBuffer::default();
+            for (i, w) in waypoints.iter().enumerate() {
+                let q = w.q_deg.map(f64::to_radians);
+                let tcp = l
+                    .setup
+                    .arm
+                    .fk(&q)
+                    .map_err(|e| format!("waypoint {i}: {e}"))?;
+                fresh.record(&w.label, q, tcp, l.now_s)?;
+            }
+            *l.teach = fresh;
+            Ok(json!({ "waypoints": l.teach.len() }))
+        }
+        LeadRequest::Clear {} => {
+            l.teach.clear();
+            Ok(json!({ "waypoints": 0 }))
+        }
+        LeadRequest::List {} => {
+            let tool = tool_spec(l.setup);
+            let mut wps = Vec::new();
+            for t in l.teach.points() {
+                let w = crate::program::Waypoint::from_joints(&t.label, &t.q_rad, &l.setup.arm, &tool)
+                    .map_err(|e| format!("waypoint {}: {e}", t.label))?;
+                wps.push(w);
+            }
+            Ok(json!({ "waypoints": wps, "tool": tool, "arm_model": l.setup.arm_model }))
+        }
+        LeadRequest::Play {
+            program,
+            speed_scale,
+            mounted_payload,
+        } => {
+            let p = pose()?;
+            program.check().map_err(|e| e.to_string())?;
+            program
+                .validate(l.setup.arm.limits())
+                .map_err(|e| e.to_string())?;
+            let payload_checked = mounted_payload.is_some();
+            let payload = mounted_payload.unwrap_or(program.payload);
+            program
+                .matches_mounted(&tool_spec(l.setup), &payload, &MountTolerance::default())
+                .map_err(|e| format!("refused: {e}"))?;
+            let pc = &l.setup.cfg.playback;
+            let limits = TrajLimits::from_joint_limits(
+                l.setup.arm.limits(),
+                pc.max_accel_deg_s2.map(f64::to_radians),
+            );
+            let opts = PlanOptions {
+                speed_scale,
+                approach_speed_scale: pc.approach_speed_scale,
+                ..Default::default()
+            };
+            let traj = JointTrajectory::plan(&program.joint_waypoints(), &limits, &opts, Some(&p.q_rad))
+                .map_err(|e| e.to_string())?;
+            let (duration, approach) = (traj.duration(), traj.has_approach());
+            let n = program.waypoints.len();
+            l.core
+                .request_play(program.name.clone(), Playback::new(traj))
+                .map_err(|e| e.to_string())?;
+            Ok(json!({
+                "playing": program.name,
+                "waypoints": n,
+                "duration_s": duration,
+                "approach": approach,
+                "payload_checked": payload_checked,
+            }))
+        }
+        LeadRequest::Pause {} | LeadRequest::Resume {} | LeadRequest::Stop {} => {
+            let c = match req {
+                LeadRequest::Pause {} => PlayCommand::Pause,
+                LeadRequest::Resume {} => PlayCommand::Resume,
+                _ => PlayCommand::Stop,
+            };
+            let st = l.core.play_command(c).map_err(|e| e.to_string())?;
+            Ok(json!({ "state": format!("{st:?}") }))
+        }
+    }
+}
+
+fn playback_phase(
+    st: crate::trajectory::PlaybackState,
+    approach: bool,
+) -> common::msg::PlaybackPhase {
+    use crate::trajectory::PlaybackState as S;
+    use common::msg::PlaybackPhase as P;
+    match st {
+        S::Running if approach => P::Approach,
+        S::Running => P::Running,
+        S::Pausing => P::Pausing,
+        S::Paused => P::Paused,
+        S::Stopping => P::Stopping,
+        S::Stopped => P::Stopped,
+        S::Done => P::Done,
+    }
+}
+
+pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> anyhow::Result<()> {
+    let cfg = setup.cfg.clone();
     let mut poses = node.latest(topic::TOOL_POSE).await?;
     let wrench = node.latest(topic::WRENCH_ESTIMATE).await?;
     // Every safety state, in order (a drop from Active must not be coalesced away).
@@ -234,6 +530,20 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
     let mut cmd_pub = node.publisher(topic::CARTESIAN_COMMAND).await?;
     let mut state_pub = node.publisher(topic::HYBRID_STATE).await?;
     let mut effort_pub = node.publisher(topic::PLANT_EFFORT).await?;
+    let mut enables = node.events(topic::ENABLE, 16).await?;
+    let mut guide_pub = node.publisher(topic::GUIDE_STATE).await?;
+    let mut play_pub = node.publisher(topic::PLAYBACK_STATE).await?;
+    let lead_key = format!("cell/{}/{}", node.cell_id, topic::CONTROL_RPC_LEAD);
+    let lead_q = node
+        .session
+        .declare_queryable(lead_key.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("queryable {lead_key}: {e}"))?;
+    let mut last_enable: Option<std::time::Instant> = None;
+    let mut enable_count = 0u64;
+    let mut teach = TeachBuffer::default();
+    let mut last_pose: Option<common::msg::ToolPose> = None;
+    let mut last_robot_s = 0.0f64;
     let hcfg = cfg.hybrid.clone();
     let stale = Duration::from_secs_f64(hcfg.wrench_stale_ms * 1e-3);
     // The newest usable estimate and when it arrived: a `Stale` flag from the force service
@@ -263,9 +573,46 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
         tokio::select! {
             _ = &mut shutdown => break,
             Some(m) = modes.rx.recv() => {
-                match core.request_mode(m.msg.mode) {
+                let r = if m.msg.mode == Mode::LeadThrough {
+                    // A bare lead-through request guides with the configured law.
+                    let fault = wrench.get().and_then(|w| (w.at.elapsed() <= stale).then_some(w.msg.fault));
+                    core.request_guide(cfg.guide, fault)
+                } else {
+                    core.request_mode(m.msg.mode)
+                };
+                match r {
                     Ok(()) => tracing::info!("mode → {:?}", m.msg.mode),
                     Err(e) => node.set_error(e.to_string()),
+                }
+            }
+            Some(_) = enables.rx.recv() => {
+                last_enable = Some(std::time::Instant::now());
+                enable_count += 1;
+            }
+            Ok(q) = lead_q.recv_async() => {
+                let body = q.payload().map(|p| p.to_bytes().into_owned()).unwrap_or_default();
+                match serde_json::from_slice::<LeadRequest>(&body) {
+                    Err(e) => reply_err(&q, format!("bad request: {e}")),
+                    Ok(req) => {
+                        let fault = wrench.get().and_then(|w| (w.at.elapsed() <= stale).then_some(w.msg.fault));
+                        let before = core.mode();
+                        let r = handle_lead(req, Lead {
+                            core: &mut core,
+                            teach: &mut teach,
+                            setup: &setup,
+                            pose: last_pose.as_ref(),
+                            wrench_fault: fault,
+                            now_s: last_robot_s,
+                        });
+                        match r {
+                            Ok(v) => reply_json(&q, v),
+                            Err(e) => {
+                                node.set_error(e.clone());
+                                reply_err(&q, e);
+                            }
+                        }
+                        report_end(&node, &core, before);
+                    }
                 }
             }
             Some(t) = moves.rx.recv() => {
@@ -352,8 +699,66 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
                 let pose = p.msg;
                 let now_s = robot_clock.time(pose.cycle, pose.stamp.source_mono_ns as f64 * 1e-9);
                 let before = core.mode();
+                last_robot_s = now_s;
+                last_pose = Some(pose);
                 let w = wrench_input(wrench.get());
-                let target = core.step_with_wrench(&from_msg_pose(&pose.tcp_in_base), now_s, &w);
+                core.set_deadman(last_enable.is_some_and(|t| t.elapsed().as_secs_f64() <= cfg.guide.deadman_timeout_s));
+                let tcp = from_msg_pose(&pose.tcp_in_base);
+                let target = core.step_with_wrench(&tcp, now_s, &w);
+                let motion_id = core.motion_tag().map_or(0, |m| m.motion_id);
+                if before == Mode::LeadThrough && core.mode() == Mode::LeadThrough {
+                    if let Some(d) = cfg.guide.dwell_record_s {
+                        let rule = DwellRule { dwell_s: d, speed_m_s: cfg.guide.dwell_speed_m_s, min_distance_m: cfg.guide.dwell_min_distance_m };
+                        let speed = nalgebra::Vector3::from(pose.tcp_twist_base.linear_m_s).norm();
+                        if let Some(i) = teach.observe_dwell(&rule, pose.q_rad, tcp, speed, now_s) {
+                            tracing::info!("waypoint {} recorded on dwell", i + 1);
+                        }
+                    }
+                    if let Some(r) = core.guide_report() {
+                        let stamp = guide_pub.next_stamp();
+                        guide_pub.put(&common::msg::GuideState {
+                            stamp,
+                            motion_id,
+                            law: core.guide_law().unwrap_or_default(),
+                            t_s: r.t_s,
+                            enabled: r.enabled,
+                            force_n: r.force_n,
+                            torque_nm: r.torque_nm,
+                            twist: r.twist,
+                            tcp_cmd_m: r.tcp_cmd_m,
+                            damping_scale: r.damping_scale,
+                            speed_limited: r.speed_limited,
+                            wall_limited: r.wall_limited,
+                            steps: r.steps,
+                            waypoints: teach.len() as u32,
+                        });
+                    }
+                }
+                if before == Mode::Playback {
+                    if let Some((name, sample, pb)) = core.play_report() {
+                        let traj = pb.trajectory();
+                        let seg = traj.segments().get(sample.segment);
+                        let approach = seg.is_some_and(|s| s.kind == crate::trajectory::SegmentKind::Approach);
+                        let phase = if core.mode() == Mode::Playback {
+                            playback_phase(sample.state, approach)
+                        } else {
+                            common::msg::PlaybackPhase::Aborted
+                        };
+                        let stamp = play_pub.next_stamp();
+                        play_pub.put(&common::msg::PlaybackState {
+                            stamp,
+                            motion_id,
+                            program: name.to_string(),
+                            phase,
+                            waypoint: seg.map_or(0, |s| s.waypoint as u32),
+                            waypoints: traj.waypoints().len() as u32,
+                            progress: sample.progress.clamp(0.0, 1.0),
+                            t_s: sample.tau,
+                            duration_s: traj.duration(),
+                            q_ref_rad: sample.q,
+                        });
+                    }
+                }
                 if before == Mode::Hybrid {
                     if let Some(r) = core.hybrid_report() {
                         let id = core.motion_tag().map_or(0, |m| m.motion_id);
@@ -381,6 +786,18 @@ pub async fn run(node: Node, cfg: ControlConfig, mut shutdown: Shutdown) -> anyh
                     "wrench_fault": w,
                     "hybrid": core.hybrid_task().map(|t| report_json(&t.name, core.hybrid_report())),
                     "plant_task": plant_report.as_ref().map(|(n, r)| report_json(n, Some(r))),
+                    "guide": core.guide_report().map(|r| serde_json::json!({
+                        "law": core.guide_law().map(|l| format!("{l:?}")),
+                        "enabled": r.enabled,
+                        "speed_m_s": nalgebra::Vector3::from(r.twist.linear_m_s).norm(),
+                        "damping_scale": r.damping_scale,
+                        "steps": r.steps,
+                    })),
+                    "enables_received": enable_count,
+                    "teach_waypoints": teach.len(),
+                    "playback": core.play_report().map(|(n, s, _)| serde_json::json!({
+                        "program": n, "state": format!("{:?}", s.state), "progress": s.progress,
+                    })),
                 }));
             }
         }
