@@ -17,6 +17,7 @@
 //! mass_kg = 0.5
 //! com_m = [0.0, 0.0, 0.04]             # sensor frame
 //! tip_radius_m = 0.0
+//! inertia_kg_m2 = [5.29e-4, 5.29e-4, 2.25e-4]   # about the CoM, sensor axes
 //!
 //! [contact]
 //! friction_smoothing_m_s = 0.001
@@ -36,6 +37,7 @@
 //!
 //! [hand]                               # virtual operator (lead-through)
 //! enabled = false
+//! # arm_mass_kg = 2.0, reaction_delay_s = 0.15, … (see `hand`)
 //! # trigger = "contact"                # start_s counts from the first contact
 //!
 //! [rc_plant]                           # the Raibert–Craig 2-DOF plant
