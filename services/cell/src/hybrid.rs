@@ -115,6 +115,12 @@ pub async fn run(
             continue;
         };
         // A task's states: one motion (arm) — ignore states of an earlier task.
+        // Plant states carry motion id 0, arm states their motion's: the trailing states of an
+        // earlier task of the other kind are not this task's (found running an arm task right
+        // before a plant task: the arm's late `Done` ended the plant task at its first row).
+        if (task.robot == TaskRobot::Plant) != (st.motion_id == 0) {
+            continue;
+        }
         if task.robot == TaskRobot::Arm && *motion_id.get_or_insert(st.motion_id) != st.motion_id {
             continue;
         }

@@ -1,0 +1,164 @@
+//! The CI short form of `cell experiment` (issue: the papers' experiments reproduced): every
+//! experiment runs once against a test cell through the real processes (`--short`: fewer
+//! cases), its metrics JSON must carry the named metrics, and every **gate** target must hold
+//! (recomputed here from value and target, not taken from the command's own verdict). One more
+//! run starts its own private cell (no cell at the configured router).
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use tests::{free_port, repo_root, TestCell};
+
+fn out_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("experiments-test-{name}-{}", std::process::id()))
+}
+
+/// Checks the JSON shape and every gate; returns a one-line summary per case.
+fn check(v: &Value, name: &str) -> Vec<String> {
+    assert_eq!(v["experiment"], name, "{v}");
+    assert!(v["rate_hz"].as_f64().is_some(), "{v}");
+    assert!(v["paper"].is_object(), "{v}");
+    let cases = v["cases"].as_array().expect("cases");
+    assert!(!cases.is_empty(), "{v}");
+    let mut lines = Vec::new();
+    for c in cases {
+        let label = c["label"].as_str().expect("label");
+        let m = &c["metrics"];
+        for k in [
+            "rms_force_error_n",
+            "max_force_error_n",
+            "contact_lost",
+            "max_position_error_m",
+        ] {
+            assert!(
+                m.get(k).is_some(),
+                "{name}/{label}: metric {k} missing: {m}"
+            );
+        }
+        if name == "force-step" {
+            for k in [
+                "rise_time_s",
+                "overshoot_pct",
+                "settling_time_s",
+                "steady_state_error_n",
+                "limit_cycle_n",
+            ] {
+                assert!(
+                    m.get(k).is_some(),
+                    "{name}/{label}: metric {k} missing: {m}"
+                );
+            }
+        }
+        for ch in c["checks"].as_array().expect("checks") {
+            let metric = ch["metric"].as_str().expect("metric");
+            let value = &m[metric];
+            let target = &ch["target"];
+            let pass = match ch["op"].as_str() {
+                Some("<=") => value
+                    .as_f64()
+                    .zip(target.as_f64())
+                    .is_some_and(|(a, b)| a <= b),
+                Some("==") => value == target,
+                other => panic!("unknown op {other:?}"),
+            };
+            if ch["gate"] == true {
+                assert!(
+                    pass,
+                    "{name}/{label}: {metric} = {value} regressed past its target {} {target} ({})",
+                    ch["op"], ch["source"]
+                );
+            }
+            lines.push(format!(
+                "{name}/{label}: {metric} {value} {} {target}{}",
+                ch["op"].as_str().unwrap_or("?"),
+                if ch["gate"] == true { "" } else { " (goal)" }
+            ));
+        }
+    }
+    lines
+}
+
+fn json_of(out: &str, err: &str) -> Value {
+    out.lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<Value>(l).ok())
+        .unwrap_or_else(|| panic!("no metrics JSON\nstdout {out}\nstderr {err}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_form_of_every_experiment_meets_its_gates() {
+    let c = TestCell::start(
+        "exp",
+        &[
+            "sim.plant.enabled=true",
+            "sim.scenario=\"scenarios/rc-plant.toml\"",
+        ],
+    );
+    let _s = tests::up_all(&c).await;
+    for name in [
+        "force-step",
+        "ramp-disturbance",
+        "sine-force-step",
+        "force-ramp",
+        "contour",
+    ] {
+        let dir = out_dir(name);
+        let (ok, out, err) = c.cli(&[
+            "experiment",
+            name,
+            "--short",
+            "--json",
+            "--out",
+            dir.to_str().expect("path"),
+        ]);
+        let v = json_of(&out, &err);
+        for l in check(&v, name) {
+            eprintln!("{l}");
+        }
+        assert!(
+            ok,
+            "{name}: cell experiment failed: {err}\n{}",
+            c.log_text()
+        );
+        for f in [
+            format!("{name}.svg"),
+            format!("{name}.png"),
+            "metrics.json".into(),
+        ] {
+            assert!(dir.join(&f).is_file(), "{name}: {f} not written");
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// No cell at the configured router: `cell experiment` starts a private one, runs, stops it.
+#[test]
+fn starts_a_private_cell_when_none_runs() {
+    let dir = out_dir("private");
+    let router = format!("cell.router=\"tcp/127.0.0.1:{}\"", free_port());
+    let out = std::process::Command::new(tests::bin_dir().join("cell"))
+        .current_dir(repo_root())
+        .env("CELL_NO_AUTOBUILD", "1")
+        .env_remove("CARGO")
+        .args([
+            "--set",
+            &router,
+            "experiment",
+            "force-ramp",
+            "--short",
+            "--json",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("cell experiment");
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let v = json_of(&o, &e);
+    check(&v, "force-ramp");
+    assert!(out.status.success(), "{e}");
+    assert!(dir.join("force-ramp.png").is_file());
+    let _ = std::fs::remove_dir_all(dir);
+}
