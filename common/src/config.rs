@@ -162,6 +162,10 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../deploy/config/scenarios/free-space.toml"),
     ),
     (
+        "scenarios/lead-through.toml",
+        include_str!("../../deploy/config/scenarios/lead-through.toml"),
+    ),
+    (
         "scenarios/rc-plant-ramp.toml",
         include_str!("../../deploy/config/scenarios/rc-plant-ramp.toml"),
     ),
