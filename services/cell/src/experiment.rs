@@ -1308,7 +1308,11 @@ pub async fn command(
         p.stop();
     }
     outcome?;
-    if req.name == "all" {
+    if req.name == "all" && req.short && req.docs.is_none() {
+        if !req.json {
+            eprintln!("--short: docs/experiments.md left as it is (give --docs DIR to write one)");
+        }
+    } else if req.name == "all" {
         let docs = req.docs.clone().unwrap_or_else(|| {
             let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
             if repo.is_dir() {
