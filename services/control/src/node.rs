@@ -363,8 +363,19 @@ pub fn guide_params(
     let mut v = serde_json::to_value(base).map_err(|e| e.to_string())?;
     let mut unknown = Vec::new();
     for (k, val) in overrides {
+        // The law by its snake_case name too (`"stiffness"`), as the CLI and docs spell it.
+        let val = match (k.as_str(), val.as_str()) {
+            ("law", Some(name)) => {
+                let mut c = name.chars();
+                match c.next() {
+                    Some(f) => serde_json::Value::String(f.to_uppercase().chain(c).collect()),
+                    None => val.clone(),
+                }
+            }
+            _ => val.clone(),
+        };
         match v.get_mut(k) {
-            Some(slot) => *slot = val.clone(),
+            Some(slot) => *slot = val,
             None => unknown.push(k.clone()),
         }
     }
