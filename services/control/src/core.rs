@@ -137,6 +137,11 @@ pub struct ControlCore {
     play: Option<(String, Playback)>,
     play_report: Option<PlaybackSample>,
     play_last_s: Option<f64>,
+    /// The robot cycle of this step and the robot's cycle period (s), when the shell knows
+    /// them: playback advances by whole cycles (uniform steps: the receive-time jitter left in
+    /// the robot clock would show as acceleration spikes in the joint references).
+    cycle: Option<(u64, f64)>,
+    play_last_cycle: Option<u64>,
 }
 
 /// Which wrench a force mode may use (pure; times are parameters, any epoch). A `Stale` flag
@@ -200,6 +205,11 @@ pub struct RobotClock {
 
 impl RobotClock {
     pub const REANCHOR_S: f64 = 0.02;
+
+    /// The estimated robot cycle period (s), once two cycles were seen.
+    pub fn period_s(&self) -> Option<f64> {
+        self.period_s
+    }
     /// How much of the receive-time error one cycle corrects (a first-order phase lock).
     const PHASE_GAIN: f64 = 0.05;
     /// How fast the period estimate follows (per cycle).
@@ -431,6 +441,11 @@ impl ControlCore {
         Ok(())
     }
 
+    /// The robot cycle of the next step and the cycle period (s).
+    pub fn set_cycle(&mut self, cycle: u64, period_s: f64) {
+        self.cycle = (period_s.is_finite() && period_s > 0.0).then_some((cycle, period_s));
+    }
+
     /// Sets whether the deadman keep-alive is fresh (before each step).
     pub fn set_deadman(&mut self, enabled: bool) {
         self.deadman = enabled;
@@ -508,6 +523,7 @@ impl ControlCore {
         self.guide = None;
         self.pending_play = None;
         self.play_last_s = None;
+        self.play_last_cycle = None;
         // Idle keeps the last hybrid run and playback (name and final report for the status).
         if mode != Mode::Idle {
             self.hybrid = None;
@@ -640,11 +656,13 @@ impl ControlCore {
                     self.play = Some(p);
                 }
                 let (_, pb) = self.play.as_mut()?;
-                let dt = match self.play_last_s {
-                    Some(l) => (now_s - l).clamp(0.0, 0.05),
-                    None => 0.0,
+                let dt = match (self.cycle, self.play_last_cycle, self.play_last_s) {
+                    (Some((c, p)), Some(lc), _) => (c.wrapping_sub(lc) as f64 * p).clamp(0.0, 0.05),
+                    (None, _, Some(l)) => (now_s - l).clamp(0.0, 0.05),
+                    _ => 0.0,
                 };
                 self.play_last_s = Some(now_s);
+                self.play_last_cycle = self.cycle.map(|c| c.0);
                 let sample = pb.step(dt);
                 if !sample.q.iter().all(|v| v.is_finite()) {
                     self.end_motion("playback produced a non-finite reference".into());

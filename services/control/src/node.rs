@@ -715,6 +715,9 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 let w = wrench_input(wrench.get());
                 core.set_deadman(last_enable.is_some_and(|t| t.elapsed().as_secs_f64() <= cfg.guide.deadman_timeout_s));
                 let tcp = from_msg_pose(&pose.tcp_in_base);
+                if let Some(p) = robot_clock.period_s() {
+                    core.set_cycle(pose.cycle, p);
+                }
                 let target = core.step_with_wrench(&tcp, now_s, &w);
                 let motion_id = core.motion_tag().map_or(0, |m| m.motion_id);
                 if before == Mode::LeadThrough && core.mode() == Mode::LeadThrough {
