@@ -123,12 +123,17 @@ async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
     args.push("--wait");
     let (ok, _, err) = c.cli(&args);
     assert!(ok, "move: {err}\n{}", c.log_text());
+    let last = Arc::new(Mutex::new(String::new()));
     let tared = wait_for(Duration::from_secs(30), || async {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        c.cli(&["tare"]).0.then_some(())
+        let (ok, out, err) = c.cli(&["tare"]);
+        if let Ok(mut l) = last.lock() {
+            *l = format!("{out} {err}");
+        }
+        ok.then_some(())
     })
     .await;
-    assert!(tared.is_some(), "tare never succeeded\n{}", c.log_text());
+    assert!(tared.is_some(), "tare never succeeded: {}", last.lock().map(|l| l.clone()).unwrap_or_default());
 }
 
 /// A hand pull from the TCP along `dir` for `length_m` at `speed_m_s`, released 2 s after
@@ -448,7 +453,12 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
     let mut all = Vec::new();
     for mass in [0.5, 3.0] {
         for grasp in [300.0, 3000.0] {
-            scenario(&s, &c, serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": mass } })).await;
+            if grasp == 300.0 {
+                // A new tool: identify its payload (the force service compensates its weight).
+                scenario(&s, &c, serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": mass } })).await;
+                let (ok, out, err) = c.cli(&["payload", "identify"]);
+                assert!(ok, "payload identify ({mass} kg): {out} {err}");
+            }
             place_and_tare(&c, [400.0, -50.0, 400.0]).await;
             let label = format!("admittance-grasp{grasp}-tool{mass}kg");
             let p = pull(&s, &c, &rec, &label, "admittance", Vector3::new(0.0, 1.0, 0.0), 0.08, 0.1, grasp).await;
@@ -463,7 +473,10 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
     }
     // Hands off, guiding enabled, 10 s.
     scenario(&s, &c, serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": 0.5 } })).await;
+    let (ok, out, err) = c.cli(&["payload", "identify"]);
+    assert!(ok, "payload identify: {out} {err}");
     place_and_tare(&c, [400.0, 0.0, 400.0]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
     assert!(r.is_ok(), "{r:?}");
     let en = hold_enable(&s, &c);
@@ -510,8 +523,10 @@ async fn speed_cap_walls_and_deadman() {
     // Deadman: pull, then stop refreshing the enable mid-pull.
     place_and_tare(&c, [400.0, -150.0, 400.0]).await;
     scenario(&s, &c, serde_json::json!({ "set": { "hand.enabled": false } })).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let from = tcp_now(&rec).await;
-    assert!(lead(&s, &c, serde_json::json!({ "guide": {} })).await.is_ok());
+    let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
+    assert!(r.is_ok(), "guide: {r:?}");
     let en = hold_enable(&s, &c);
     take(&rec);
     scenario(&s, &c, hand(&from, &Vector3::new(0.0, 1.0, 0.0), 0.3, 0.15, 300.0)).await;
