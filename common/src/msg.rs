@@ -195,7 +195,9 @@ pub enum CartesianTarget {
     },
     /// Go to these joints (rad) this cycle: joint-space playback. kinematics passes them
     /// through its lead bound and the joint limits (no IK, so no branch choice).
-    Joints { q_rad: [f64; AXES] },
+    Joints {
+        q_rad: [f64; AXES],
+    },
 }
 
 /// Cartesian reference from control, turned into a [`JointCommand`] by kinematics.

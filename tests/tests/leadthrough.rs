@@ -46,7 +46,10 @@ struct Rec {
 }
 
 /// Subscribes to the scoring topics; returns the shared record (cleared with `clear`).
-async fn record(s: &zenoh::Session, c: &TestCell) -> (Arc<Mutex<Rec>>, Vec<zenoh::pubsub::Subscriber<()>>) {
+async fn record(
+    s: &zenoh::Session,
+    c: &TestCell,
+) -> (Arc<Mutex<Rec>>, Vec<zenoh::pubsub::Subscriber<()>>) {
     let rec = Arc::new(Mutex::new(Rec::default()));
     let mut subs = Vec::new();
     let r = rec.clone();
@@ -102,14 +105,22 @@ async fn scenario(s: &zenoh::Session, c: &TestCell, body: serde_json::Value) -> 
         .unwrap_or_else(|e| panic!("scenario {body}: {e}"))
 }
 
-async fn lead(s: &zenoh::Session, c: &TestCell, body: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+async fn lead(
+    s: &zenoh::Session,
+    c: &TestCell,
+    body: serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
     cell::lead::rpc(s, &c.cell, body).await
 }
 
 /// The TCP position from the simulator's truth (m).
 async fn tcp_now(rec: &Arc<Mutex<Rec>>) -> Vector3<f64> {
     let p = wait_for(Duration::from_secs(5), || async {
-        rec.lock().ok()?.truth.last().map(|t| Vector3::from(t.tcp_in_base_m))
+        rec.lock()
+            .ok()?
+            .truth
+            .last()
+            .map(|t| Vector3::from(t.tcp_in_base_m))
     })
     .await;
     p.expect("sim truth")
@@ -133,12 +144,22 @@ async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
         ok.then_some(())
     })
     .await;
-    assert!(tared.is_some(), "tare never succeeded: {}", last.lock().map(|l| l.clone()).unwrap_or_default());
+    assert!(
+        tared.is_some(),
+        "tare never succeeded: {}",
+        last.lock().map(|l| l.clone()).unwrap_or_default()
+    );
 }
 
 /// A hand pull from the TCP along `dir` for `length_m` at `speed_m_s`, released 2 s after
 /// the end of its path (the hand leads the tool by its arm's and grasp's compliance).
-fn hand(from: &Vector3<f64>, dir: &Vector3<f64>, length_m: f64, speed_m_s: f64, grasp: f64) -> serde_json::Value {
+fn hand(
+    from: &Vector3<f64>,
+    dir: &Vector3<f64>,
+    length_m: f64,
+    speed_m_s: f64,
+    grasp: f64,
+) -> serde_json::Value {
     let to = from + dir.normalize() * length_m;
     serde_json::json!({
         "set": {
@@ -216,7 +237,11 @@ fn rms_above(x: &[f64], dt: f64, hz: f64) -> f64 {
 fn score(label: &str, rec: &Rec, from: &Vector3<f64>, dir: &Vector3<f64>) -> Pull {
     let u = dir.normalize();
     let tr: Vec<&SimTruth> = rec.truth.iter().collect();
-    assert!(tr.len() > 100, "{label}: too few truth samples ({})", tr.len());
+    assert!(
+        tr.len() > 100,
+        "{label}: too few truth samples ({})",
+        tr.len()
+    );
     let t_force = tr
         .iter()
         .find(|t| Vector3::from(t.hand_force_base_n).norm() >= 3.0)
@@ -287,12 +312,17 @@ fn score(label: &str, rec: &Rec, from: &Vector3<f64>, dir: &Vector3<f64>) -> Pul
         max_tcp_speed_m_s: speeds.iter().fold(0.0, |m, v| m.max(*v)),
         steps_m,
         band_rms_above_2hz_m_s: rms_above(&vx, dt, 2.0),
-        max_damping_scale: rec.guide.iter().map(|g| g.damping_scale).fold(1.0, f64::max),
+        max_damping_scale: rec
+            .guide
+            .iter()
+            .map(|g| g.damping_scale)
+            .fold(1.0, f64::max),
     }
 }
 
 fn write_trace(label: &str, rec: &Rec) {
-    let mut s = String::from("t_s,tcp_x_m,tcp_y_m,tcp_z_m,hand_fx_n,hand_fy_n,hand_fz_n,hand_active\n");
+    let mut s =
+        String::from("t_s,tcp_x_m,tcp_y_m,tcp_z_m,hand_fx_n,hand_fy_n,hand_fz_n,hand_active\n");
     for t in &rec.truth {
         s.push_str(&format!(
             "{},{},{},{},{},{},{},{}\n",
@@ -339,7 +369,12 @@ async fn pull_with(
     speed_m_s: f64,
     grasp: f64,
 ) -> Pull {
-    scenario(s, c, serde_json::json!({ "set": { "hand.enabled": false } })).await;
+    scenario(
+        s,
+        c,
+        serde_json::json!({ "set": { "hand.enabled": false } }),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let from = tcp_now(rec).await;
     let r = lead(s, c, serde_json::json!({ "guide": guide })).await;
@@ -382,7 +417,11 @@ async fn pulls_along_tool_axes_with_both_laws() {
                 "{label}: TCP started following after {:.3} s",
                 p.response_time_s
             );
-            assert!(p.path_length_m > 0.04, "{label}: moved only {:.3} m", p.path_length_m);
+            assert!(
+                p.path_length_m > 0.04,
+                "{label}: moved only {:.3} m",
+                p.path_length_m
+            );
             if law == "stiffness" {
                 assert!(!p.steps_m.is_empty(), "{label}: no steps");
                 for st in &p.steps_m {
@@ -415,7 +454,11 @@ async fn pull_at_45_degrees_smooth_laws_versus_staircase() {
         place_and_tare(&c, [450.0, -100.0, 350.0]).await;
         let label = format!("{law}-45deg");
         let p = pull(&s, &c, &rec, &label, law, dir, 0.1, 0.1, 300.0).await;
-        assert!(p.path_length_m > 0.06, "{label}: moved only {:.3} m", p.path_length_m);
+        assert!(
+            p.path_length_m > 0.06,
+            "{label}: moved only {:.3} m",
+            p.path_length_m
+        );
         all.push(p);
     }
     let (adm, stf, stair) = (&all[0], &all[1], &all[2]);
@@ -434,7 +477,9 @@ async fn pull_at_45_degrees_smooth_laws_versus_staircase() {
         adm.rms_path_deviation_m * 1e3,
         stf.rms_path_deviation_m * 1e3
     );
-    let f = adm.guide_force_at_0_1_m_s_n.expect("admittance reached 0.1 m/s");
+    let f = adm
+        .guide_force_at_0_1_m_s_n
+        .expect("admittance reached 0.1 m/s");
     assert!(f <= 10.0, "guiding at 0.1 m/s took {f:.1} N");
     let _ = std::fs::write(
         out_dir().join("45deg-metrics.json"),
@@ -455,13 +500,29 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
         for grasp in [300.0, 3000.0] {
             if grasp == 300.0 {
                 // A new tool: identify its payload (the force service compensates its weight).
-                scenario(&s, &c, serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": mass } })).await;
+                scenario(
+                    &s,
+                    &c,
+                    serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": mass } }),
+                )
+                .await;
                 let (ok, out, err) = c.cli(&["payload", "identify"]);
                 assert!(ok, "payload identify ({mass} kg): {out} {err}");
             }
             place_and_tare(&c, [400.0, -50.0, 400.0]).await;
             let label = format!("admittance-grasp{grasp}-tool{mass}kg");
-            let p = pull(&s, &c, &rec, &label, "admittance", Vector3::new(0.0, 1.0, 0.0), 0.08, 0.1, grasp).await;
+            let p = pull(
+                &s,
+                &c,
+                &rec,
+                &label,
+                "admittance",
+                Vector3::new(0.0, 1.0, 0.0),
+                0.08,
+                0.1,
+                grasp,
+            )
+            .await;
             assert!(
                 p.band_rms_above_2hz_m_s <= 0.01,
                 "{label}: {:.1} mm/s RMS above 2 Hz (damping scale up to {:.1})",
@@ -472,7 +533,12 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
         }
     }
     // Hands off, guiding enabled, 10 s.
-    scenario(&s, &c, serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": 0.5 } })).await;
+    scenario(
+        &s,
+        &c,
+        serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": 0.5 } }),
+    )
+    .await;
     let (ok, out, err) = c.cli(&["payload", "identify"]);
     assert!(ok, "payload identify: {out} {err}");
     place_and_tare(&c, [400.0, 0.0, 400.0]).await;
@@ -495,8 +561,10 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
     assert!(drift <= 0.001, "drift {:.3} mm", drift * 1e3);
     let _ = std::fs::write(
         out_dir().join("stability-metrics.json"),
-        serde_json::to_string_pretty(&serde_json::json!({ "pulls": all, "hands_off_drift_m": drift }))
-            .unwrap_or_default(),
+        serde_json::to_string_pretty(
+            &serde_json::json!({ "pulls": all, "hands_off_drift_m": drift }),
+        )
+        .unwrap_or_default(),
     );
 }
 
@@ -511,33 +579,77 @@ async fn speed_cap_walls_and_deadman() {
     let s = up_all(&c).await;
     let (rec, _subs) = record(&s, &c).await;
     place_and_tare(&c, [400.0, 100.0, 400.0]).await;
-    let p = pull_with(&s, &c, &rec, "wall", serde_json::json!({ "law": "admittance", "workspace_max_m": [0.6, WALL_Y, 0.7] }), Vector3::new(0.0, 1.0, 0.0), 0.35, 0.5, 3000.0).await;
+    let p = pull_with(
+        &s,
+        &c,
+        &rec,
+        "wall",
+        serde_json::json!({ "law": "admittance", "workspace_max_m": [0.6, WALL_Y, 0.7] }),
+        Vector3::new(0.0, 1.0, 0.0),
+        0.35,
+        0.5,
+        3000.0,
+    )
+    .await;
     let max_y = rec_max_y(&out_dir().join("wall.csv"));
-    eprintln!("wall: max TCP y {:.4} m, max speed cmd {:.3} / truth {:.3} m/s", max_y, p.max_cmd_speed_m_s, p.max_tcp_speed_m_s);
-    assert!(p.max_cmd_speed_m_s <= 0.25 + 1e-9, "commanded {:.3} m/s", p.max_cmd_speed_m_s);
+    eprintln!(
+        "wall: max TCP y {:.4} m, max speed cmd {:.3} / truth {:.3} m/s",
+        max_y, p.max_cmd_speed_m_s, p.max_tcp_speed_m_s
+    );
+    assert!(
+        p.max_cmd_speed_m_s <= 0.25 + 1e-9,
+        "commanded {:.3} m/s",
+        p.max_cmd_speed_m_s
+    );
     // The measured TCP: the robot's own servo may overshoot the reference a little.
-    assert!(p.max_tcp_speed_m_s <= 0.25 * 1.15, "TCP {:.3} m/s", p.max_tcp_speed_m_s);
+    assert!(
+        p.max_tcp_speed_m_s <= 0.25 * 1.15,
+        "TCP {:.3} m/s",
+        p.max_tcp_speed_m_s
+    );
     assert!(max_y <= WALL_Y + 2e-4, "passed the wall: y {max_y:.4} m");
-    assert!(max_y > WALL_Y - 0.01, "never reached the wall: y {max_y:.4} m");
+    assert!(
+        max_y > WALL_Y - 0.01,
+        "never reached the wall: y {max_y:.4} m"
+    );
 
     // Deadman: pull, then stop refreshing the enable mid-pull.
     place_and_tare(&c, [400.0, -150.0, 400.0]).await;
-    scenario(&s, &c, serde_json::json!({ "set": { "hand.enabled": false } })).await;
+    scenario(
+        &s,
+        &c,
+        serde_json::json!({ "set": { "hand.enabled": false } }),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let from = tcp_now(&rec).await;
     let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
     assert!(r.is_ok(), "guide: {r:?}");
     let en = hold_enable(&s, &c);
     take(&rec);
-    scenario(&s, &c, hand(&from, &Vector3::new(0.0, 1.0, 0.0), 0.3, 0.15, 300.0)).await;
+    scenario(
+        &s,
+        &c,
+        hand(&from, &Vector3::new(0.0, 1.0, 0.0), 0.3, 0.15, 300.0),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let released = std::time::Instant::now();
     let _ = en.send(());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let data = take(&rec);
-    scenario(&s, &c, serde_json::json!({ "set": { "hand.enabled": false } })).await;
+    scenario(
+        &s,
+        &c,
+        serde_json::json!({ "set": { "hand.enabled": false } }),
+    )
+    .await;
     // On control's side: from the last enabled cycle to a zero command.
-    let last_on = data.guide.iter().rposition(|g| g.enabled).expect("enabled cycles");
+    let last_on = data
+        .guide
+        .iter()
+        .rposition(|g| g.enabled)
+        .expect("enabled cycles");
     let v0 = Vector3::from(data.guide[last_on].twist.linear_m_s).norm();
     let t_on = data.guide[last_on].t_s;
     let stop = data.guide[last_on..]
@@ -602,7 +714,18 @@ async fn teach_save_restart_load_and_play() {
         .iter()
         .enumerate()
         {
-            pull(&s, &c, &rec, &format!("teach-{i}"), "admittance", *d, 0.07, 0.1, 300.0).await;
+            pull(
+                &s,
+                &c,
+                &rec,
+                &format!("teach-{i}"),
+                "admittance",
+                *d,
+                0.07,
+                0.1,
+                300.0,
+            )
+            .await;
             let (ok, out, err) = c.cli(&["teach", "record", &format!("wp{i}")]);
             assert!(ok, "record: {out} {err}");
             taught.push(tcp_now(&rec).await);
@@ -636,8 +759,16 @@ async fn teach_save_restart_load_and_play() {
             .iter()
             .map(|t| (Vector3::from(t.tcp_in_base_m) - wp).norm())
             .fold(f64::INFINITY, f64::min);
-        eprintln!("waypoint {i}: closest {:.3} mm (taught at {:.3} mm from it)", closest * 1e3, (taught[i] - wp).norm() * 1e3);
-        assert!(closest <= 0.0005, "waypoint {i} missed by {:.3} mm", closest * 1e3);
+        eprintln!(
+            "waypoint {i}: closest {:.3} mm (taught at {:.3} mm from it)",
+            closest * 1e3,
+            (taught[i] - wp).norm() * 1e3
+        );
+        assert!(
+            closest <= 0.0005,
+            "waypoint {i} missed by {:.3} mm",
+            closest * 1e3
+        );
     }
     // Joint references, per robot cycle (4 ms).
     let lim = kinematics::JointLimits::irb120();
@@ -651,6 +782,7 @@ async fn teach_save_restart_load_and_play() {
         if c1 != c0 + 1 || c2 != c1 + 1 {
             continue;
         }
+        #[allow(clippy::needless_range_loop)]
         for j in 0..6 {
             let v1 = (w[1].q_rad[j] - w[0].q_rad[j]) / 0.004;
             let v2 = (w[2].q_rad[j] - w[1].q_rad[j]) / 0.004;
@@ -662,7 +794,19 @@ async fn teach_save_restart_load_and_play() {
             }
         }
     }
-    eprintln!("playback: worst joint speed {:.0} %, acceleration {:.0} % of the limits", worst_v * 100.0, worst_a * 100.0);
-    assert!(worst_v <= 1.0, "joint speed {:.0} % of its limit", worst_v * 100.0);
-    assert!(worst_a <= 1.0, "joint acceleration {:.0} % of its limit at {where_a}", worst_a * 100.0);
+    eprintln!(
+        "playback: worst joint speed {:.0} %, acceleration {:.0} % of the limits",
+        worst_v * 100.0,
+        worst_a * 100.0
+    );
+    assert!(
+        worst_v <= 1.0,
+        "joint speed {:.0} % of its limit",
+        worst_v * 100.0
+    );
+    assert!(
+        worst_a <= 1.0,
+        "joint acceleration {:.0} % of its limit at {where_a}",
+        worst_a * 100.0
+    );
 }

@@ -97,11 +97,17 @@ pub async fn mounted_payload(
     cell: &CellSection,
 ) -> anyhow::Result<Option<PayloadSpec>> {
     let st = cli::status(s, cell, Some("force")).await?;
-    let p = st.first().and_then(|v| v["detail"]["payload"].as_object().cloned());
+    let p = st
+        .first()
+        .and_then(|v| v["detail"]["payload"].as_object().cloned());
     Ok(p.and_then(|p| {
         let mass_kg = p.get("mass_kg")?.as_f64()?;
         let c = p.get("com_m")?.as_array()?;
-        let com = [c.first()?.as_f64()?, c.get(1)?.as_f64()?, c.get(2)?.as_f64()?];
+        let com = [
+            c.first()?.as_f64()?,
+            c.get(1)?.as_f64()?,
+            c.get(2)?.as_f64()?,
+        ];
         Some(PayloadSpec {
             mass_kg,
             com_m: com,

@@ -493,7 +493,12 @@ async fn run(
         Cmd::Teach { cmd } => {
             let v = match cmd {
                 TeachCmd::Record { label } => {
-                    lead::rpc(&s, &cell, serde_json::json!({ "record": { "label": label.unwrap_or_default() } })).await?
+                    lead::rpc(
+                        &s,
+                        &cell,
+                        serde_json::json!({ "record": { "label": label.unwrap_or_default() } }),
+                    )
+                    .await?
                 }
                 TeachCmd::Undo => lead::rpc(&s, &cell, serde_json::json!({ "undo": {} })).await?,
                 TeachCmd::Clear => lead::rpc(&s, &cell, serde_json::json!({ "clear": {} })).await?,
@@ -510,8 +515,8 @@ async fn run(
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }
         Cmd::Play { name, dir, speed } => {
-            let p = control::program::Program::load(&dir, &name)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let p =
+                control::program::Program::load(&dir, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
             let out = lead::play(&s, &cell, &p, speed, true).await?;
             return Ok(out.phase == common::msg::PlaybackPhase::Done);
         }

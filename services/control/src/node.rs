@@ -245,7 +245,8 @@ impl Validate for ControlConfig {
             let (k, m) = e.split_once(": ").unwrap_or((e.as_str(), "invalid"));
             errors.push(k.to_string(), m.to_string());
         }
-        self.playback.validate(&format!("{prefix}.playback"), errors);
+        self.playback
+            .validate(&format!("{prefix}.playback"), errors);
     }
 }
 
@@ -288,7 +289,6 @@ fn report_end(node: &Node, core: &ControlCore, before: Mode) {
     }
 }
 
-
 fn reply_json(q: &Query, v: serde_json::Value) {
     let key = q.key_expr().clone();
     if let Err(e) = q
@@ -328,7 +328,9 @@ pub enum LeadRequest {
     Undo {},
     Clear {},
     /// Replace the teach buffer with these points (a loaded program's joints, degrees).
-    Load { waypoints: Vec<LoadPoint> },
+    Load {
+        waypoints: Vec<LoadPoint>,
+    },
     /// The teach buffer as program waypoints, with the mounted tool and the arm model.
     List {},
     /// Play a program (checked against the mounted tool, and the payload when given).
@@ -380,7 +382,10 @@ pub fn guide_params(
         }
     }
     if !unknown.is_empty() {
-        return Err(format!("unknown guide parameter(s): {}", unknown.join(", ")));
+        return Err(format!(
+            "unknown guide parameter(s): {}",
+            unknown.join(", ")
+        ));
     }
     let p: GuideParams = serde_json::from_value(v).map_err(|e| format!("guide parameters: {e}"))?;
     let problems = p.problems("guide");
@@ -407,7 +412,10 @@ fn tool_spec(setup: &ControlSetup) -> ToolSpec {
 
 fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
     use serde_json::json;
-    let pose = || l.pose.ok_or("no tool pose yet (is kinematics running?)".to_string());
+    let pose = || {
+        l.pose
+            .ok_or("no tool pose yet (is kinematics running?)".to_string())
+    };
     match req {
         LeadRequest::Guide(over) => {
             let params = guide_params(&l.setup.cfg.guide, &over)?;
@@ -418,7 +426,9 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
         }
         LeadRequest::Record { label } => {
             let p = pose()?;
-            let i = l.teach.record(&label, p.q_rad, from_msg_pose(&p.tcp_in_base), l.now_s)?;
+            let i = l
+                .teach
+                .record(&label, p.q_rad, from_msg_pose(&p.tcp_in_base), l.now_s)?;
             Ok(json!({
                 "index": i,
                 "label": l.teach.points()[i].label,
@@ -453,8 +463,9 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
             let tool = tool_spec(l.setup);
             let mut wps = Vec::new();
             for t in l.teach.points() {
-                let w = crate::program::Waypoint::from_joints(&t.label, &t.q_rad, &l.setup.arm, &tool)
-                    .map_err(|e| format!("waypoint {}: {e}", t.label))?;
+                let w =
+                    crate::program::Waypoint::from_joints(&t.label, &t.q_rad, &l.setup.arm, &tool)
+                        .map_err(|e| format!("waypoint {}: {e}", t.label))?;
                 wps.push(w);
             }
             Ok(json!({ "waypoints": wps, "tool": tool, "arm_model": l.setup.arm_model }))
@@ -484,8 +495,9 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
                 approach_speed_scale: pc.approach_speed_scale,
                 ..Default::default()
             };
-            let traj = JointTrajectory::plan(&program.joint_waypoints(), &limits, &opts, Some(&p.q_rad))
-                .map_err(|e| e.to_string())?;
+            let traj =
+                JointTrajectory::plan(&program.joint_waypoints(), &limits, &opts, Some(&p.q_rad))
+                    .map_err(|e| e.to_string())?;
             let (duration, approach) = (traj.duration(), traj.has_approach());
             let n = program.waypoints.len();
             l.core
