@@ -166,6 +166,10 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../deploy/config/scenarios/lead-through.toml"),
     ),
     (
+        "scenarios/peg-in-hole.toml",
+        include_str!("../../deploy/config/scenarios/peg-in-hole.toml"),
+    ),
+    (
         "scenarios/rc-plant-ramp.toml",
         include_str!("../../deploy/config/scenarios/rc-plant-ramp.toml"),
     ),

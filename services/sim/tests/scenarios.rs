@@ -283,3 +283,38 @@ fn lead_through_scenario_hand_is_set_at_run_time() {
     assert_eq!(t.force_n, weight_only.force_n);
     assert!(s.summary()["hand"]["hand_pos_m"].is_null());
 }
+
+#[test]
+fn peg_in_hole_scenario_lands_off_centre_and_falls_in_over_the_hole() {
+    let c = load("peg-in-hole.toml");
+    assert!(c.validate().is_empty());
+    let s = &c.surfaces[0];
+    assert_eq!(s.kind, SurfaceKind::PlateWithHole);
+    let hole = Vector3::from(s.hole_center_m.unwrap());
+    let clearance = s.hole_radius_m.unwrap() - c.tool.peg_radius_m;
+    assert!((clearance - 1e-4).abs() < 1e-12, "{clearance}");
+    let arm = Arm::irb120();
+    let mut w = World::new(c, arm.clone()).unwrap();
+    // Centred, 10 mm into the hole: nothing touches; the sensor reads the tool's weight.
+    let q = tool_down_at(&arm, hole + Vector3::new(0.0, 0.0, -0.01));
+    let t = w.sensor_wrench(&q, &[0.0; 6], 0.0, 0.001).unwrap();
+    assert!(!t.in_contact);
+    // 3 mm / 2 mm off, 50 µm into the plate: 5 N up, and a torque about the TCP (the face
+    // overhangs the hole on one side).
+    let q = tool_down_at(&arm, hole + Vector3::new(0.003, 0.002, -5e-5));
+    let t = w.sensor_wrench(&q, &[0.0; 6], 0.0, 0.001).unwrap();
+    let f = Vector3::from(t.contact_force_base);
+    assert!((f - Vector3::new(0.0, 0.0, 5.0)).norm() < 1e-6, "{f}");
+    assert!(t.contact_wrench_tcp_base.torque.norm() > 1e-3);
+    // In the hole, 0.15 mm off in +y: the wall pushes back along −y, and the sensor sees the
+    // torque of the wall reaction (10 mm above the TCP at the top edge).
+    let q = tool_down_at(&arm, hole + Vector3::new(0.0, 0.00015, -0.01));
+    let t = w.sensor_wrench(&q, &[0.0; 6], 0.0, 0.001).unwrap();
+    let f = Vector3::from(t.contact_force_base);
+    assert!((f - Vector3::new(0.0, -5.0, 0.0)).norm() < 1e-6, "{f}");
+    assert!(
+        t.contact_sensor.torque.norm() > 0.02,
+        "{}",
+        t.contact_sensor.torque
+    );
+}

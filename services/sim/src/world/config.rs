@@ -17,6 +17,8 @@
 //! mass_kg = 0.5
 //! com_m = [0.0, 0.0, 0.04]             # sensor frame
 //! tip_radius_m = 0.0
+//! peg_radius_m = 0.0                   # the peg (plate_with_hole): radius, length
+//! peg_length_m = 0.05
 //! inertia_kg_m2 = [5.29e-4, 5.29e-4, 2.25e-4]   # about the CoM, sensor axes
 //!
 //! [contact]
@@ -26,7 +28,9 @@
 //! name = "table"
 //! kind = "plane"                       # plane: point_m + normal; box: min_m + max_m;
 //!                                      # cylinder: point_m + axis + radius_m;
-//!                                      # sphere: center_m + radius_m
+//!                                      # sphere: center_m + radius_m;
+//!                                      # plate_with_hole: hole_center_m + normal +
+//!                                      #   hole_radius_m + thickness_m (touched by the peg)
 //! point_m = [0.0, 0.0, 0.2]
 //! normal = [0.0, 0.0, 1.0]
 //! stiffness_n_per_m = 2e4
@@ -70,6 +74,10 @@ pub enum SurfaceKind {
     Cylinder,
     /// Solid sphere: `center_m` and `radius_m`; normal radially outward.
     Sphere,
+    /// A plate with a round through hole, touched by the tool's peg: `hole_center_m` (the
+    /// hole's centre on the top face), `normal` (out of the top face), `hole_radius_m`,
+    /// `thickness_m`.
+    PlateWithHole,
 }
 
 impl SurfaceKind {
@@ -79,6 +87,7 @@ impl SurfaceKind {
             SurfaceKind::Box => "box",
             SurfaceKind::Cylinder => "cylinder",
             SurfaceKind::Sphere => "sphere",
+            SurfaceKind::PlateWithHole => "plate_with_hole",
         }
     }
 }
@@ -105,6 +114,12 @@ pub struct SurfaceParams {
     pub center_m: Option<[f64; 3]>,
     /// Cylinder, sphere: radius (m), in (0, 10].
     pub radius_m: Option<f64>,
+    /// Plate with a hole: the hole's centre on the plate's top face (m, base).
+    pub hole_center_m: Option<[f64; 3]>,
+    /// Plate with a hole: the hole's radius (m), in (0, 1].
+    pub hole_radius_m: Option<f64>,
+    /// Plate with a hole: the plate's thickness (m), in (0, 1].
+    pub thickness_m: Option<f64>,
     /// Normal stiffness K_r (N/m), in [0, 1e9].
     pub stiffness_n_per_m: f64,
     /// Normal damping (N·s/m), in [0, 1e6].
@@ -127,6 +142,9 @@ impl Default for SurfaceParams {
             axis: None,
             center_m: None,
             radius_m: None,
+            hole_center_m: None,
+            hole_radius_m: None,
+            thickness_m: None,
             stiffness_n_per_m: 2e4,
             damping_n_s_per_m: 50.0,
             mu: 0.3,
@@ -207,7 +225,7 @@ impl SurfaceParams {
         let mut e = Vec::new();
         let kind = self.kind.name();
         // Which geometry keys each kind needs; every other geometry key is an error.
-        let keys: [(&str, bool); 7] = [
+        let keys: [(&str, bool); 10] = [
             ("point_m", self.point_m.is_some()),
             ("normal", self.normal.is_some()),
             ("min_m", self.min_m.is_some()),
@@ -215,12 +233,18 @@ impl SurfaceParams {
             ("axis", self.axis.is_some()),
             ("center_m", self.center_m.is_some()),
             ("radius_m", self.radius_m.is_some()),
+            ("hole_center_m", self.hole_center_m.is_some()),
+            ("hole_radius_m", self.hole_radius_m.is_some()),
+            ("thickness_m", self.thickness_m.is_some()),
         ];
         let needed: &[&str] = match self.kind {
             SurfaceKind::Plane => &["point_m", "normal"],
             SurfaceKind::Box => &["min_m", "max_m"],
             SurfaceKind::Cylinder => &["point_m", "axis", "radius_m"],
             SurfaceKind::Sphere => &["center_m", "radius_m"],
+            SurfaceKind::PlateWithHole => {
+                &["hole_center_m", "normal", "hole_radius_m", "thickness_m"]
+            }
         };
         for (k, present) in keys {
             let need = needed.contains(&k);
@@ -245,6 +269,19 @@ impl SurfaceParams {
         }
         if let Some(c) = &self.center_m {
             check_vec(&mut e, &format!("{prefix}.center_m"), c, 10.0);
+        }
+        if let Some(c) = &self.hole_center_m {
+            check_vec(&mut e, &format!("{prefix}.hole_center_m"), c, 10.0);
+        }
+        for (k, v) in [
+            ("hole_radius_m", self.hole_radius_m),
+            ("thickness_m", self.thickness_m),
+        ] {
+            if let Some(v) = v {
+                if !v.is_finite() || v <= 0.0 || v > 1.0 {
+                    e.push(format!("{prefix}.{k}: must be in (0, 1] m (got {v})"));
+                }
+            }
         }
         if let Some(r) = self.radius_m {
             if !r.is_finite() || r <= 0.0 || r > 10.0 {
@@ -311,6 +348,12 @@ impl SurfaceParams {
             SurfaceKind::Sphere => Shape::Sphere {
                 center: Vector3::from(self.center_m?),
                 radius: self.radius_m.filter(|r| r.is_finite() && *r > 0.0)?,
+            },
+            SurfaceKind::PlateWithHole => Shape::PlateWithHole {
+                center: Vector3::from(self.hole_center_m?),
+                normal: unit(self.normal?)?,
+                hole_radius: self.hole_radius_m.filter(|r| r.is_finite() && *r > 0.0)?,
+                thickness: self.thickness_m.filter(|r| r.is_finite() && *r > 0.0)?,
             },
         };
         Some(Surface::new(
@@ -388,6 +431,10 @@ impl WorldConfig {
                 .collect(),
             tip_radius: self.tool.tip_radius_m,
             friction_smoothing: self.contact.friction_smoothing_m_s,
+            peg: super::contact::Peg {
+                radius: self.tool.peg_radius_m,
+                length: self.tool.peg_length_m,
+            },
         }
     }
 }
@@ -597,6 +644,37 @@ mod tests {
             c.surfaces[0].motion.map(|m| m.trigger),
             Some(super::super::trigger::Trigger::Contact)
         );
+        let plate = r#"
+            [tool]
+            peg_radius_m = 0.06
+            peg_length_m = 0.0
+            [[surfaces]]
+            kind = "plate_with_hole"
+            hole_center_m = [0.35, 0.0, 0.2]
+            normal = [0.0, 0.0, 1.0]
+            hole_radius_m = 0.0
+            [[surfaces]]
+            kind = "plate_with_hole"
+            hole_center_m = [0.35, 0.0, 0.2]
+            point_m = [0.35, 0.0, 0.2]
+            normal = [0.0, 0.0, 1.0]
+            hole_radius_m = 0.0051
+            thickness_m = 2.0
+        "#;
+        let e = WorldConfig::from_toml_str(plate).unwrap().validate();
+        for key in [
+            "tool.peg_radius_m: must be in [0, 0.05]",
+            "tool.peg_length_m: must be in (0, 0.5]",
+            "surfaces[0].thickness_m: required for kind = \"plate_with_hole\"",
+            "surfaces[0].hole_radius_m: must be in (0, 1]",
+            "surfaces[1].point_m: not used by kind = \"plate_with_hole\"",
+            "surfaces[1].thickness_m: must be in (0, 1]",
+        ] {
+            assert!(
+                e.iter().any(|m| m.starts_with(key)),
+                "{key} missing in {e:#?}"
+            );
+        }
         let bad = WorldConfig::from_toml_str(
             "[[surfaces]]\nkind = \"torus\"\ncenter_m = [0,0,0]\nradius_m = 1",
         )

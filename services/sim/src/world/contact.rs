@@ -35,7 +35,7 @@
 //! Forces are those **exerted on the tool** by the environment.
 
 use kinematics::{Twist, Wrench};
-use nalgebra::Vector3;
+use nalgebra::{Isometry3, Vector3};
 use serde::{Deserialize, Serialize};
 
 use super::trigger::{Trigger, TriggerClock, TriggerStatus};
@@ -134,6 +134,27 @@ pub enum Shape {
     },
     /// A solid sphere.
     Sphere { center: Vector3<f64>, radius: f64 },
+    /// A plate of `thickness` under its top face (through `center`, outward unit `normal`),
+    /// unbounded laterally, with a round through hole of `hole_radius` whose axis passes
+    /// through `center` along `normal`. No chamfer: the hole's edge is sharp. Touched by the
+    /// tool's peg ([`Peg`]), see [`plate_with_hole_contacts`].
+    PlateWithHole {
+        center: Vector3<f64>,
+        normal: Vector3<f64>,
+        hole_radius: f64,
+        thickness: f64,
+    },
+}
+
+/// The tool's peg: a flat-ended cylinder of `radius` along the tool's z axis whose end face is
+/// centred on the TCP, the body extending `length` back from the TCP (along −z of the tool).
+/// Used by [`Shape::PlateWithHole`] only; the other shapes see the ball tip.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Peg {
+    /// Radius r_p (m), ≥ 0 (0: a needle whose end is a point).
+    pub radius: f64,
+    /// Length L (m), > 0.
+    pub length: f64,
 }
 
 /// A unit vector perpendicular to the unit vector `u` (deterministic).
@@ -171,6 +192,215 @@ fn round_penetration(
     }
     let normal = if dist > 1e-12 { r / dist } else { fallback };
     Some(Penetration { depth, normal })
+}
+
+/// One penetration of the peg into a plate with a hole.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PegPenetration {
+    /// Depth (m), > 0.
+    depth: f64,
+    /// Unit normal from the plate towards the peg (base).
+    normal: Vector3<f64>,
+    /// Where the force acts on the peg (base).
+    point: Vector3<f64>,
+    /// This contact's share of the spring–damper force (the two ends of a wall contact split
+    /// it; 1 otherwise).
+    share: f64,
+}
+
+/// The wall of the hole is modelled while the peg's axis is within 30° of the plate normal.
+const WALL_MAX_TILT_COS: f64 = 0.866_025_403_784_438_6;
+/// The end face is modelled while it faces the plate within 60°.
+const FACE_MAX_TILT_COS: f64 = 0.5;
+/// Pressure-centre sampling of the end face: rings × points per ring.
+const FACE_RINGS: usize = 8;
+const FACE_SPOKES: usize = 32;
+
+/// A plate with a hole at one instant (base): top face through `o` with outward normal `n`.
+#[derive(Debug, Clone, Copy)]
+struct Plate {
+    o: Vector3<f64>,
+    n: Vector3<f64>,
+    radius: f64,
+    thickness: f64,
+}
+
+impl Plate {
+    fn height(&self, x: &Vector3<f64>) -> f64 {
+        self.n.dot(&(x - self.o))
+    }
+
+    /// The part of a vector in the plate's plane.
+    fn flat(&self, v: &Vector3<f64>) -> Vector3<f64> {
+        v - self.n * self.n.dot(v)
+    }
+
+    /// The peg's penetrations: either the end face on the plate's top (one contact) or the
+    /// peg against the hole's wall (up to two: the lower end and the top edge), whichever is
+    /// the smaller way out (see the module docs).
+    fn penetrations(&self, tcp: &Isometry3<f64>, peg: &Peg) -> Vec<PegPenetration> {
+        let c = tcp.translation.vector;
+        let a = tcp.rotation * Vector3::z();
+        let rp = peg.radius.max(0.0);
+        let h_c = self.height(&c);
+        let c_lat = self.flat(&(c - self.o));
+        let face = self.face(&a, rp, h_c, &c_lat);
+        let walls = if h_c < 0.0 && -a.dot(&self.n) >= WALL_MAX_TILT_COS {
+            self.walls(&c, &(-a), rp, peg.length, h_c, &c_lat)
+        } else {
+            Vec::new()
+        };
+        let d_lat = walls.iter().map(|w| w.depth).fold(0.0, f64::max);
+        match face {
+            Some(f) if walls.is_empty() || f.depth <= d_lat => vec![f],
+            _ => walls,
+        }
+    }
+
+    /// The end face (disc of radius `rp` centred `c_lat` in the plate's plane, height `h_c`,
+    /// outward normal `a`) on the solid part of the plate's top: depth of its lowest point over
+    /// the solid, the force at the pressure centre of the overlap.
+    fn face(
+        &self,
+        a: &Vector3<f64>,
+        rp: f64,
+        h_c: f64,
+        c_lat: &Vector3<f64>,
+    ) -> Option<PegPenetration> {
+        let an = a.dot(&self.n);
+        if an > -FACE_MAX_TILT_COS || h_c < -self.thickness {
+            return None;
+        }
+        let e = c_lat.norm();
+        let r = self.radius;
+        if e + rp <= r {
+            return None; // the face fits inside the hole
+        }
+        // Height of the face over the plate point `y` (in the plane): affine in y.
+        let g = -self.flat(a) / an;
+        let h = |y: &Vector3<f64>| h_c + g.dot(&(y - c_lat));
+        let c_hat = if e > 1e-12 {
+            c_lat / e
+        } else {
+            perpendicular(&self.n)
+        };
+        // The lowest point of the face over the solid: the lowest rim point when it is over the
+        // solid, else on the boundary of the overlap (the rim/hole-edge crossings, the hole
+        // edge's lowest point under the face).
+        let mut cands: Vec<Vector3<f64>> = Vec::with_capacity(4);
+        let gn = g.norm();
+        if gn < 1e-12 {
+            cands.push(c_lat + c_hat * rp);
+        } else {
+            let gh = g / gn;
+            let y0 = c_lat - gh * rp;
+            if y0.norm() >= r {
+                cands.push(y0);
+            }
+            let y1 = -gh * r;
+            if (y1 - c_lat).norm() <= rp {
+                cands.push(y1);
+            }
+            if e > 1e-12 && e >= (rp - r).abs() && e <= rp + r {
+                let x = (e * e + r * r - rp * rp) / (2.0 * e);
+                let w = (r * r - x * x).max(0.0).sqrt();
+                let perp = self.n.cross(&c_hat);
+                cands.push(c_hat * x + perp * w);
+                cands.push(c_hat * x - perp * w);
+            }
+            if cands.is_empty() {
+                cands.push(y0);
+            }
+        }
+        let (deepest, h_min) =
+            cands
+                .iter()
+                .map(|y| (*y, h(y)))
+                .fold(
+                    (cands[0], f64::INFINITY),
+                    |b, x| if x.1 < b.1 { x } else { b },
+                );
+        if h_min >= 0.0 {
+            return None;
+        }
+        // Pressure centre: the overlap sampled, each sample weighted by its area and depth.
+        let mut centre = deepest;
+        if rp > 0.0 {
+            let e1 = perpendicular(&self.n);
+            let e2 = self.n.cross(&e1);
+            let (mut sw, mut sy) = (0.0, Vector3::zeros());
+            for i in 0..FACE_RINGS {
+                let rho = rp * (i as f64 + 0.5) / FACE_RINGS as f64;
+                for j in 0..FACE_SPOKES {
+                    let th = std::f64::consts::TAU * j as f64 / FACE_SPOKES as f64;
+                    let y = c_lat + (e1 * th.cos() + e2 * th.sin()) * rho;
+                    if y.norm() < r {
+                        continue;
+                    }
+                    let w = (-h(&y)).max(0.0) * rho;
+                    sw += w;
+                    sy += y * w;
+                }
+            }
+            if sw > 0.0 {
+                centre = sy / sw;
+            }
+        }
+        Some(PegPenetration {
+            depth: -h_min,
+            normal: self.n,
+            point: self.o + centre + self.n * h(&centre),
+            share: 1.0,
+        })
+    }
+
+    /// The peg's side (axis through `c` along `u`, the body's direction, radius `rp`, length
+    /// `len`) against the hole's wall, at the two ends of its stretch inside the plate: the
+    /// lower end (the end face's rim, or the plate's underside edge) and the top edge.
+    fn walls(
+        &self,
+        c: &Vector3<f64>,
+        u: &Vector3<f64>,
+        rp: f64,
+        len: f64,
+        h_c: f64,
+        c_lat: &Vector3<f64>,
+    ) -> Vec<PegPenetration> {
+        let k = self.n.dot(u);
+        let u_lat = self.flat(u);
+        let lo = h_c.max(-self.thickness);
+        let hi = (h_c + k * len).min(0.0);
+        if lo > hi {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(2);
+        let ends: &[f64] = if hi - lo > 1e-12 { &[lo, hi] } else { &[lo] };
+        for &hh in ends {
+            let s = (hh - h_c) / k;
+            let r = c_lat + u_lat * s;
+            let dist = r.norm();
+            let depth = dist + rp - self.radius;
+            if depth <= 0.0 {
+                continue;
+            }
+            let r_hat = if dist > 1e-12 {
+                r / dist
+            } else {
+                perpendicular(&self.n)
+            };
+            out.push(PegPenetration {
+                depth,
+                normal: -r_hat,
+                point: c + u * s + r_hat * rp,
+                share: 1.0,
+            });
+        }
+        let sum: f64 = out.iter().map(|p| p.depth).sum();
+        for p in &mut out {
+            p.share = p.depth / sum;
+        }
+        out
+    }
 }
 
 /// A contact surface with its contact law.
@@ -321,7 +551,80 @@ impl Surface {
             Shape::Sphere { center, radius } => {
                 round_penetration(c - center, radius, rho, Vector3::z())
             }
+            // Touched by the peg only ([`Surface::contacts`]).
+            Shape::PlateWithHole { .. } => None,
         }
+    }
+
+    /// Every contact of this surface with the tool at pose `tcp` (base) moving with
+    /// `tcp_twist`: the ball tip (radius `rho`) for the plain shapes, the `peg` for
+    /// [`Shape::PlateWithHole`].
+    pub fn contacts(
+        &self,
+        tcp: &Isometry3<f64>,
+        tcp_twist: &Twist,
+        rho: f64,
+        peg: &Peg,
+        v_s: f64,
+        t: f64,
+    ) -> Vec<ContactForce> {
+        match self.shape {
+            Shape::PlateWithHole {
+                center,
+                normal,
+                hole_radius,
+                thickness,
+            } => {
+                let plate = Plate {
+                    o: center + self.offset(t),
+                    n: normal,
+                    radius: hole_radius,
+                    thickness,
+                };
+                plate
+                    .penetrations(tcp, peg)
+                    .into_iter()
+                    .filter_map(|p| self.law(p, tcp, tcp_twist, v_s, t))
+                    .collect()
+            }
+            _ => self
+                .contact(&tcp.translation.vector, tcp_twist, rho, v_s, t)
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// The contact law at one penetration of the peg (depth, normal, point, share of the
+    /// spring–damper force).
+    fn law(
+        &self,
+        p: PegPenetration,
+        tcp: &Isometry3<f64>,
+        tcp_twist: &Twist,
+        v_s: f64,
+        t: f64,
+    ) -> Option<ContactForce> {
+        let n = p.normal;
+        let r = p.point - tcp.translation.vector;
+        let v_point = tcp_twist.linear + tcp_twist.angular.cross(&r);
+        let v_rel = v_point - self.velocity(t);
+        let depth_rate = -v_rel.dot(&n);
+        let normal_force =
+            (p.share * (self.stiffness * p.depth + self.damping * depth_rate)).max(0.0);
+        let v_t = v_rel - n * v_rel.dot(&n);
+        let speed = v_t.norm();
+        let friction = if speed > 0.0 && normal_force > 0.0 && self.mu > 0.0 {
+            -v_t * (self.mu * normal_force * (speed / v_s).tanh() / speed)
+        } else {
+            Vector3::zeros()
+        };
+        Some(ContactForce {
+            depth: p.depth,
+            normal: n,
+            normal_force,
+            friction,
+            point: p.point,
+        })
     }
 
     /// Contact force on a tip sphere of radius `rho` centred at the TCP moving with `tcp_twist`
@@ -384,6 +687,8 @@ pub struct ContactModel {
     pub tip_radius: f64,
     /// Friction smoothing speed v_s (m/s), > 0.
     pub friction_smoothing: f64,
+    /// The peg (plates with a hole only).
+    pub peg: Peg,
 }
 
 impl ContactSummary {
@@ -392,11 +697,18 @@ impl ContactSummary {
         let r = c.point - tcp;
         self.wrench_at_tcp.force += f;
         self.wrench_at_tcp.torque += r.cross(&f);
-        self.contacts += 1;
         self.max_depth = self.max_depth.max(c.depth);
         self.normal_force += c.normal_force;
         self.friction_force += c.friction.norm();
     }
+}
+
+/// The tool pointing straight down (tool z along −z of base) at `p`.
+pub fn tool_down(p: &Vector3<f64>) -> Isometry3<f64> {
+    Isometry3::from_parts(
+        nalgebra::Translation3::from(*p),
+        nalgebra::UnitQuaternion::from_axis_angle(&Vector3::x_axis(), std::f64::consts::PI),
+    )
 }
 
 impl ContactModel {
@@ -408,26 +720,41 @@ impl ContactModel {
         }
     }
 
-    /// Sums the contacts of every surface (no trigger changes: see [`ContactModel::step`]).
+    /// Sums the contacts of every surface on the tool at `tcp` pointing straight down (see
+    /// [`ContactModel::evaluate_at`]).
     pub fn evaluate(&self, tcp: &Vector3<f64>, tcp_twist: &Twist, t: f64) -> ContactSummary {
+        self.evaluate_at(&tool_down(tcp), tcp_twist, t)
+    }
+
+    /// Sums the contacts of every surface on the tool at pose `tcp` (no trigger changes: see
+    /// [`ContactModel::step`]).
+    pub fn evaluate_at(&self, tcp: &Isometry3<f64>, tcp_twist: &Twist, t: f64) -> ContactSummary {
         let mut s = ContactSummary::default();
         let v_s = self.v_s();
+        let p = tcp.translation.vector;
         for surf in &self.surfaces {
-            if let Some(c) = surf.contact(tcp, tcp_twist, self.tip_radius, v_s, t) {
-                s.add(&c, tcp);
+            let cs = surf.contacts(tcp, tcp_twist, self.tip_radius, &self.peg, v_s, t);
+            for c in &cs {
+                s.add(c, &p);
             }
+            s.contacts += usize::from(!cs.is_empty());
         }
         s
     }
 
-    /// [`ContactModel::evaluate`] at scenario time `t`, then fires the `contact` trigger of
+    /// [`ContactModel::evaluate_at`] at scenario time `t`, then fires the `contact` trigger of
     /// every surface touched (so a triggered ramp starts counting from `t`).
-    pub fn step(&mut self, tcp: &Vector3<f64>, tcp_twist: &Twist, t: f64) -> ContactSummary {
+    pub fn step(&mut self, tcp: &Isometry3<f64>, tcp_twist: &Twist, t: f64) -> ContactSummary {
         let mut s = ContactSummary::default();
-        let (v_s, rho) = (self.v_s(), self.tip_radius);
+        let (v_s, rho, peg) = (self.v_s(), self.tip_radius, self.peg);
+        let p = tcp.translation.vector;
         for surf in &mut self.surfaces {
-            if let Some(c) = surf.contact(tcp, tcp_twist, rho, v_s, t) {
-                s.add(&c, tcp);
+            let cs = surf.contacts(tcp, tcp_twist, rho, &peg, v_s, t);
+            for c in &cs {
+                s.add(c, &p);
+            }
+            if !cs.is_empty() {
+                s.contacts += 1;
                 surf.trigger.observe(true, t);
             }
         }
@@ -567,6 +894,7 @@ mod tests {
             surfaces: vec![table(0.5, 0.0)],
             tip_radius: 0.01,
             friction_smoothing: 1e-3,
+            peg: Peg::default(),
         };
         let tcp = Vector3::new(0.0, 0.0, 0.109);
         let s = m.evaluate(&tcp, &moving(Vector3::new(1.0, 0.0, 0.0)), 0.0);
@@ -805,30 +1133,235 @@ mod tests {
             surfaces: vec![t],
             tip_radius: 0.0,
             friction_smoothing: 1e-3,
+            peg: Peg::default(),
         };
         let above = Vector3::new(0.0, 0.0, 0.11);
         let touching = Vector3::new(0.0, 0.0, 0.0995);
         // Long after start_s, but no contact yet: the table has not moved.
         for k in 0..3000 {
-            let s = m.step(&above, &still(), k as f64 * 1e-3);
+            let s = m.step(&tool_down(&above), &still(), k as f64 * 1e-3);
             assert_eq!(s.contacts, 0);
         }
         assert_eq!(m.surfaces[0].offset(5.0), Vector3::zeros());
         assert!(m.surfaces[0].trigger_status().armed);
         // First contact at t = 3.0 s (10 N): the ramp starts 0.5 s later.
-        let s = m.step(&touching, &still(), 3.0);
+        let s = m.step(&tool_down(&touching), &still(), 3.0);
         assert!((s.normal_force - 10.0).abs() < 1e-9);
         assert_eq!(m.surfaces[0].trigger.origin(), Some(3.0));
         assert_eq!(m.surfaces[0].offset(3.5), Vector3::zeros());
         assert!((m.surfaces[0].offset(3.6).z + 0.00065).abs() < 1e-12);
         assert_eq!(m.surfaces[0].velocity(3.6), Vector3::new(0.0, 0.0, -0.0065));
         // Losing contact does not restart it; `evaluate` never fires triggers.
-        m.step(&above, &still(), 3.7);
+        m.step(&tool_down(&above), &still(), 3.7);
         assert_eq!(m.surfaces[0].trigger.origin(), Some(3.0));
         m.arm_triggers();
         assert!(m.surfaces[0].trigger_status().armed);
         let _ = m.evaluate(&touching, &still(), 4.0);
         assert!(m.surfaces[0].trigger_status().armed);
+    }
+
+    /// A 20 mm plate, top at z = 0.1, with a 5.1 mm hole at (0.4, 0): a 5 mm peg has 0.1 mm
+    /// of clearance.
+    fn plate(mu: f64, damping: f64) -> ContactModel {
+        ContactModel {
+            surfaces: vec![Surface::new(
+                "plate",
+                Shape::PlateWithHole {
+                    center: Vector3::new(0.4, 0.0, 0.1),
+                    normal: Vector3::z(),
+                    hole_radius: 0.0051,
+                    thickness: 0.02,
+                },
+                1e5,
+                damping,
+                mu,
+                None,
+            )],
+            tip_radius: 0.0,
+            friction_smoothing: 1e-3,
+            peg: Peg {
+                radius: 0.005,
+                length: 0.05,
+            },
+        }
+    }
+
+    fn peg_at(x: f64, y: f64, z: f64) -> Isometry3<f64> {
+        tool_down(&Vector3::new(x, y, z))
+    }
+
+    #[test]
+    fn peg_above_the_hole_falls_in_freely() {
+        let m = plate(0.3, 50.0);
+        // Centred and 0.09 mm off (inside the 0.1 mm clearance), from above the plate through
+        // its whole thickness and out below: nothing touches.
+        for (dx, dy) in [(0.0, 0.0), (0.00009, 0.0), (0.0, -0.00009), (6e-5, 6e-5)] {
+            for k in 0..=400 {
+                let z = 0.11 - k as f64 * 1e-4;
+                let s = m.evaluate_at(
+                    &peg_at(0.4 + dx, dy, z),
+                    &moving(Vector3::new(0.0, 0.0, -0.01)),
+                    0.0,
+                );
+                assert_eq!(s.contacts, 0, "({dx}, {dy}) at z {z}");
+                assert_eq!(s.wrench_at_tcp.force, Vector3::zeros());
+            }
+        }
+    }
+
+    #[test]
+    fn peg_off_centre_lands_on_the_plate() {
+        let m = plate(0.0, 0.0);
+        // 3 mm off in x, 0.1 mm into the plate: K δ = 10 N straight up.
+        let s = m.evaluate_at(&peg_at(0.403, 0.0, 0.0999), &still(), 0.0);
+        assert_eq!(s.contacts, 1);
+        let f = s.wrench_at_tcp.force;
+        assert!((f - Vector3::new(0.0, 0.0, 10.0)).norm() < 1e-9, "{f}");
+        // The face overhangs the hole on its −x side: the plate carries it on the +x side, so
+        // the reaction acts beyond the TCP in +x: τ_y = −r_x F_z < 0, τ_x ≈ 0.
+        let tau = s.wrench_at_tcp.torque;
+        assert!(tau.y < -0.005, "{tau}");
+        assert!(tau.x.abs() < 1e-6 && tau.z.abs() < 1e-9, "{tau}");
+        // Just beyond the clearance (0.15 mm off) and just touching: still carried by the rim.
+        let s = m.evaluate_at(&peg_at(0.40015, 0.0, 0.09999), &still(), 0.0);
+        assert!((s.wrench_at_tcp.force - Vector3::new(0.0, 0.0, 1.0)).norm() < 1e-9);
+        // Far from the hole the whole face bears evenly: no torque.
+        let s = m.evaluate_at(&peg_at(0.43, 0.01, 0.0999), &still(), 0.0);
+        assert!((s.wrench_at_tcp.force.z - 10.0).abs() < 1e-9);
+        assert!(
+            s.wrench_at_tcp.torque.norm() < 1e-9,
+            "{}",
+            s.wrench_at_tcp.torque
+        );
+        // Above the plate: free.
+        assert_eq!(
+            m.evaluate_at(&peg_at(0.403, 0.0, 0.1001), &still(), 0.0)
+                .contacts,
+            0
+        );
+    }
+
+    #[test]
+    fn peg_in_the_hole_pushed_sideways_meets_the_wall() {
+        let m = plate(0.0, 0.0);
+        // 10 mm deep, 0.15 mm off in +x: 0.05 mm into the wall, K δ = 5 N back towards the
+        // axis, shared by the end face's rim and the hole's top edge.
+        let s = m.evaluate_at(&peg_at(0.40015, 0.0, 0.09), &still(), 0.0);
+        let f = s.wrench_at_tcp.force;
+        assert!((f - Vector3::new(-5.0, 0.0, 0.0)).norm() < 1e-9, "{f}");
+        // 2.5 N at the TCP's level and 2.5 N at the top edge 10 mm above it: τ_y = 0.01 × −2.5.
+        let tau = s.wrench_at_tcp.torque;
+        assert!(
+            (tau - Vector3::new(0.0, -0.025, 0.0)).norm() < 1e-9,
+            "{tau}"
+        );
+        // The same along a diagonal.
+        let d = Vector3::new(1.0, 1.0, 0.0).normalize();
+        let p = Vector3::new(0.4, 0.0, 0.09) + d * 0.00015;
+        let s = m.evaluate_at(&tool_down(&p), &still(), 0.0);
+        assert!((s.wrench_at_tcp.force + d * 5.0).norm() < 1e-9);
+        // Friction opposes sliding down along the wall.
+        let m = plate(0.3, 0.0);
+        let s = m.evaluate_at(
+            &peg_at(0.40015, 0.0, 0.09),
+            &moving(Vector3::new(0.0, 0.0, -0.01)),
+            0.0,
+        );
+        let f = s.wrench_at_tcp.force;
+        assert!(f.z > 0.0 && f.z <= 0.3 * 5.0 + 1e-9, "{f}");
+        // A tilted peg (2° about y) centred at its end touches at the top edge only: the axis
+        // crosses the top 10 mm · tan 2° ≈ 0.35 mm off the hole's axis.
+        let tilt = nalgebra::UnitQuaternion::from_axis_angle(&Vector3::y_axis(), 2f64.to_radians());
+        let pose = Isometry3::from_parts(
+            nalgebra::Translation3::new(0.4, 0.0, 0.09),
+            tilt * peg_at(0.0, 0.0, 0.0).rotation,
+        );
+        let s = m.evaluate_at(&pose, &still(), 0.0);
+        assert_eq!(s.contacts, 1);
+        assert!(
+            s.wrench_at_tcp.force.x.abs() > 10.0,
+            "{}",
+            s.wrench_at_tcp.force
+        );
+    }
+
+    #[test]
+    fn plate_forces_are_continuous() {
+        let m = plate(0.3, 0.0);
+        let f = |x: f64, z: f64| {
+            m.evaluate_at(&peg_at(x, 0.0, z), &still(), 0.0)
+                .wrench_at_tcp
+                .force
+        };
+        // Descending at several offsets (1 µm steps): the force grows from zero, its magnitude
+        // without jumps; the vector too while the face stays on the plate (the offset beyond
+        // the clearance exceeds the depth). Deeper than the offset beyond the clearance, the
+        // sharp edge's way out is sideways: the force turns towards the hole's axis at equal
+        // magnitude (the corner).
+        for dx in [0.0, 0.00009, 0.00011, 0.0003, 0.003, 0.0101, 0.02] {
+            let mut prev = f(0.4 + dx, 0.101);
+            assert_eq!(prev, Vector3::zeros());
+            for k in 1..=3000 {
+                let z = 0.101 - k as f64 * 1e-6;
+                let now = f(0.4 + dx, z);
+                assert!(now.iter().all(|v| v.is_finite()));
+                let step = 1e5 * 1e-6 * 1.0001;
+                assert!((now.norm() - prev.norm()).abs() <= step, "dx {dx} z {z}");
+                if 0.1 - z < dx - 0.0001 - 2e-6 || dx < 0.0001 {
+                    assert!((now - prev).norm() <= step, "dx {dx} z {z}: {prev} → {now}");
+                }
+                prev = now;
+            }
+        }
+        // Sliding across the hole's edge on the plate, pressing 0.05 mm (5 N): the magnitude
+        // changes by no more than K × the step; where the face's way out (up) and the wall's
+        // (sideways) are equal the direction turns — the sharp corner.
+        for z in [0.09995, 0.0999, 0.095] {
+            let mut prev = f(0.41, z).norm();
+            for k in 1..=12000 {
+                let x = 0.41 - k as f64 * 1e-6;
+                let now = f(x, z).norm();
+                assert!(now.is_finite());
+                assert!(
+                    (now - prev).abs() <= 1e5 * 1e-6 * 1.0001,
+                    "z {z} x {x}: {prev} → {now}"
+                );
+                prev = now;
+            }
+        }
+    }
+
+    proptest! {
+        /// Any pose near the hole, any motion: finite, never pulling, friction bounded.
+        #[test]
+        fn plate_contact_is_finite_and_never_pulls(
+            p in proptest::array::uniform3(-0.012f64..0.012),
+            tilt in proptest::array::uniform2(-0.7f64..0.7),
+            v in proptest::array::uniform3(-0.5f64..0.5),
+            w in proptest::array::uniform3(-2.0f64..2.0),
+            d in 0.0f64..500.0,
+        ) {
+            let m = plate(0.4, d);
+            let rot = nalgebra::UnitQuaternion::from_euler_angles(tilt[0], tilt[1], 0.0)
+                * peg_at(0.0, 0.0, 0.0).rotation;
+            let pose = Isometry3::from_parts(
+                nalgebra::Translation3::new(0.4 + p[0], p[1], 0.1 + p[2]),
+                rot,
+            );
+            let tw = Twist::new(Vector3::from(v), Vector3::from(w));
+            let s = &m.surfaces[0];
+            for c in s.contacts(&pose, &tw, 0.0, &m.peg, 1e-3, 0.0) {
+                prop_assert!(c.depth > 0.0 && c.depth.is_finite());
+                prop_assert!((c.normal.norm() - 1.0).abs() < 1e-9);
+                prop_assert!(c.normal_force >= 0.0 && c.normal_force.is_finite());
+                prop_assert!(c.point.iter().all(|x| x.is_finite()));
+                prop_assert!(c.force().dot(&c.normal) >= -1e-9);
+                prop_assert!(c.friction.norm() <= 0.4 * c.normal_force * (1.0 + 1e-12));
+            }
+            let sum = m.evaluate_at(&pose, &tw, 0.0);
+            prop_assert!(sum.wrench_at_tcp.force.iter().all(|x| x.is_finite()));
+            prop_assert!(sum.wrench_at_tcp.torque.iter().all(|x| x.is_finite()));
+        }
     }
 
     proptest! {

@@ -36,7 +36,7 @@ pub mod tool;
 pub mod trigger;
 
 pub use config::{ContactParams, SurfaceKind, SurfaceParams, WorldConfig};
-pub use contact::{ContactModel, ContactSummary, Ramp, Shape, Surface};
+pub use contact::{ContactModel, ContactSummary, Peg, Ramp, Shape, Surface};
 pub use hand::{Hand, HandOutput, HandParams};
 pub use rc_plant::{PlanarRamp, PlantState, RcPlant, RcPlantParams, RcSurface};
 pub use servo::{ServoModel, ServoParams};
@@ -240,7 +240,7 @@ impl World {
         let twist = Twist::from_vector(&tw);
         let p_tcp = tcp.translation.vector;
 
-        let c = self.contact.step(&p_tcp, &twist, t);
+        let c = self.contact.step(&tcp, &twist, t);
         self.hand.observe_contact(c.contacts > 0, t);
         let h = self.hand.step(&p_tcp, &twist.linear, t, dt);
         let hand_w = Wrench::new(h.force, h.torque);

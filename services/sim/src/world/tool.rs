@@ -33,6 +33,12 @@ pub struct ToolParams {
     pub com_m: [f64; 3],
     /// Radius of the contact tip sphere centred on the TCP (m), in [0, 0.1]. 0 = a point.
     pub tip_radius_m: f64,
+    /// Radius of the peg (m), in [0, 0.05]: a flat-ended cylinder along the tool's z axis whose
+    /// end face is centred on the TCP. Only plates with a hole (`plate_with_hole`) see the
+    /// peg; the other surfaces see the ball tip. 0 = a needle (its end a point).
+    pub peg_radius_m: f64,
+    /// Length of the peg back from the TCP (m), in (0, 0.5].
+    pub peg_length_m: f64,
     /// Principal moments of inertia about the centre of mass, along the sensor axes
     /// (kg·m²): `[Ixx, Iyy, Izz]`, each in [0, 1], satisfying the triangle inequality
     /// (`Ixx + Iyy ≥ Izz`, …) as every rigid body does.
@@ -45,6 +51,8 @@ impl Default for ToolParams {
             mass_kg: 0.5,
             com_m: [0.0, 0.0, 0.04],
             tip_radius_m: 0.0,
+            peg_radius_m: 0.0,
+            peg_length_m: 0.05,
             // A 0.5 kg solid cylinder of radius 30 mm and length 100 mm along sensor z:
             // Ixx = Iyy = m (3r² + L²) / 12, Izz = m r² / 2.
             inertia_kg_m2: [5.29e-4, 5.29e-4, 2.25e-4],
@@ -73,6 +81,18 @@ impl ToolParams {
             e.push(format!(
                 "{prefix}.tip_radius_m: must be in [0, 0.1] m (got {})",
                 self.tip_radius_m
+            ));
+        }
+        if !self.peg_radius_m.is_finite() || !(0.0..=0.05).contains(&self.peg_radius_m) {
+            e.push(format!(
+                "{prefix}.peg_radius_m: must be in [0, 0.05] m (got {})",
+                self.peg_radius_m
+            ));
+        }
+        if !self.peg_length_m.is_finite() || self.peg_length_m <= 0.0 || self.peg_length_m > 0.5 {
+            e.push(format!(
+                "{prefix}.peg_length_m: must be in (0, 0.5] m (got {})",
+                self.peg_length_m
             ));
         }
         let i = self.inertia_kg_m2;
