@@ -101,6 +101,7 @@ async fn short_form_of_every_experiment_meets_its_gates() {
         "sine-force-step",
         "force-ramp",
         "contour",
+        "peg-in-hole",
     ] {
         let dir = out_dir(name);
         let (ok, out, err) = c.cli(&[

@@ -42,6 +42,11 @@ pub const NAMES: &[&str] = &[
     "sine-force-step",
     "force-ramp",
     "contour",
+    "peg-in-hole",
+    // Lead-through (crate::leadexp).
+    "lead-through-axes",
+    "lead-through-45",
+    "teach-playback",
 ];
 
 const TASK_FIG7: &str = include_str!("../../../tasks/rc-fig7-force-step.toml");
@@ -142,6 +147,7 @@ fn paper(name: &str) -> Value {
         "force-ramp" => json!({
             "figure": "Raibert & Craig 1981, Fig. 10 (force ramp at constant position)",
         }),
+        "peg-in-hole" => crate::peg::paper(),
         "contour" => json!({
             "figure": "contour following with a tracking constraint frame (no paper figure; the hybrid issue's target)",
         }),
@@ -429,6 +435,18 @@ pub async fn run(
     name: &str,
     opts: &Options,
 ) -> anyhow::Result<Value> {
+    if name == "peg-in-hole" {
+        return crate::peg::run(s, cell, opts).await;
+    }
+    if crate::leadexp::NAMES.contains(&name) {
+        let lo = crate::leadexp::Options {
+            out: opts.out.clone(),
+            progress: opts.progress,
+            world: opts.world.clone(),
+            short: opts.short,
+        };
+        return crate::leadexp::run(s, cell, name, &lo).await;
+    }
     let rate = opts.rate_hz.unwrap_or_else(|| default_rate(name));
     anyhow::ensure!(
         rate.is_finite() && (10.0..=1000.0).contains(&rate),
@@ -542,7 +560,7 @@ pub fn fmt_value(v: &Value) -> String {
 }
 
 /// Moves the tool (pointing down) to `xyz_mm` and waits until it is still there.
-async fn place(s: &Session, cell: &CellSection, xyz_mm: [f64; 3]) -> anyhow::Result<()> {
+pub(crate) async fn place(s: &Session, cell: &CellSection, xyz_mm: [f64; 3]) -> anyhow::Result<()> {
     let pose =
         kinematics::pose::pose_from_abb(xyz_mm, [0.0, 0.0, 1.0, 0.0]).context("placement pose")?;
     let target = kinematics::node::to_msg_pose(&pose);
@@ -553,7 +571,7 @@ async fn place(s: &Session, cell: &CellSection, xyz_mm: [f64; 3]) -> anyhow::Res
 }
 
 /// Tares, retrying while the estimate settles.
-async fn tare(s: &Session, cell: &CellSection) -> anyhow::Result<()> {
+pub(crate) async fn tare(s: &Session, cell: &CellSection) -> anyhow::Result<()> {
     let key = force::node::rpc_key(&cell.id, "tare");
     let mut last = None;
     for _ in 0..40 {
@@ -1079,6 +1097,11 @@ pub fn markdown(results: &[(Value, String)]) -> String {
         if let Some(f) = v["paper"]["figure"].as_str() {
             if name == "contour" {
                 md.push_str(&format!("{f}. The law runs every EGM cycle (250 Hz)"));
+            } else if crate::leadexp::NAMES.contains(&name) {
+                md.push_str(&format!(
+                    "{f}. The guiding law runs every EGM cycle (250 Hz); the operator is the \
+                     simulator's scripted hand (docs/simulator.md), scored on the ground truth"
+                ));
             } else {
                 md.push_str(&format!(
                     "{f}. Plant law rate {} Hz (the arm's: every EGM cycle, 250 Hz)",
@@ -1133,6 +1156,16 @@ pub fn markdown(results: &[(Value, String)]) -> String {
             "max_force_error_n",
             "contact_lost",
             "max_position_error_m",
+            "response_time_s",
+            "step_m",
+            "rms_path_deviation_m",
+            "path_length_m",
+            "time_to_target_s",
+            "guide_force_at_0_1_m_s_n",
+            "max_waypoint_error_m",
+            "progress",
+            "max_joint_speed_fraction",
+            "max_joint_accel_fraction",
         ];
         let cases: Vec<&Value> = v["cases"].as_array().into_iter().flatten().collect();
         let present: Vec<&str> = keys
@@ -1211,6 +1244,7 @@ pub async fn command(
     sets: &[String],
     req: Request,
 ) -> anyhow::Result<bool> {
+    crate::leadexp::set_config(config, sets);
     let names: Vec<&str> = if req.name == "all" {
         NAMES.to_vec()
     } else {

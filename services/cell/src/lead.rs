@@ -203,6 +203,7 @@ pub async fn play(
     cell: &CellSection,
     program: &Program,
     speed_scale: f64,
+    cartesian: bool,
     progress: bool,
 ) -> anyhow::Result<PlayOutcome> {
     let sub = s
@@ -218,6 +219,7 @@ pub async fn play(
             "program": program,
             "speed_scale": speed_scale,
             "mounted_payload": payload,
+            "cartesian": cartesian,
         }}),
     )
     .await?;

@@ -2,9 +2,12 @@
 //! offline kinematics commands ([`kin`]).
 
 pub mod cli;
+pub mod demo;
 pub mod experiment;
 pub mod hybrid;
 pub mod identify;
 pub mod launcher;
 pub mod lead;
+pub mod leadexp;
+pub mod peg;
 pub mod plot;

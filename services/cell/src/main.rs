@@ -154,6 +154,19 @@ enum Cmd {
         #[arg(long)]
         docs: Option<std::path::PathBuf>,
     },
+    /// The cell doing its job, end to end: starts a private simulated cell (unless one runs),
+    /// tares, identifies the payload, hand-guides (scripted operator) through three waypoints
+    /// while teaching them, saves and plays the program back, presses 10 N on a table while
+    /// tracing a line, and the peg-in-hole when available; prints a summary table and writes
+    /// plots and report.html into --out. Exits non-zero when a step misses its tolerance.
+    Demo {
+        /// Output directory (default out/demo).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Leave out the peg-in-hole.
+        #[arg(long)]
+        no_peg: bool,
+    },
     /// Hand guiding (lead-through): starts guiding and streams the deadman keep-alive from this
     /// terminal until Ctrl-C or --seconds (then the arm decelerates and holds). Laws:
     /// admittance (default), stiffness (Cai et al.), staircase (baseline).
@@ -185,6 +198,9 @@ enum Cmd {
         /// Speed scale in (0, 1].
         #[arg(long, default_value_t = 1.0)]
         speed: f64,
+        /// Straight TCP lines between the waypoints (default: synchronised joint moves).
+        #[arg(long)]
+        cartesian: bool,
     },
     /// Pause, resume or stop the running playback.
     Playback {
@@ -463,9 +479,14 @@ async fn run(
         let cfg = args.cfg.config.as_deref();
         return cell::experiment::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
     }
+    if let Cmd::Demo { out, no_peg } = args.cmd {
+        let req = cell::demo::Request { out, no_peg };
+        let cfg = args.cfg.config.as_deref();
+        return cell::demo::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
+    }
     let s = cli::session(&args.bus, &cell).await?;
     match args.cmd {
-        Cmd::Up | Cmd::Router | Cmd::Kin { .. } | Cmd::Experiment { .. } => {}
+        Cmd::Up | Cmd::Router | Cmd::Kin { .. } | Cmd::Experiment { .. } | Cmd::Demo { .. } => {}
         Cmd::Guide {
             law,
             params,
@@ -514,10 +535,15 @@ async fn run(
             };
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }
-        Cmd::Play { name, dir, speed } => {
+        Cmd::Play {
+            name,
+            dir,
+            speed,
+            cartesian,
+        } => {
             let p =
                 control::program::Program::load(&dir, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let out = lead::play(&s, &cell, &p, speed, true).await?;
+            let out = lead::play(&s, &cell, &p, speed, cartesian, true).await?;
             return Ok(out.phase == common::msg::PlaybackPhase::Done);
         }
         Cmd::Playback { cmd } => {

@@ -32,6 +32,8 @@ pub struct Series {
     pub color: RGBColor,
     pub dashed: bool,
     pub width: u32,
+    /// Draw each point as a circle (no line between them).
+    pub markers: bool,
 }
 
 impl Series {
@@ -42,6 +44,14 @@ impl Series {
             color,
             dashed: false,
             width: 2,
+            markers: false,
+        }
+    }
+    /// Points as circles (e.g. waypoints).
+    pub fn points(label: &str, points: Vec<(f64, f64)>, color: RGBColor) -> Self {
+        Series {
+            markers: true,
+            ..Series::line(label, points, color)
         }
     }
     pub fn dashed(mut self) -> Self {
@@ -76,6 +86,8 @@ pub const REFERENCE: RGBColor = RGBColor(0, 0, 0);
 pub const MEASURED: RGBColor = RGBColor(31, 119, 180);
 pub const RAW: RGBColor = RGBColor(190, 190, 190);
 pub const ESTIMATE: RGBColor = RGBColor(255, 127, 14);
+pub const THIRD: RGBColor = RGBColor(44, 160, 44);
+pub const FOURTH: RGBColor = RGBColor(214, 39, 40);
 
 /// Writes `stem.svg` and `stem.png` (`size` pixels).
 pub fn write(fig: &Figure, dir: &Path, stem: &str, size: (u32, u32)) -> anyhow::Result<()> {
@@ -170,7 +182,12 @@ where
                 .copied()
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
                 .collect();
-            let anno = if s.dashed {
+            let anno = if s.markers {
+                let filled = style.filled();
+                chart
+                    .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, filled)))
+                    .map_err(e)?
+            } else if s.dashed {
                 chart
                     .draw_series(DashedLineSeries::new(pts, 6, 4, style))
                     .map_err(e)?

@@ -24,7 +24,7 @@ use nalgebra::{Isometry3, Vector3};
 
 use crate::guide::{GuideInput, GuideParams, GuideReport, GuideRun};
 use crate::hybrid::{ArmInput, ArmRun, StepReport};
-use crate::trajectory::{Playback, PlaybackSample, PlaybackState};
+use crate::trajectory::{CartesianPlayback, Playback, PlaybackState, SegmentKind};
 
 /// What a hybrid task needs beyond its message: gains and limits resolved from the task or
 /// control's configuration, and the contact stiffness per axis of {C} (force feedforward).
@@ -133,9 +133,9 @@ pub struct ControlCore {
     guide_report: Option<GuideReport>,
     /// The deadman keep-alive is fresh (set by the shell before each step).
     deadman: bool,
-    pending_play: Option<(String, Playback)>,
-    play: Option<(String, Playback)>,
-    play_report: Option<PlaybackSample>,
+    pending_play: Option<(String, PlayRun)>,
+    play: Option<(String, PlayRun)>,
+    play_report: Option<PlayReport>,
     play_last_s: Option<f64>,
     /// The robot cycle of this step and the robot's cycle period (s), when the shell knows
     /// them: playback advances by whole cycles (uniform steps: the receive-time jitter left in
@@ -471,7 +471,7 @@ impl ControlCore {
 
     /// Starts a planned playback (its first segment starts at the measured joints) on the
     /// next step, as a new motion.
-    pub fn request_play(&mut self, name: String, playback: Playback) -> Result<(), ModeError> {
+    pub fn request_play(&mut self, name: String, playback: PlayRun) -> Result<(), ModeError> {
         let boot = self.may_move()?;
         self.enter(Mode::Playback);
         self.pending_play = Some((name, playback));
@@ -487,17 +487,20 @@ impl ControlCore {
             .or(self.pending_play.as_mut())
             .filter(|_| self.mode == Mode::Playback)
             .ok_or(ModeError::NotPlaying)?;
-        Ok(match cmd {
-            PlayCommand::Pause => pb.pause(),
-            PlayCommand::Resume => pb.resume(),
-            PlayCommand::Stop => pb.stop(),
+        Ok(match (cmd, pb) {
+            (PlayCommand::Pause, PlayRun::Joint(p)) => p.pause(),
+            (PlayCommand::Resume, PlayRun::Joint(p)) => p.resume(),
+            (PlayCommand::Stop, PlayRun::Joint(p)) => p.stop(),
+            (PlayCommand::Pause, PlayRun::Cartesian(p)) => p.pause(),
+            (PlayCommand::Resume, PlayRun::Cartesian(p)) => p.resume(),
+            (PlayCommand::Stop, PlayRun::Cartesian(p)) => p.stop(),
         })
     }
 
     /// The running (or last) playback: its program name and newest sample.
-    pub fn play_report(&self) -> Option<(&str, &PlaybackSample, &Playback)> {
-        let (n, pb) = self.play.as_ref()?;
-        Some((n.as_str(), self.play_report.as_ref()?, pb))
+    pub fn play_report(&self) -> Option<(&str, &PlayReport)> {
+        let (n, _) = self.play.as_ref()?;
+        Some((n.as_str(), self.play_report.as_ref()?))
     }
 
     /// The newest hybrid step's report (also the final one of an aborted task).
@@ -655,7 +658,6 @@ impl ControlCore {
                 if let Some(p) = self.pending_play.take() {
                     self.play = Some(p);
                 }
-                let (_, pb) = self.play.as_mut()?;
                 let dt = match (self.cycle, self.play_last_cycle, self.play_last_s) {
                     (Some((c, p)), Some(lc), _) => (c.wrapping_sub(lc) as f64 * p).clamp(0.0, 0.05),
                     (None, _, Some(l)) => (now_s - l).clamp(0.0, 0.05),
@@ -663,16 +665,69 @@ impl ControlCore {
                 };
                 self.play_last_s = Some(now_s);
                 self.play_last_cycle = self.cycle.map(|c| c.0);
-                let sample = pb.step(dt);
-                if !sample.q.iter().all(|v| v.is_finite()) {
-                    self.end_motion("playback produced a non-finite reference".into());
-                    return None;
-                }
-                self.play_report = Some(sample);
-                Some(CartesianTarget::Joints { q_rad: sample.q })
+                let (_, run) = self.play.as_mut()?;
+                let (target, report) = match run {
+                    PlayRun::Joint(pb) => {
+                        let sample = pb.step(dt);
+                        let traj = pb.trajectory();
+                        let seg = traj.segments().get(sample.segment);
+                        let report = PlayReport {
+                            state: sample.state,
+                            approach: seg.is_some_and(|s| s.kind == SegmentKind::Approach),
+                            waypoint: seg.map_or(0, |s| s.waypoint),
+                            waypoints: traj.waypoints().len(),
+                            progress: sample.progress,
+                            t_s: sample.tau,
+                            duration_s: traj.duration(),
+                            q_ref: Some(sample.q),
+                        };
+                        if !sample.q.iter().all(|v| v.is_finite()) {
+                            self.end_motion("playback produced a non-finite reference".into());
+                            return None;
+                        }
+                        (CartesianTarget::Joints { q_rad: sample.q }, report)
+                    }
+                    PlayRun::Cartesian(pb) => {
+                        let sample = pb.step(dt);
+                        let report = PlayReport {
+                            state: sample.state,
+                            approach: sample.approach,
+                            waypoint: sample.waypoint,
+                            waypoints: pb.waypoints(),
+                            progress: sample.progress,
+                            t_s: sample.tau,
+                            duration_s: sample.duration,
+                            q_ref: None,
+                        };
+                        (CartesianTarget::Pose(to_msg_pose(&sample.pose)), report)
+                    }
+                };
+                self.play_report = Some(report);
+                Some(target)
             }
         }
     }
+}
+
+/// A playback: joint-space (default) or Cartesian lines (on request).
+#[derive(Debug, Clone)]
+pub enum PlayRun {
+    Joint(Playback),
+    Cartesian(CartesianPlayback),
+}
+
+/// The newest playback step, for the bus and the status.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlayReport {
+    pub state: PlaybackState,
+    pub approach: bool,
+    pub waypoint: usize,
+    pub waypoints: usize,
+    pub progress: f64,
+    pub t_s: f64,
+    pub duration_s: f64,
+    /// The joint reference sent (joint playback).
+    pub q_ref: Option<[f64; 6]>,
 }
 
 /// Operator commands of a running playback.

@@ -151,7 +151,7 @@ impl Default for GuideParams {
             osc_corner_hz: 3.0,
             osc_window_s: 0.15,
             osc_threshold_m_s: 0.01,
-            max_damping_scale: 6.0,
+            max_damping_scale: 10.0,
             damping_rise_per_s: 20.0,
             damping_decay_s: 2.0,
             step_m: 0.01,

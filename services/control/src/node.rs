@@ -16,12 +16,15 @@ use kinematics::node::from_msg_pose;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    core::{ControlCore, HybridSetup, PlayCommand, WrenchInput},
+    core::{ControlCore, HybridSetup, PlayCommand, PlayRun, WrenchInput},
     guide::GuideParams,
     hybrid::{self, PlantInput, PlantRun, StepReport},
     program::{MountTolerance, PayloadSpec, Program, ToolSpec},
     teach::{DwellRule, TeachBuffer},
-    trajectory::{JointTrajectory, PlanOptions, Playback, TrajLimits},
+    trajectory::{
+        CartesianLimits, CartesianPlayback, CartesianTrajectory, JointTrajectory, PlanOptions,
+        Playback, TrajLimits,
+    },
 };
 use zenoh::{query::Query, Wait};
 
@@ -341,6 +344,9 @@ pub enum LeadRequest {
         /// The payload the force service identified (the CLI reads it from force's status).
         #[serde(default)]
         mounted_payload: Option<PayloadSpec>,
+        /// Straight TCP lines between the waypoints (default: joint-space moves).
+        #[serde(default)]
+        cartesian: bool,
     },
     Pause {},
     Resume {},
@@ -474,6 +480,7 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
             program,
             speed_scale,
             mounted_payload,
+            cartesian,
         } => {
             let p = pose()?;
             program.check().map_err(|e| e.to_string())?;
@@ -495,16 +502,26 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
                 approach_speed_scale: pc.approach_speed_scale,
                 ..Default::default()
             };
-            let traj =
-                JointTrajectory::plan(&program.joint_waypoints(), &limits, &opts, Some(&p.q_rad))
-                    .map_err(|e| e.to_string())?;
-            let (duration, approach) = (traj.duration(), traj.has_approach());
             let n = program.waypoints.len();
+            let (run, duration, approach) = if cartesian {
+                cartesian_play(&program, l.setup, &limits, speed_scale, p)?
+            } else {
+                let traj = JointTrajectory::plan(
+                    &program.joint_waypoints(),
+                    &limits,
+                    &opts,
+                    Some(&p.q_rad),
+                )
+                .map_err(|e| e.to_string())?;
+                let (duration, approach) = (traj.duration(), traj.has_approach());
+                (PlayRun::Joint(Playback::new(traj)), duration, approach)
+            };
             l.core
-                .request_play(program.name.clone(), Playback::new(traj))
+                .request_play(program.name.clone(), run)
                 .map_err(|e| e.to_string())?;
             Ok(json!({
                 "playing": program.name,
+                "cartesian": cartesian,
                 "waypoints": n,
                 "duration_s": duration,
                 "approach": approach,
@@ -521,6 +538,68 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
             Ok(json!({ "state": format!("{st:?}") }))
         }
     }
+}
+
+/// Plans straight TCP lines through the program's waypoints (their joints' FK with the mounted
+/// tool), after a line from the measured pose at the approach speed when the robot is away
+/// from the first waypoint; each line is slowed where the IK along it would exceed the joint
+/// speed or acceleration budget (sampled at the robot cycle, nearest-branch IK).
+fn cartesian_play(
+    program: &Program,
+    setup: &ControlSetup,
+    limits: &TrajLimits,
+    speed_scale: f64,
+    pose: &common::msg::ToolPose,
+) -> Result<(PlayRun, f64, bool), String> {
+    let arm = &setup.arm;
+    let mut poses = Vec::new();
+    for (i, q) in program.joint_waypoints().iter().enumerate() {
+        poses.push(arm.fk(&q.q).map_err(|e| format!("waypoint {i}: {e}"))?);
+    }
+    let here = from_msg_pose(&pose.tcp_in_base);
+    let first = poses
+        .first()
+        .copied()
+        .ok_or("the program has no waypoints")?;
+    let away = (here.translation.vector - first.translation.vector).norm() > 1e-3
+        || here.rotation.angle_to(&first.rotation) > 0.5f64.to_radians();
+    let fit = |tr: &mut CartesianTrajectory, q0: [f64; 6]| -> Result<(), String> {
+        let mut prev = q0;
+        tr.fit_joint_limits(
+            |p| {
+                let s = arm.ik_nearest(p, &prev).ok()?;
+                prev = s.q;
+                Some(s.q)
+            },
+            limits,
+            0.004,
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    let cl = CartesianLimits::default();
+    let approach = if away {
+        let mut a = CartesianTrajectory::plan(
+            &[here, first],
+            &cl,
+            (speed_scale * setup.cfg.playback.approach_speed_scale).min(1.0),
+        )
+        .map_err(|e| e.to_string())?;
+        fit(&mut a, pose.q_rad)?;
+        Some(a)
+    } else {
+        None
+    };
+    let mut main =
+        CartesianTrajectory::plan(&poses, &cl, speed_scale).map_err(|e| e.to_string())?;
+    let q_first = program
+        .joint_waypoints()
+        .first()
+        .map_or(pose.q_rad, |w| w.q);
+    fit(&mut main, q_first)?;
+    let pb = CartesianPlayback::new(approach, main);
+    let d = pb.duration();
+    Ok((PlayRun::Cartesian(pb), d, away))
 }
 
 fn playback_phase(
@@ -761,12 +840,9 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     }
                 }
                 if before == Mode::Playback {
-                    if let Some((name, sample, pb)) = core.play_report() {
-                        let traj = pb.trajectory();
-                        let seg = traj.segments().get(sample.segment);
-                        let approach = seg.is_some_and(|s| s.kind == crate::trajectory::SegmentKind::Approach);
+                    if let Some((name, r)) = core.play_report() {
                         let phase = if core.mode() == Mode::Playback {
-                            playback_phase(sample.state, approach)
+                            playback_phase(r.state, r.approach)
                         } else {
                             common::msg::PlaybackPhase::Aborted
                         };
@@ -776,12 +852,12 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                             motion_id,
                             program: name.to_string(),
                             phase,
-                            waypoint: seg.map_or(0, |s| s.waypoint as u32),
-                            waypoints: traj.waypoints().len() as u32,
-                            progress: sample.progress.clamp(0.0, 1.0),
-                            t_s: sample.tau,
-                            duration_s: traj.duration(),
-                            q_ref_rad: sample.q,
+                            waypoint: r.waypoint as u32,
+                            waypoints: r.waypoints as u32,
+                            progress: r.progress.clamp(0.0, 1.0),
+                            t_s: r.t_s,
+                            duration_s: r.duration_s,
+                            q_ref_rad: r.q_ref.unwrap_or(pose.q_rad),
                         });
                     }
                 }
@@ -821,8 +897,8 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     })),
                     "enables_received": enable_count,
                     "teach_waypoints": teach.len(),
-                    "playback": core.play_report().map(|(n, s, _)| serde_json::json!({
-                        "program": n, "state": format!("{:?}", s.state), "progress": s.progress,
+                    "playback": core.play_report().map(|(n, r)| serde_json::json!({
+                        "program": n, "state": format!("{:?}", r.state), "progress": r.progress,
                     })),
                 }));
             }

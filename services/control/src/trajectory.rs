@@ -1255,6 +1255,232 @@ impl CartesianTrajectory {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Cartesian playback (lines between waypoints, on request)
+// ---------------------------------------------------------------------------------------------
+
+/// Ramp time of the Cartesian playback's rate for pause, resume and stop (s): at the 0.25 m/s
+/// TCP bound the ramp adds at most 0.25 m/s² along the path.
+pub const CARTESIAN_RATE_RAMP_S: f64 = 1.0;
+
+/// One step of a [`CartesianPlayback`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CartesianPlaySample {
+    pub pose: Isometry3<f64>,
+    pub state: PlaybackState,
+    /// In the reduced-speed approach to the first waypoint.
+    pub approach: bool,
+    /// Index of the program waypoint being approached.
+    pub waypoint: usize,
+    /// Path time done and total (s; approach included).
+    pub tau: f64,
+    pub duration: f64,
+    pub progress: f64,
+}
+
+/// Plays straight TCP lines through the program's poses, optionally after a reduced-speed
+/// approach line from where the robot is; pause, resume and stop ramp the path rate linearly
+/// over [`CARTESIAN_RATE_RAMP_S`]. The caller sends each pose as a Cartesian target (the
+/// kinematics service solves the IK on the current branch).
+#[derive(Debug, Clone)]
+pub struct CartesianPlayback {
+    approach: Option<CartesianTrajectory>,
+    main: CartesianTrajectory,
+    tau: f64,
+    rate: f64,
+    target_rate: f64,
+    state: PlaybackState,
+}
+
+impl CartesianPlayback {
+    /// `approach` (from the measured pose to the first waypoint) is optional.
+    pub fn new(approach: Option<CartesianTrajectory>, main: CartesianTrajectory) -> Self {
+        Self {
+            approach,
+            main,
+            tau: 0.0,
+            rate: 1.0,
+            target_rate: 1.0,
+            state: PlaybackState::Running,
+        }
+    }
+
+    fn approach_s(&self) -> f64 {
+        self.approach.as_ref().map_or(0.0, |a| a.duration())
+    }
+
+    /// Number of program waypoints.
+    pub fn waypoints(&self) -> usize {
+        self.main.poses().len()
+    }
+
+    pub fn duration(&self) -> f64 {
+        self.approach_s() + self.main.duration()
+    }
+
+    pub fn state(&self) -> PlaybackState {
+        self.state
+    }
+
+    pub fn pause(&mut self) -> PlaybackState {
+        if matches!(self.state, PlaybackState::Running) {
+            self.state = PlaybackState::Pausing;
+            self.target_rate = 0.0;
+        }
+        self.state
+    }
+
+    pub fn resume(&mut self) -> PlaybackState {
+        if matches!(self.state, PlaybackState::Pausing | PlaybackState::Paused) {
+            self.state = PlaybackState::Running;
+            self.target_rate = 1.0;
+        }
+        self.state
+    }
+
+    pub fn stop(&mut self) -> PlaybackState {
+        if !self.state.is_final() {
+            self.state = PlaybackState::Stopping;
+            self.target_rate = 0.0;
+        }
+        self.state
+    }
+
+    /// Advances by `dt` (s) and returns the pose to command.
+    pub fn step(&mut self, dt: f64) -> CartesianPlaySample {
+        if dt.is_finite() && dt > 0.0 && !self.state.is_final() {
+            let dr = dt / CARTESIAN_RATE_RAMP_S;
+            self.rate = if self.target_rate > self.rate {
+                (self.rate + dr).min(self.target_rate)
+            } else {
+                (self.rate - dr).max(self.target_rate)
+            };
+            self.tau = (self.tau + self.rate * dt).min(self.duration());
+            if self.rate == 0.0 {
+                self.state = match self.state {
+                    PlaybackState::Pausing => PlaybackState::Paused,
+                    PlaybackState::Stopping => PlaybackState::Stopped,
+                    s => s,
+                };
+            }
+            if self.tau >= self.duration() {
+                self.state = PlaybackState::Done;
+            }
+        }
+        let a = self.approach_s();
+        let (pose, approach, waypoint) = match &self.approach {
+            Some(tr) if self.tau < a => (tr.sample(self.tau).pose, true, 0),
+            _ => {
+                let smp = self.main.sample(self.tau - a);
+                let wp = if self.state == PlaybackState::Done {
+                    self.main.poses().len().saturating_sub(1)
+                } else {
+                    (smp.segment + 1).min(self.main.poses().len().saturating_sub(1))
+                };
+                (smp.pose, false, wp)
+            }
+        };
+        let d = self.duration();
+        CartesianPlaySample {
+            pose,
+            state: self.state,
+            approach,
+            waypoint,
+            tau: self.tau,
+            duration: d,
+            progress: if self.state == PlaybackState::Done || d <= 0.0 {
+                1.0
+            } else {
+                (self.tau / d).clamp(0.0, 1.0)
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod cartesian_playback_tests {
+    use super::*;
+    use nalgebra::{Translation3, UnitQuaternion, Vector3};
+
+    fn at(x: f64, y: f64) -> Isometry3<f64> {
+        Isometry3::from_parts(
+            Translation3::new(x, y, 0.4),
+            UnitQuaternion::from_axis_angle(&Vector3::y_axis(), std::f64::consts::PI),
+        )
+    }
+
+    #[test]
+    fn lines_pass_every_pose_pause_resume_and_finish_exactly() {
+        let poses = [at(0.4, 0.0), at(0.4, 0.1), at(0.3, 0.1)];
+        let main =
+            CartesianTrajectory::plan(&poses, &CartesianLimits::default(), 1.0).expect("plan");
+        let approach = CartesianTrajectory::plan(
+            &[at(0.35, -0.05), poses[0]],
+            &CartesianLimits::default(),
+            0.2,
+        )
+        .expect("approach");
+        let mut pb = CartesianPlayback::new(Some(approach), main);
+        let dt = 0.004;
+        let mut closest = [f64::INFINITY; 3];
+        let mut paused_at = None;
+        let mut last = pb.step(0.0);
+        assert!(last.approach);
+        let mut max_step: f64 = 0.0;
+        for k in 0..20_000 {
+            if k == 400 {
+                pb.pause();
+            }
+            if pb.state() == PlaybackState::Paused && paused_at.is_none() {
+                paused_at = Some(last.pose.translation.vector);
+            }
+            if k == 1200 {
+                assert_eq!(pb.state(), PlaybackState::Paused);
+                pb.resume();
+            }
+            let s = pb.step(dt);
+            max_step =
+                max_step.max((s.pose.translation.vector - last.pose.translation.vector).norm());
+            // Straight lines: every point of the main part is on one of the two lines.
+            for (i, p) in poses.iter().enumerate() {
+                closest[i] =
+                    closest[i].min((s.pose.translation.vector - p.translation.vector).norm());
+            }
+            last = s;
+            if s.state == PlaybackState::Done {
+                break;
+            }
+        }
+        assert_eq!(last.state, PlaybackState::Done);
+        assert_eq!(last.progress, 1.0);
+        assert_eq!(last.pose.translation.vector, poses[2].translation.vector);
+        assert!(closest.iter().all(|c| *c < 1e-5), "{closest:?}");
+        assert!(paused_at.is_some());
+        // Never faster than the 0.25 m/s bound per 4 ms step.
+        assert!(max_step <= 0.25 * dt + 1e-9, "{max_step}");
+    }
+
+    #[test]
+    fn stop_ramps_down_and_ends_on_the_path() {
+        let poses = [at(0.4, 0.0), at(0.4, 0.3)];
+        let main =
+            CartesianTrajectory::plan(&poses, &CartesianLimits::default(), 1.0).expect("plan");
+        let mut pb = CartesianPlayback::new(None, main);
+        for _ in 0..100 {
+            pb.step(0.004);
+        }
+        pb.stop();
+        let mut s = pb.step(0.004);
+        for _ in 0..1000 {
+            s = pb.step(0.004);
+        }
+        assert_eq!(s.state, PlaybackState::Stopped);
+        let y = s.pose.translation.y;
+        assert!(y > 0.0 && y < 0.3, "{y}");
+        assert!(s.progress < 1.0);
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::needless_range_loop)]
 mod tests {
