@@ -1,0 +1,1463 @@
+//! Lead-through experiments (`cell experiment lead-through-axes | lead-through-45 |
+//! teach-playback`) and the scripted-operator helpers they share with `cell demo` and the
+//! whole-cell tests.
+//!
+//! The operator is the simulator's scripted hand (`docs/simulator.md`, "Operator hand"), set
+//! through the scenario RPC; guiding is started on control's `control/rpc/lead` queryable and
+//! kept alive by streaming `control/enable` ([`crate::lead`]). Every pull is scored on the
+//! simulator's ground truth (`sim/truth`: TCP position, the hand's force) and on what control
+//! commanded (`control/guide_state`); playback also on what kinematics sent robot-io
+//! (`kin/joint_cmd`, per robot cycle). Control sees only the F/T sensor and the joints.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, OnceLock},
+    time::Duration,
+};
+
+use anyhow::Context;
+use common::{
+    codec,
+    config::CellSection,
+    msg::{GuideState, JointCommand, PlaybackPhase, SimTruth},
+    service::{ConfigArgs, Loader},
+    topic,
+};
+use kinematics::{config::ArmSection, Arm};
+use nalgebra::Vector3;
+use serde_json::{json, Value};
+use zenoh::Session;
+
+use crate::{
+    cli, lead,
+    plot::{self, Figure, Panel, Series},
+};
+
+/// The lead-through experiments, in the order `cell experiment all` runs them.
+pub const NAMES: &[&str] = &["lead-through-axes", "lead-through-45", "teach-playback"];
+
+/// The free-space scenario with the (disabled) operator hand.
+pub const SCENARIO: &str = "scenarios/lead-through.toml";
+
+/// An operator pulling on purpose: a firmer arm than the scenario's relaxed 100 N/m (human
+/// endpoint stiffness is a few hundred N/m in posture tasks).
+const MUSCLE_N_PER_M: f64 = 300.0;
+
+/// Cai's step d (`[control.guide] step_m` default).
+const STEP_M: f64 = 0.01;
+
+/// The robot cycle (EGM, s).
+const CYCLE_S: f64 = 0.004;
+
+static CONFIG: OnceLock<(Option<PathBuf>, Vec<String>)> = OnceLock::new();
+
+/// The cell config this process was started with (file and `--set`s), for the arm and the
+/// payload identification poses. Without it the built-in defaults are used.
+pub fn set_config(config: Option<&Path>, sets: &[String]) {
+    let _ = CONFIG.set((config.map(Path::to_path_buf), sets.to_vec()));
+}
+
+/// The configured arm and the payload identification poses (degrees).
+pub fn arm_and_poses() -> anyhow::Result<(Arm, Vec<[f64; 6]>)> {
+    let (config, set) = CONFIG.get().cloned().unwrap_or_default();
+    let args = ConfigArgs {
+        config,
+        set,
+        check_config: false,
+    };
+    let mut l = Loader::new(&args).map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    let arm: ArmSection = l.section("arm");
+    let force: force::node::ForceConfig = l.section("force");
+    l.finish().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    let arm = arm
+        .build()
+        .map_err(|e| anyhow::anyhow!("[arm]: {}", e.join("; ")))?;
+    Ok((arm, force.identification_poses_deg))
+}
+
+/// `cell payload identify`: visits the poses, captures a static average at each, identifies
+/// (mass, centre of mass, offsets). Returns the force service's answer.
+pub async fn payload_identify(
+    s: &Session,
+    cell: &CellSection,
+    speed_mm_s: f64,
+    progress: bool,
+) -> anyhow::Result<Value> {
+    let (arm, poses) = arm_and_poses()?;
+    let timeout = Duration::from_secs(10);
+    cli::request(s, &force::node::rpc_key(&cell.id, "clear"), None, timeout).await?;
+    for (k, q_deg) in poses.iter().enumerate() {
+        let q = q_deg.map(f64::to_radians);
+        let target = arm.fk(&q).map_err(|e| anyhow::anyhow!("pose {k}: {e}"))?;
+        let pose = kinematics::node::to_msg_pose(&target);
+        cli::move_to(s, cell, pose, speed_mm_s * 1e-3, 60f64.to_radians()).await?;
+        cli::wait_at_pose(s, cell, &pose, Duration::from_secs(30))
+            .await
+            .with_context(|| format!("pose {k} {q_deg:?}"))?;
+        cli::request(s, &force::node::rpc_key(&cell.id, "capture"), None, timeout)
+            .await
+            .with_context(|| format!("capture at pose {k}"))?;
+        if progress {
+            eprintln!("      payload pose {}/{} captured", k + 1, poses.len());
+        }
+    }
+    cli::request(
+        s,
+        &force::node::rpc_key(&cell.id, "identify"),
+        None,
+        timeout,
+    )
+    .await
+}
+
+/// One request to the simulator's scenario RPC.
+pub async fn scenario(s: &Session, cell: &CellSection, body: Value) -> anyhow::Result<Value> {
+    let key = format!("cell/{}/sim/rpc/scenario", cell.id);
+    cli::request(s, &key, Some(body.to_string()), Duration::from_secs(3))
+        .await
+        .with_context(|| format!("scenario {body}"))
+}
+
+/// Moves the tool (pointing down) to `xyz_mm` at `speed_mm_s` and waits until it is still.
+pub async fn place(
+    s: &Session,
+    cell: &CellSection,
+    xyz_mm: [f64; 3],
+    speed_mm_s: f64,
+) -> anyhow::Result<()> {
+    let pose =
+        kinematics::pose::pose_from_abb(xyz_mm, [0.0, 0.0, 1.0, 0.0]).context("placement pose")?;
+    let target = kinematics::node::to_msg_pose(&pose);
+    let mut last = None;
+    // A second attempt when the first move ended early (e.g. robot-io held on an EGM
+    // silence of the loaded host: the motion ends and must be commanded again).
+    for attempt in 0..2 {
+        cli::move_to(s, cell, target, speed_mm_s * 1e-3, 45f64.to_radians()).await?;
+        match cli::wait_at_pose(s, cell, &target, Duration::from_secs(20)).await {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                if attempt == 0 {
+                    eprintln!("      move to {xyz_mm:?} mm not settled ({e}); commanding it again");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("move failed")))
+        .with_context(|| format!("moving to {xyz_mm:?} mm"))
+}
+
+/// Tares, retrying while the estimate settles (the force service refuses a tare while the
+/// wrench is not static).
+pub async fn tare(s: &Session, cell: &CellSection) -> anyhow::Result<()> {
+    let key = force::node::rpc_key(&cell.id, "tare");
+    let mut last = None;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        match cli::request(s, &key, None, Duration::from_secs(10)).await {
+            Ok(_) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("tare failed")))
+}
+
+/// [`place`] then [`tare`].
+pub async fn place_and_tare(
+    s: &Session,
+    cell: &CellSection,
+    xyz_mm: [f64; 3],
+    speed_mm_s: f64,
+) -> anyhow::Result<()> {
+    place(s, cell, xyz_mm, speed_mm_s).await?;
+    tare(s, cell).await.context("tare")
+}
+
+/// What the recorder collected.
+#[derive(Default, Debug, Clone)]
+pub struct Rec {
+    pub truth: Vec<SimTruth>,
+    pub guide: Vec<GuideState>,
+    pub joint_cmd: Vec<JointCommand>,
+}
+
+/// Records `sim/truth`, `control/guide_state` and `kin/joint_cmd` while alive.
+pub struct Recorder {
+    rec: Arc<Mutex<Rec>>,
+    _subs: Vec<zenoh::pubsub::Subscriber<()>>,
+}
+
+impl Recorder {
+    pub async fn start(s: &Session, cell: &CellSection) -> anyhow::Result<Recorder> {
+        let rec = Arc::new(Mutex::new(Rec::default()));
+        let mut subs = Vec::new();
+        let r = rec.clone();
+        subs.push(
+            s.declare_subscriber(topic::SIM_TRUTH.key(&cell.id))
+                .callback(move |smp| {
+                    if let Ok(m) = codec::decode::<SimTruth>(&smp.payload().to_bytes()) {
+                        if let Ok(mut g) = r.lock() {
+                            g.truth.push(m);
+                        }
+                    }
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!("subscribe sim/truth: {e}"))?,
+        );
+        let r = rec.clone();
+        subs.push(
+            s.declare_subscriber(topic::GUIDE_STATE.key(&cell.id))
+                .callback(move |smp| {
+                    if let Ok(m) = codec::decode::<GuideState>(&smp.payload().to_bytes()) {
+                        if let Ok(mut g) = r.lock() {
+                            g.guide.push(m);
+                        }
+                    }
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!("subscribe guide_state: {e}"))?,
+        );
+        let r = rec.clone();
+        subs.push(
+            s.declare_subscriber(topic::JOINT_COMMAND.key(&cell.id))
+                .callback(move |smp| {
+                    if let Ok(m) = codec::decode::<JointCommand>(&smp.payload().to_bytes()) {
+                        if let Ok(mut g) = r.lock() {
+                            g.joint_cmd.push(m);
+                        }
+                    }
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!("subscribe joint_cmd: {e}"))?,
+        );
+        Ok(Recorder { rec, _subs: subs })
+    }
+
+    /// Everything recorded since the last `take` (and clears it).
+    pub fn take(&self) -> Rec {
+        self.rec
+            .lock()
+            .map(|mut g| std::mem::take(&mut *g))
+            .unwrap_or_default()
+    }
+
+    /// The TCP position from the newest truth sample (m); waits up to 5 s for one.
+    pub async fn tcp_now(&self) -> anyhow::Result<Vector3<f64>> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(p) = self
+                .rec
+                .lock()
+                .ok()
+                .and_then(|g| g.truth.last().map(|t| Vector3::from(t.tcp_in_base_m)))
+            {
+                return Ok(p);
+            }
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "no sim/truth within 5 s (is the cell a simulated one?)"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// One scripted pull.
+#[derive(Debug, Clone)]
+pub struct PullSpec {
+    pub label: String,
+    /// The guide request (`{"law": "admittance"}`, parameter overrides).
+    pub guide: Value,
+    /// Direction of the pull (base axes).
+    pub dir: Vector3<f64>,
+    pub length_m: f64,
+    pub speed_m_s: f64,
+    /// Grasp stiffness (N/m).
+    pub grasp_n_per_m: f64,
+    /// The hand lets go this long after the end of its path (s).
+    pub release_after_s: f64,
+    /// Recorded after the release (s).
+    pub settle_s: f64,
+}
+
+impl PullSpec {
+    pub fn new(label: &str, law: &str, dir: Vector3<f64>, length_m: f64) -> PullSpec {
+        PullSpec {
+            label: label.into(),
+            guide: json!({ "law": law }),
+            dir,
+            length_m,
+            speed_m_s: 0.1,
+            grasp_n_per_m: 300.0,
+            release_after_s: 2.0,
+            settle_s: 1.0,
+        }
+    }
+}
+
+/// The scenario request of a hand pull from `from` along `dir`.
+pub fn hand_request(from: &Vector3<f64>, p: &PullSpec) -> Value {
+    let to = from + p.dir.normalize() * p.length_m;
+    json!({
+        "set": {
+            "hand.enabled": true,
+            "hand.path": [[from.x, from.y, from.z], [to.x, to.y, to.z]],
+            "hand.speed_m_s": p.speed_m_s,
+            "hand.stiffness_n_per_m": p.grasp_n_per_m,
+            "hand.release_after_s": p.release_after_s,
+            "hand.start_s": 0.3,
+            "hand.muscle_stiffness_n_per_m": MUSCLE_N_PER_M,
+        },
+        "reset": true,
+    })
+}
+
+/// Streams the deadman keep-alive until the returned sender is sent or dropped.
+pub fn hold_enable(s: &Session, cell: &CellSection) -> tokio::sync::oneshot::Sender<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let (s, cell) = (s.clone(), cell.clone());
+    tokio::spawn(async move {
+        let stop = async {
+            let _ = rx.await;
+        };
+        let _ = lead::stream_enable(&s, &cell, None, stop).await;
+    });
+    tx
+}
+
+/// What one pull gave (SI units).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Pull {
+    pub label: String,
+    /// From the hand force reaching 3 N to the TCP having moved 1 mm along the pull (s).
+    pub response_time_s: f64,
+    /// RMS and max distance of the TCP from the pull line while moving (m).
+    pub rms_path_deviation_m: f64,
+    pub max_path_deviation_m: f64,
+    /// Distance travelled along the pull (m).
+    pub path_length_m: f64,
+    /// From the hand force reaching 3 N to the TCP at 90 % of the pull's length (s).
+    pub time_to_target_s: Option<f64>,
+    /// Mean |hand force| while the TCP moved at 0.1 m/s ± 20 % (N).
+    pub guide_force_at_0_1_m_s_n: Option<f64>,
+    /// Largest commanded TCP speed (m/s), and the TCP speed from the truth (m/s).
+    pub max_cmd_speed_m_s: f64,
+    pub max_tcp_speed_m_s: f64,
+    /// Stepping laws: the step lengths (m) from the commanded positions at step ends.
+    pub steps_m: Vec<f64>,
+    pub max_damping_scale: f64,
+}
+
+/// One pull with the guide session of `p`, from the current TCP; returns its score and the
+/// record (truth time starts at 0 with the hand's reset).
+pub async fn pull(
+    s: &Session,
+    cell: &CellSection,
+    rec: &Recorder,
+    p: &PullSpec,
+) -> anyhow::Result<(Pull, Rec)> {
+    scenario(s, cell, json!({ "set": { "hand.enabled": false } })).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let from = rec.tcp_now().await?;
+    lead::rpc(s, cell, json!({ "guide": p.guide }))
+        .await
+        .with_context(|| format!("{}: guide refused", p.label))?;
+    let en = hold_enable(s, cell);
+    rec.take();
+    scenario(s, cell, hand_request(&from, p)).await?;
+    let secs = 0.3 + p.length_m / p.speed_m_s + p.release_after_s + p.settle_s;
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    let data = rec.take();
+    let _ = en.send(());
+    let score = score(&p.label, &data, &from, &p.dir, p.length_m)?;
+    Ok((score, data))
+}
+
+/// Scores a pull from `from` along `dir`.
+pub fn score(
+    label: &str,
+    rec: &Rec,
+    from: &Vector3<f64>,
+    dir: &Vector3<f64>,
+    length_m: f64,
+) -> anyhow::Result<Pull> {
+    let u = dir.normalize();
+    let tr = &rec.truth;
+    anyhow::ensure!(
+        tr.len() > 100,
+        "{label}: too few truth samples ({})",
+        tr.len()
+    );
+    let t_force = tr
+        .iter()
+        .find(|t| Vector3::from(t.hand_force_base_n).norm() >= 3.0)
+        .map(|t| t.t_s);
+    let t_move = tr
+        .iter()
+        .find(|t| (Vector3::from(t.tcp_in_base_m) - from).dot(&u) >= 0.001)
+        .map(|t| t.t_s);
+    let t_target = tr
+        .iter()
+        .find(|t| (Vector3::from(t.tcp_in_base_m) - from).dot(&u) >= 0.9 * length_m)
+        .map(|t| t.t_s);
+    let response_time_s = match (t_force, t_move) {
+        (Some(a), Some(b)) => (b - a).max(0.0),
+        _ => f64::INFINITY,
+    };
+    let mut dev = Vec::new();
+    let mut along: f64 = 0.0;
+    let mut speeds = Vec::new();
+    let mut forces = Vec::new();
+    for w in tr.windows(2) {
+        let p = Vector3::from(w[1].tcp_in_base_m) - from;
+        let a = p.dot(&u);
+        along = along.max(a);
+        let dt = w[1].t_s - w[0].t_s;
+        if dt <= 0.0 {
+            continue;
+        }
+        let v = (Vector3::from(w[1].tcp_in_base_m) - Vector3::from(w[0].tcp_in_base_m)) / dt;
+        speeds.push(v.norm());
+        if a > 0.002 {
+            dev.push((p - u * a).norm());
+        }
+        if (v.norm() - 0.1).abs() < 0.02 {
+            forces.push(Vector3::from(w[1].hand_force_base_n).norm());
+        }
+    }
+    let rms = (dev.iter().map(|d| d * d).sum::<f64>() / dev.len().max(1) as f64).sqrt();
+    let max_dev = dev.iter().fold(0.0f64, |m, d| m.max(*d));
+    let mut steps_m = Vec::new();
+    let mut prev = rec
+        .guide
+        .first()
+        .map_or(*from, |g| Vector3::from(g.tcp_cmd_m));
+    for w in rec.guide.windows(2) {
+        if w[1].steps > w[0].steps {
+            let e = Vector3::from(w[1].tcp_cmd_m);
+            steps_m.push((e - prev).norm());
+            prev = e;
+        }
+    }
+    Ok(Pull {
+        label: label.into(),
+        response_time_s,
+        rms_path_deviation_m: rms,
+        max_path_deviation_m: max_dev,
+        path_length_m: along,
+        time_to_target_s: t_force.zip(t_target).map(|(a, b)| (b - a).max(0.0)),
+        guide_force_at_0_1_m_s_n: (forces.len() > 20)
+            .then(|| forces.iter().sum::<f64>() / forces.len() as f64),
+        max_cmd_speed_m_s: rec
+            .guide
+            .iter()
+            .map(|g| Vector3::from(g.twist.linear_m_s).norm())
+            .fold(0.0, f64::max),
+        max_tcp_speed_m_s: speeds.iter().fold(0.0, |m, v| m.max(*v)),
+        steps_m,
+        max_damping_scale: rec
+            .guide
+            .iter()
+            .map(|g| g.damping_scale)
+            .fold(1.0, f64::max),
+    })
+}
+
+/// Writes the truth of a pull as CSV.
+pub fn write_truth_csv(path: &Path, rec: &Rec) -> anyhow::Result<()> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    writeln!(
+        f,
+        "t_s,tcp_x_m,tcp_y_m,tcp_z_m,hand_fx_n,hand_fy_n,hand_fz_n,hand_active"
+    )?;
+    for t in &rec.truth {
+        writeln!(
+            f,
+            "{},{},{},{},{},{},{},{}",
+            t.t_s,
+            t.tcp_in_base_m[0],
+            t.tcp_in_base_m[1],
+            t.tcp_in_base_m[2],
+            t.hand_force_base_n[0],
+            t.hand_force_base_n[1],
+            t.hand_force_base_n[2],
+            u8::from(t.hand_active)
+        )?;
+    }
+    f.flush()?;
+    Ok(())
+}
+
+fn write_guide_csv(path: &Path, rec: &Rec) -> anyhow::Result<()> {
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    writeln!(
+        f,
+        "t_s,enabled,force_x_n,force_y_n,force_z_n,cmd_x_m,cmd_y_m,cmd_z_m,vx_m_s,vy_m_s,vz_m_s,steps,damping_scale"
+    )?;
+    for g in &rec.guide {
+        writeln!(
+            f,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            g.t_s,
+            u8::from(g.enabled),
+            g.force_n[0],
+            g.force_n[1],
+            g.force_n[2],
+            g.tcp_cmd_m[0],
+            g.tcp_cmd_m[1],
+            g.tcp_cmd_m[2],
+            g.twist.linear_m_s[0],
+            g.twist.linear_m_s[1],
+            g.twist.linear_m_s[2],
+            g.steps,
+            g.damping_scale
+        )?;
+    }
+    f.flush()?;
+    Ok(())
+}
+
+/// A target of a metric; `gate`: `cell experiment` fails when it is not met.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub metric: &'static str,
+    pub op: &'static str,
+    pub value: Value,
+    pub gate: bool,
+    pub source: &'static str,
+}
+
+pub fn target(
+    metric: &'static str,
+    op: &'static str,
+    value: Value,
+    gate: bool,
+    source: &'static str,
+) -> Target {
+    Target {
+        metric,
+        op,
+        value,
+        gate,
+        source,
+    }
+}
+
+/// Checks `metrics` against `targets`: the checks (JSON, as `cell experiment`'s) and whether
+/// every gate held.
+pub fn checks(metrics: &serde_json::Map<String, Value>, targets: &[Target]) -> (Vec<Value>, bool) {
+    let mut out = Vec::new();
+    let mut passed = true;
+    for tg in targets {
+        let v = metrics.get(tg.metric).cloned().unwrap_or(Value::Null);
+        let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
+        let pass = match tg.op {
+            "<=" => num(&v) <= num(&tg.value),
+            ">=" => num(&v) >= num(&tg.value),
+            "==" => v == tg.value,
+            _ => false,
+        };
+        if tg.gate && !pass {
+            passed = false;
+        }
+        out.push(json!({
+            "metric": tg.metric, "op": tg.op, "target": tg.value, "value": v,
+            "pass": pass, "gate": tg.gate, "source": tg.source,
+        }));
+    }
+    (out, passed)
+}
+
+/// The paper's figure and what it reports, per experiment.
+pub fn paper(name: &str) -> Value {
+    match name {
+        "lead-through-axes" => json!({
+            "figure": "Cai et al. 2017, Figs. 6–7 (hand-guided moves along the tool's x, y and z; stiffness law with steps of d)",
+            "response_time_s_below": 1.0,
+            "step_m": STEP_M,
+        }),
+        "lead-through-45" => json!({
+            "figure": "Cai et al. 2017, Fig. 8 (a 45° pull between tool x and y: a smooth straight path with direction prediction, a staircase per axis without)",
+            "path": "smooth 45° line",
+        }),
+        "teach-playback" => json!({
+            "figure": "teach by hand, save, play back (no paper figure; the lead-through issue's targets)",
+        }),
+        _ => Value::Null,
+    }
+}
+
+/// Options of a lead-through experiment.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub out: PathBuf,
+    pub progress: bool,
+    /// Scenario `set` key paths applied after the scenario is loaded.
+    pub world: serde_json::Map<String, Value>,
+    pub short: bool,
+}
+
+/// One scored case.
+struct CaseOut {
+    label: String,
+    metrics: serde_json::Map<String, Value>,
+    checks: Vec<Value>,
+    note: Option<String>,
+    passed: bool,
+}
+
+fn case_json(c: &CaseOut) -> Value {
+    json!({
+        "label": c.label,
+        "metrics": Value::Object(c.metrics.clone()),
+        "checks": c.checks,
+        "note": c.note,
+    })
+}
+
+fn progress_line(c: &CaseOut) -> String {
+    c.checks
+        .iter()
+        .map(|ch| {
+            format!(
+                "{} {} ({} {} {}){}",
+                ch["metric"].as_str().unwrap_or("?"),
+                crate::experiment::fmt_value(&ch["value"]),
+                ch["op"].as_str().unwrap_or("?"),
+                crate::experiment::fmt_value(&ch["target"]),
+                if ch["pass"] == true { "✓" } else { "✗" },
+                if ch["gate"] == true { "" } else { " goal" },
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Loads the lead-through scenario (and the operator's `--world` settings).
+pub async fn load_scenario(
+    s: &Session,
+    cell: &CellSection,
+    world: &serde_json::Map<String, Value>,
+) -> anyhow::Result<()> {
+    scenario(s, cell, json!({ "load": SCENARIO })).await?;
+    if !world.is_empty() {
+        scenario(
+            s,
+            cell,
+            json!({"set": Value::Object(world.clone()), "reset": true}),
+        )
+        .await
+        .context("--world")?;
+    }
+    Ok(())
+}
+
+/// Runs lead-through experiment `name`; writes its files; returns the metrics JSON
+/// (`{"experiment", "rate_hz", "cases", "paper", "passed"}`, as [`crate::experiment::run`]).
+pub async fn run(
+    s: &Session,
+    cell: &CellSection,
+    name: &str,
+    opts: &Options,
+) -> anyhow::Result<Value> {
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("creating {}", opts.out.display()))?;
+    let rec = Recorder::start(s, cell).await?;
+    // Above everything before the world changes.
+    place(s, cell, [400.0, 0.0, 400.0], 150.0).await?;
+    load_scenario(s, cell, &opts.world).await?;
+    let (cases, fig) = match name {
+        "lead-through-axes" => axes(s, cell, &rec, opts).await?,
+        "lead-through-45" => forty_five(s, cell, &rec, opts).await?,
+        "teach-playback" => {
+            let r = teach_playback(s, cell, &rec, &opts.out, opts.progress).await?;
+            let fig = teach_figure(&r);
+            (vec![teach_case(&r)], fig)
+        }
+        other => anyhow::bail!("unknown lead-through experiment {other:?}"),
+    };
+    let cols = fig.cols;
+    plot::write(
+        &fig,
+        &opts.out,
+        name,
+        ((420 * cols as u32).clamp(900, 1500), 620),
+    )?;
+    let passed = cases.iter().all(|c| c.passed);
+    let out = json!({
+        "experiment": name,
+        "rate_hz": 1.0 / CYCLE_S,
+        "short": opts.short,
+        "world": Value::Object(opts.world.clone()),
+        "cases": cases.iter().map(case_json).collect::<Vec<_>>(),
+        "paper": paper(name),
+        "passed": passed,
+    });
+    std::fs::write(
+        opts.out.join("metrics.json"),
+        serde_json::to_string_pretty(&out)?,
+    )
+    .with_context(|| format!("writing {}/metrics.json", opts.out.display()))?;
+    Ok(out)
+}
+
+fn pull_metrics(p: &Pull) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert(
+        "response_time_s".into(),
+        json!(p.response_time_s.is_finite().then_some(p.response_time_s)),
+    );
+    m.insert("path_length_m".into(), json!(p.path_length_m));
+    m.insert("rms_path_deviation_m".into(), json!(p.rms_path_deviation_m));
+    m.insert("max_path_deviation_m".into(), json!(p.max_path_deviation_m));
+    m.insert("time_to_target_s".into(), json!(p.time_to_target_s));
+    m.insert(
+        "guide_force_at_0_1_m_s_n".into(),
+        json!(p.guide_force_at_0_1_m_s_n),
+    );
+    m.insert("max_cmd_speed_m_s".into(), json!(p.max_cmd_speed_m_s));
+    m.insert("max_tcp_speed_m_s".into(), json!(p.max_tcp_speed_m_s));
+    m.insert("max_damping_scale".into(), json!(p.max_damping_scale));
+    if !p.steps_m.is_empty() {
+        let n = p.steps_m.len() as f64;
+        m.insert("steps".into(), json!(p.steps_m.len()));
+        m.insert("step_m".into(), json!(p.steps_m.iter().sum::<f64>() / n));
+        m.insert(
+            "max_step_error_m".into(),
+            json!(p
+                .steps_m
+                .iter()
+                .map(|s| (s - STEP_M).abs())
+                .fold(0.0, f64::max)),
+        );
+    }
+    m
+}
+
+/// The first truth time of a record (plots start at 0 with the pull).
+pub fn t0(rec: &Rec) -> f64 {
+    rec.truth.first().map_or(0.0, |t| t.t_s)
+}
+
+/// Displacement along `u` from `from` (mm) vs time from the start of the record.
+pub fn along_mm(rec: &Rec, from: &Vector3<f64>, u: &Vector3<f64>) -> Vec<(f64, f64)> {
+    rec.truth
+        .iter()
+        .map(|t| {
+            (
+                t.t_s - t0(rec),
+                (Vector3::from(t.tcp_in_base_m) - from).dot(u) * 1e3,
+            )
+        })
+        .collect()
+}
+
+/// The hand's position along `u` from `from` (mm) while it holds the tool.
+pub fn hand_along_mm(rec: &Rec, from: &Vector3<f64>, u: &Vector3<f64>) -> Vec<(f64, f64)> {
+    rec.truth
+        .iter()
+        .filter(|t| t.hand_active)
+        .map(|t| {
+            (
+                t.t_s - t0(rec),
+                (Vector3::from(t.hand_pos_base_m) - from).dot(u) * 1e3,
+            )
+        })
+        .collect()
+}
+
+/// The hand's force along `u` (N) vs truth time.
+pub fn force_along(rec: &Rec, u: &Vector3<f64>) -> Vec<(f64, f64)> {
+    rec.truth
+        .iter()
+        .map(|t| (t.t_s - t0(rec), Vector3::from(t.hand_force_base_n).dot(u)))
+        .collect()
+}
+
+/// Cai Figs. 6–7: pulls along tool x, y and z with the admittance and the stiffness law.
+async fn axes(
+    s: &Session,
+    cell: &CellSection,
+    rec: &Recorder,
+    opts: &Options,
+) -> anyhow::Result<(Vec<CaseOut>, Figure)> {
+    const START: [f64; 3] = [400.0, 0.0, 400.0];
+    place_and_tare(s, cell, START, 150.0).await?;
+    // Tool pointing down: tool x = base −x, tool y = base +y, tool z = base −z.
+    let all_axes = [
+        ("x", Vector3::new(-1.0, 0.0, 0.0)),
+        ("y", Vector3::new(0.0, 1.0, 0.0)),
+        ("z", Vector3::new(0.0, 0.0, -1.0)),
+    ];
+    let axes: &[(&str, Vector3<f64>)] = if opts.short {
+        &all_axes[..1]
+    } else {
+        &all_axes
+    };
+    let laws = ["admittance", "stiffness"];
+    let mut cases = Vec::new();
+    // Per axis: (law, displacement, hand position, commanded (stiffness), force).
+    type Traces = Vec<(
+        &'static str,
+        Vec<(f64, f64)>,
+        Vec<(f64, f64)>,
+        Vec<(f64, f64)>,
+    )>;
+    let mut traces: Vec<Traces> = vec![Vec::new(); axes.len()];
+    let total = laws.len() * axes.len();
+    for (li, law) in laws.iter().enumerate() {
+        for (ai, (name, dir)) in axes.iter().enumerate() {
+            let label = format!("{law}, tool {name}");
+            if opts.progress {
+                eprintln!(
+                    "[{}/{total}] lead-through-axes: {label}",
+                    li * axes.len() + ai + 1
+                );
+            }
+            let spec = PullSpec::new(&label, law, *dir, 0.06);
+            let from = rec.tcp_now().await?;
+            let (p, data) = pull(s, cell, rec, &spec).await?;
+            let dir_out = opts.out.join(slug(&label));
+            std::fs::create_dir_all(&dir_out)?;
+            write_truth_csv(&dir_out.join("truth.csv"), &data)?;
+            write_guide_csv(&dir_out.join("guide.csv"), &data)?;
+            let u = dir.normalize();
+            traces[ai].push((
+                law,
+                along_mm(&data, &from, &u),
+                hand_along_mm(&data, &from, &u),
+                force_along(&data, &u),
+            ));
+            let metrics = pull_metrics(&p);
+            let mut targets = vec![
+                target(
+                    "response_time_s",
+                    "<=",
+                    json!(0.2),
+                    true,
+                    "lead-through issue",
+                ),
+                target("response_time_s", "<=", json!(1.0), false, "paper: < 1 s"),
+                target(
+                    "path_length_m",
+                    ">=",
+                    json!(0.04),
+                    true,
+                    "follows a 60 mm pull",
+                ),
+            ];
+            if *law == "stiffness" {
+                targets.push(target(
+                    "steps",
+                    ">=",
+                    json!(1),
+                    true,
+                    "steps of d were made",
+                ));
+                targets.push(target(
+                    "max_step_error_m",
+                    "<=",
+                    json!(0.0005),
+                    true,
+                    "lead-through issue: d = 10 mm ± 0.5 mm",
+                ));
+            }
+            let (checks, passed) = checks(&metrics, &targets);
+            let c = CaseOut {
+                label,
+                metrics,
+                checks,
+                note: (*law == "stiffness").then(|| {
+                    "step_m: mean step from the commanded positions at step ends (control/guide_state)"
+                        .to_string()
+                }),
+                passed,
+            };
+            if opts.progress {
+                eprintln!("      {}", progress_line(&c));
+            }
+            cases.push(c);
+        }
+        // Back to the start for the next law.
+        place(s, cell, START, 150.0).await?;
+    }
+    let colors = [plot::MEASURED, plot::ESTIMATE];
+    let mut pos_panels = Vec::new();
+    let mut force_panels = Vec::new();
+    for (ai, (name, _)) in axes.iter().enumerate() {
+        let mut ps = Vec::new();
+        let mut fs = Vec::new();
+        for (i, (law, pos, hand, force)) in traces[ai].iter().enumerate() {
+            let c = colors[i % colors.len()];
+            ps.push(Series::line(&format!("hand ({law} run)"), hand.clone(), plot::RAW).thin());
+            ps.push(Series::line(&format!("TCP, {law}"), pos.clone(), c));
+            fs.push(Series::line(law, force.clone(), c));
+        }
+        pos_panels.push(Panel {
+            title: format!("pull along tool {name}: position"),
+            x_label: "t (s)".into(),
+            y_label: "along the pull (mm)".into(),
+            series: ps,
+        });
+        force_panels.push(Panel {
+            title: format!("tool {name}: the hand's force"),
+            x_label: "t (s)".into(),
+            y_label: "F along the pull (N)".into(),
+            series: fs,
+        });
+    }
+    let cols = axes.len();
+    pos_panels.extend(force_panels);
+    let fig = Figure {
+        title: format!(
+            "lead-through-axes — {}",
+            paper("lead-through-axes")["figure"]
+                .as_str()
+                .unwrap_or_default()
+        ),
+        rows: 2,
+        cols,
+        panels: pos_panels,
+    };
+    Ok((cases, fig))
+}
+
+/// Cai Fig. 8: a 45° pull between tool x and y with the admittance, stiffness and staircase
+/// laws, in one plot.
+async fn forty_five(
+    s: &Session,
+    cell: &CellSection,
+    rec: &Recorder,
+    opts: &Options,
+) -> anyhow::Result<(Vec<CaseOut>, Figure)> {
+    const START: [f64; 3] = [450.0, -100.0, 350.0];
+    const LENGTH: f64 = 0.1;
+    // Tool x = base −x, tool y = base +y: halfway between them.
+    let dir = Vector3::new(-1.0, 1.0, 0.0).normalize();
+    let laws = ["admittance", "stiffness", "staircase"];
+    let mut pulls = Vec::new();
+    for (i, law) in laws.iter().enumerate() {
+        let label = format!("{law}, 45°");
+        if opts.progress {
+            eprintln!("[{}/{}] lead-through-45: {label}", i + 1, laws.len());
+        }
+        place_and_tare(s, cell, START, 150.0).await?;
+        let from = rec.tcp_now().await?;
+        let spec = PullSpec::new(&label, law, dir, LENGTH);
+        let (p, data) = pull(s, cell, rec, &spec).await?;
+        let d = opts.out.join(slug(&label));
+        std::fs::create_dir_all(&d)?;
+        write_truth_csv(&d.join("truth.csv"), &data)?;
+        write_guide_csv(&d.join("guide.csv"), &data)?;
+        pulls.push((law, p, data, from));
+    }
+    let smooth_max = pulls
+        .iter()
+        .filter(|(l, ..)| **l != "staircase")
+        .map(|(_, p, ..)| p.rms_path_deviation_m)
+        .fold(0.0, f64::max);
+    let mut cases = Vec::new();
+    for (law, p, _, _) in &pulls {
+        let mut metrics = pull_metrics(p);
+        let mut targets = vec![target(
+            "path_length_m",
+            ">=",
+            json!(0.06),
+            true,
+            "follows a 100 mm pull",
+        )];
+        match **law {
+            "staircase" => {
+                metrics.insert(
+                    "deviation_vs_smooth_laws".into(),
+                    json!(p.rms_path_deviation_m / smooth_max.max(1e-9)),
+                );
+                targets.push(target(
+                    "deviation_vs_smooth_laws",
+                    ">=",
+                    json!(1.0),
+                    true,
+                    "the staircase deviates more than both laws",
+                ));
+                targets.push(target(
+                    "deviation_vs_smooth_laws",
+                    ">=",
+                    json!(2.0),
+                    false,
+                    "tests/leadthrough.rs",
+                ));
+            }
+            l => {
+                targets.push(target(
+                    "rms_path_deviation_m",
+                    "<=",
+                    json!(0.002),
+                    true,
+                    "lead-through issue",
+                ));
+                if l == "admittance" {
+                    targets.push(target(
+                        "guide_force_at_0_1_m_s_n",
+                        "<=",
+                        json!(10.0),
+                        true,
+                        "lead-through issue",
+                    ));
+                }
+            }
+        }
+        let (checks, passed) = checks(&metrics, &targets);
+        let c = CaseOut {
+            label: p.label.clone(),
+            metrics,
+            checks,
+            note: (**law == "staircase").then(|| {
+                "the per-axis baseline Cai improves on (steps along the single tool axis with the largest force)".to_string()
+            }),
+            passed,
+        };
+        if opts.progress {
+            eprintln!("      {}: {}", c.label, progress_line(&c));
+        }
+        cases.push(c);
+    }
+    // XY paths (mm from the start, base x and y), the pull line; deviation along the path;
+    // the hand's force.
+    let colors = [plot::MEASURED, plot::ESTIMATE, plot::FOURTH];
+    let mut xy = vec![Series::line(
+        "pull line",
+        vec![(0.0, 0.0), (dir.x * LENGTH * 1e3, dir.y * LENGTH * 1e3)],
+        plot::REFERENCE,
+    )
+    .dashed()];
+    let mut devs = Vec::new();
+    let mut forces = Vec::new();
+    for (i, (law, _, data, from)) in pulls.iter().enumerate() {
+        let c = colors[i % colors.len()];
+        xy.push(Series::line(
+            law,
+            data.truth
+                .iter()
+                .map(|t| {
+                    (
+                        (t.tcp_in_base_m[0] - from.x) * 1e3,
+                        (t.tcp_in_base_m[1] - from.y) * 1e3,
+                    )
+                })
+                .collect(),
+            c,
+        ));
+        devs.push(Series::line(
+            law,
+            data.truth
+                .iter()
+                .map(|t| {
+                    let p = Vector3::from(t.tcp_in_base_m) - from;
+                    let a = p.dot(&dir);
+                    (a * 1e3, (p - dir * a).norm() * 1e3)
+                })
+                .collect(),
+            c,
+        ));
+        forces.push(Series::line(
+            law,
+            data.truth
+                .iter()
+                .map(|t| (t.t_s - t0(data), Vector3::from(t.hand_force_base_n).norm()))
+                .collect(),
+            c,
+        ));
+    }
+    let fig = Figure {
+        title: format!(
+            "lead-through-45 — {}",
+            paper("lead-through-45")["figure"]
+                .as_str()
+                .unwrap_or_default()
+        ),
+        rows: 1,
+        cols: 3,
+        panels: vec![
+            Panel {
+                title: "TCP path (top view, from the start)".into(),
+                x_label: "base x (mm)".into(),
+                y_label: "base y (mm)".into(),
+                series: xy,
+            },
+            Panel {
+                title: "distance from the pull line".into(),
+                x_label: "along the pull (mm)".into(),
+                y_label: "deviation (mm)".into(),
+                series: devs,
+            },
+            Panel {
+                title: "the hand's force".into(),
+                x_label: "t (s)".into(),
+                y_label: "|F| (N)".into(),
+                series: forces,
+            },
+        ],
+    };
+    Ok((cases, fig))
+}
+
+/// What teaching gave.
+#[derive(Debug, Clone)]
+pub struct Taught {
+    /// The teaching pulls.
+    pub pulls: Vec<Pull>,
+    /// The TCP (truth) while teaching, every pull (m, base).
+    pub taught_path: Vec<[f64; 3]>,
+    /// The teach buffer's size after the last record.
+    pub recorded: usize,
+    /// Per pull: the start (m), the direction and the record.
+    pub runs: Vec<(Vector3<f64>, Vector3<f64>, Rec)>,
+}
+
+/// What save → load → play gave.
+#[derive(Debug, Clone)]
+pub struct Played {
+    /// The taught waypoints (the program's TCP positions, m).
+    pub waypoints: Vec<[f64; 3]>,
+    /// The TCP (truth) during playback (m, base), with playback time (s).
+    pub played_path: Vec<(f64, [f64; 3])>,
+    /// Closest approach of the played TCP to each waypoint (m).
+    pub waypoint_errors_m: Vec<f64>,
+    pub progress: f64,
+    pub phase: PlaybackPhase,
+    pub duration_s: f64,
+    /// Per robot cycle: (t, worst joint speed / limit, worst acceleration / limit).
+    pub joint_fractions: Vec<(f64, f64, f64)>,
+    pub worst_speed_fraction: f64,
+    pub worst_accel_fraction: f64,
+    pub program_file: PathBuf,
+    /// The payload the program records.
+    pub payload: control::program::PayloadSpec,
+}
+
+/// What teach → save → play gave.
+#[derive(Debug, Clone)]
+pub struct TeachPlay {
+    pub taught: Taught,
+    pub played: Played,
+}
+
+/// Start of the teaching pulls (mm, tool down).
+pub const TEACH_START_MM: [f64; 3] = [400.0, -100.0, 400.0];
+
+/// Teaches three waypoints by hand: from [`TEACH_START_MM`] (placed and tared), three
+/// admittance pulls of 70 mm, `cell teach record` after each. `release_after_s`/`settle_s`:
+/// see [`PullSpec`].
+pub async fn teach(
+    s: &Session,
+    cell: &CellSection,
+    rec: &Recorder,
+    dir: &Path,
+    progress: bool,
+    release_after_s: f64,
+    settle_s: f64,
+) -> anyhow::Result<Taught> {
+    place_and_tare(s, cell, TEACH_START_MM, 150.0).await?;
+    lead::rpc(s, cell, json!({ "clear": {} })).await?;
+    let mut taught_path = Vec::new();
+    let mut scored = Vec::new();
+    let mut recorded = 0;
+    let mut runs = Vec::new();
+    let pulls = [
+        Vector3::new(0.0, 1.0, 0.0),
+        Vector3::new(-1.0, 0.0, -0.5),
+        Vector3::new(0.5, 1.0, 0.0),
+    ];
+    for (i, d) in pulls.iter().enumerate() {
+        let label = format!("teach-{i}");
+        let mut spec = PullSpec::new(&label, "admittance", *d, 0.07);
+        spec.release_after_s = release_after_s;
+        spec.settle_s = settle_s;
+        let from = rec.tcp_now().await?;
+        let (p, data) = pull(s, cell, rec, &spec).await?;
+        std::fs::create_dir_all(dir)?;
+        write_truth_csv(&dir.join(format!("{label}.csv")), &data)?;
+        taught_path.extend(data.truth.iter().map(|t| t.tcp_in_base_m));
+        lead::rpc(s, cell, json!({ "record": { "label": format!("wp{i}") } })).await?;
+        let list = lead::rpc(s, cell, json!({ "list": {} })).await?;
+        recorded = list["waypoints"].as_array().map_or(0, Vec::len);
+        if progress {
+            eprintln!(
+                "      pulled {:.0} mm by hand (TCP followed after {:.2} s); waypoint {} recorded",
+                p.path_length_m * 1e3,
+                p.response_time_s,
+                i + 1,
+            );
+        }
+        scored.push(p);
+        runs.push((from, d.normalize(), data));
+    }
+    Ok(Taught {
+        pulls: scored,
+        taught_path,
+        recorded,
+        runs,
+    })
+}
+
+/// Saves the teach buffer as `dir/programs/NAME.toml` (`cell teach save`: needs an identified
+/// payload), loads it (`cell teach load`) and plays it (`cell play`); scores waypoint errors
+/// on the truth and the joint references per robot cycle.
+pub async fn save_and_play(
+    s: &Session,
+    cell: &CellSection,
+    rec: &Recorder,
+    dir: &Path,
+    name: &str,
+    progress: bool,
+) -> anyhow::Result<Played> {
+    let programs = dir.join("programs");
+    let file = lead::save(s, cell, &programs, name).await?;
+    if progress {
+        eprintln!("      saved {}", file.display());
+    }
+    let program = lead::load(s, cell, &programs, name).await?;
+    rec.take();
+    let out = lead::play(s, cell, &program, 1.0, false, progress).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let data = rec.take();
+    let waypoints: Vec<[f64; 3]> = program.waypoints.iter().map(|w| w.tcp_position_m).collect();
+    let waypoint_errors_m = waypoints
+        .iter()
+        .map(|wp| {
+            let wp = Vector3::from(*wp);
+            data.truth
+                .iter()
+                .map(|t| (Vector3::from(t.tcp_in_base_m) - wp).norm())
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    let (arm, _) = arm_and_poses()?;
+    let vmax = arm.limits().max_speed;
+    let amax = robot_io::supervisor::irb120_max_accel();
+    let (joint_fractions, worst_v, worst_a) = joint_fractions(&data.joint_cmd, &vmax, &amax);
+    let last = out.states.last();
+    let t0 = data.truth.first().map_or(0.0, |t| t.t_s);
+    write_truth_csv(&dir.join("playback.csv"), &data)?;
+    Ok(Played {
+        waypoints,
+        played_path: data
+            .truth
+            .iter()
+            .map(|t| (t.t_s - t0, t.tcp_in_base_m))
+            .collect(),
+        waypoint_errors_m,
+        progress: last.map_or(0.0, |s| s.progress),
+        phase: out.phase,
+        duration_s: last.map_or(0.0, |s| s.duration_s),
+        joint_fractions,
+        worst_speed_fraction: worst_v,
+        worst_accel_fraction: worst_a,
+        program_file: file,
+        payload: program.payload,
+    })
+}
+
+/// Teaches three waypoints by hand, identifies the payload (a program records it), saves,
+/// loads and plays the program (`teach-playback`).
+pub async fn teach_playback(
+    s: &Session,
+    cell: &CellSection,
+    rec: &Recorder,
+    dir: &Path,
+    progress: bool,
+) -> anyhow::Result<TeachPlay> {
+    let taught = teach(s, cell, rec, dir, progress, 2.0, 1.0).await?;
+    if progress {
+        eprintln!("      identifying the payload (a program records it)");
+    }
+    payload_identify(s, cell, 150.0, progress).await?;
+    let played = save_and_play(s, cell, rec, dir, "taught", progress).await?;
+    Ok(TeachPlay { taught, played })
+}
+
+/// Joint references per robot cycle (consecutive cycles only): per cycle the worst speed and
+/// acceleration as fractions of the limits, and the worst of each.
+pub fn joint_fractions(
+    cmds: &[JointCommand],
+    vmax: &[f64; 6],
+    amax: &[f64; 6],
+) -> (Vec<(f64, f64, f64)>, f64, f64) {
+    let mut out = Vec::new();
+    let (mut wv, mut wa) = (0.0f64, 0.0f64);
+    let c0 = cmds.first().map_or(0, |c| c.cycle);
+    for w in cmds.windows(3) {
+        let (a, b, c) = (w[0].cycle, w[1].cycle, w[2].cycle);
+        if b != a + 1 || c != b + 1 {
+            continue;
+        }
+        let (mut v_c, mut a_c) = (0.0f64, 0.0f64);
+        for j in 0..6 {
+            let v1 = (w[1].q_rad[j] - w[0].q_rad[j]) / CYCLE_S;
+            let v2 = (w[2].q_rad[j] - w[1].q_rad[j]) / CYCLE_S;
+            v_c = v_c.max(v2.abs() / vmax[j]);
+            a_c = a_c.max(((v2 - v1) / CYCLE_S).abs() / amax[j]);
+        }
+        wv = wv.max(v_c);
+        wa = wa.max(a_c);
+        out.push(((b - c0) as f64 * CYCLE_S, v_c, a_c));
+    }
+    (out, wv, wa)
+}
+
+/// The teach-playback case's metrics and checks.
+fn teach_case(tp: &TeachPlay) -> CaseOut {
+    let r = &tp.played;
+    let mut m = serde_json::Map::new();
+    let max_err = r.waypoint_errors_m.iter().copied().fold(0.0, f64::max);
+    m.insert("max_waypoint_error_m".into(), json!(max_err));
+    m.insert("waypoint_errors_m".into(), json!(r.waypoint_errors_m));
+    m.insert("progress".into(), json!(r.progress));
+    m.insert("completed".into(), json!(r.phase == PlaybackPhase::Done));
+    m.insert("duration_s".into(), json!(r.duration_s));
+    m.insert(
+        "max_joint_speed_fraction".into(),
+        json!(r.worst_speed_fraction),
+    );
+    m.insert(
+        "max_joint_accel_fraction".into(),
+        json!(r.worst_accel_fraction),
+    );
+    m.insert("payload".into(), json!(r.payload));
+    let targets = [
+        target(
+            "max_waypoint_error_m",
+            "<=",
+            json!(0.0005),
+            true,
+            "lead-through issue",
+        ),
+        target("progress", ">=", json!(0.999), true, "reaches 100 %"),
+        target("completed", "==", json!(true), true, "ends Done"),
+        target(
+            "max_joint_speed_fraction",
+            "<=",
+            json!(1.0),
+            true,
+            "joint speed limits, per robot cycle (kin/joint_cmd)",
+        ),
+        target(
+            "max_joint_accel_fraction",
+            "<=",
+            json!(1.0),
+            true,
+            "joint acceleration limits, per robot cycle (kin/joint_cmd)",
+        ),
+    ];
+    let (checks, passed) = checks(&m, &targets);
+    CaseOut {
+        label: "3 waypoints taught by hand, played back".into(),
+        metrics: m,
+        checks,
+        note: Some(format!(
+            "taught with the admittance law by the scripted hand; the program is {}",
+            r.program_file
+                .file_name()
+                .map(|f| f.to_string_lossy().to_string())
+                .unwrap_or_default()
+        )),
+        passed,
+    }
+}
+
+/// Taught vs played path (top and side views) and the joint references' use of the limits.
+pub fn teach_figure(tp: &TeachPlay) -> Figure {
+    let r = &tp.played;
+    let mm = |p: &[f64; 3], i: usize, j: usize| (p[i] * 1e3, p[j] * 1e3);
+    let view = |i: usize, j: usize| -> Vec<Series> {
+        vec![
+            Series::line(
+                "taught (hand-guided)",
+                tp.taught.taught_path.iter().map(|p| mm(p, i, j)).collect(),
+                plot::RAW,
+            ),
+            Series::line(
+                "played back",
+                r.played_path.iter().map(|(_, p)| mm(p, i, j)).collect(),
+                plot::MEASURED,
+            ),
+            Series::points(
+                "waypoints",
+                r.waypoints.iter().map(|p| mm(p, i, j)).collect(),
+                plot::FOURTH,
+            ),
+        ]
+    };
+    Figure {
+        title: "teach-playback — three waypoints taught by hand, saved, played back".into(),
+        rows: 1,
+        cols: 3,
+        panels: vec![
+            Panel {
+                title: "top view".into(),
+                x_label: "base x (mm)".into(),
+                y_label: "base y (mm)".into(),
+                series: view(0, 1),
+            },
+            Panel {
+                title: "side view".into(),
+                x_label: "base x (mm)".into(),
+                y_label: "base z (mm)".into(),
+                series: view(0, 2),
+            },
+            Panel {
+                title: "joint references per robot cycle".into(),
+                x_label: "t (s)".into(),
+                y_label: "% of the limit (worst joint)".into(),
+                series: vec![
+                    Series::line(
+                        "speed",
+                        r.joint_fractions
+                            .iter()
+                            .map(|(t, v, _)| (*t, v * 100.0))
+                            .collect(),
+                        plot::MEASURED,
+                    ),
+                    Series::line(
+                        "acceleration",
+                        r.joint_fractions
+                            .iter()
+                            .map(|(t, _, a)| (*t, a * 100.0))
+                            .collect(),
+                        plot::ESTIMATE,
+                    ),
+                    Series::line(
+                        "limit",
+                        vec![
+                            (0.0, 100.0),
+                            (r.joint_fractions.last().map_or(1.0, |(t, ..)| *t), 100.0),
+                        ],
+                        plot::REFERENCE,
+                    )
+                    .dashed(),
+                ],
+            },
+        ],
+    }
+}
+
+fn slug(label: &str) -> String {
+    let mut s = String::new();
+    for c in label.chars() {
+        if c.is_ascii_alphanumeric() || c == '.' {
+            s.push(c.to_ascii_lowercase());
+        } else if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    s.trim_matches('-').to_string()
+}
