@@ -2,7 +2,9 @@
 //! experiment runs once against a test cell through the real processes (`--short`: fewer
 //! cases), its metrics JSON must carry the named metrics, and every **gate** target must hold
 //! (recomputed here from value and target, not taken from the command's own verdict). One more
-//! run starts its own private cell (no cell at the configured router).
+//! run starts its own private cell (no cell at the configured router). The lead-through
+//! experiments' short forms: one tool axis per law, the 45° pull with all three laws, and
+//! teach → identify → save → play (about 100 s together).
 
 use std::path::PathBuf;
 
@@ -24,15 +26,44 @@ fn check(v: &Value, name: &str) -> Vec<String> {
     for c in cases {
         let label = c["label"].as_str().expect("label");
         let m = &c["metrics"];
-        for k in [
-            "rms_force_error_n",
-            "max_force_error_n",
-            "contact_lost",
-            "max_position_error_m",
-        ] {
+        let required: &[&str] = match name {
+            "lead-through-axes" => &["response_time_s", "path_length_m"],
+            "lead-through-45" => &[
+                "rms_path_deviation_m",
+                "path_length_m",
+                "time_to_target_s",
+                "response_time_s",
+            ],
+            "teach-playback" => &[
+                "max_waypoint_error_m",
+                "progress",
+                "max_joint_speed_fraction",
+                "max_joint_accel_fraction",
+            ],
+            "peg-in-hole" => &[],
+            _ => &[
+                "rms_force_error_n",
+                "max_force_error_n",
+                "contact_lost",
+                "max_position_error_m",
+            ],
+        };
+        for k in required {
             assert!(
                 m.get(k).is_some(),
                 "{name}/{label}: metric {k} missing: {m}"
+            );
+        }
+        if name == "lead-through-axes" && label.starts_with("stiffness") {
+            assert!(
+                m["step_m"].as_f64().is_some(),
+                "{name}/{label}: step_m: {m}"
+            );
+        }
+        if name == "lead-through-45" && label.starts_with("admittance") {
+            assert!(
+                m["guide_force_at_0_1_m_s_n"].as_f64().is_some(),
+                "{name}/{label}: guide force at 0.1 m/s: {m}"
             );
         }
         if name == "force-step" {
@@ -58,6 +89,10 @@ fn check(v: &Value, name: &str) -> Vec<String> {
                     .as_f64()
                     .zip(target.as_f64())
                     .is_some_and(|(a, b)| a <= b),
+                Some(">=") => value
+                    .as_f64()
+                    .zip(target.as_f64())
+                    .is_some_and(|(a, b)| a >= b),
                 Some("==") => value == target,
                 other => panic!("unknown op {other:?}"),
             };
@@ -102,6 +137,10 @@ async fn short_form_of_every_experiment_meets_its_gates() {
         "force-ramp",
         "contour",
         "peg-in-hole",
+        // Lead-through: the scripted operator's hand (scenarios/lead-through.toml).
+        "lead-through-axes",
+        "lead-through-45",
+        "teach-playback",
     ] {
         let dir = out_dir(name);
         let (ok, out, err) = c.cli(&[
