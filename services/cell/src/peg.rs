@@ -1,0 +1,832 @@
+//! `cell experiment peg-in-hole` (Raibert & Craig 1981, Fig. 11): the simulated IRB 120 puts a
+//! 5 mm peg into a hole in a plate (`deploy/config/scenarios/peg-in-hole.toml`, no chamfer)
+//! from a position error of 3 mm in x and 2 mm in y, through the real processes, using only what
+//! a real cell has (the F/T estimate and the measured TCP, through control's `HybridState`):
+//!
+//! 1. **approach**: a hybrid task, 5 N along −z of base until contact, x/y held, then 1 s of
+//!    pressing;
+//! 2. **torque-guided search**: a flat face pressed on a plate that overhangs the hole is carried
+//!    by the part over the solid plate, so the contact's pressure centre lies on the side away
+//!    from the hole: the measured torque about the TCP, `d = τ × F / |F|²`, points away from the
+//!    hole, and its length — known from the peg's and the hole's radii (the part geometry, not
+//!    the simulator) — gives the distance. Each step is a hybrid task pressing 5 N along z while
+//!    x/y ramp (position axes, 2 mm/s) by the estimated offset, then re-measures; the hole is
+//!    found when the peg drops (z descends 0.5 mm below the plate);
+//! 3. **insertion**: a hybrid task with x, y and z all force axes (0 N laterally: compliance
+//!    that lets the wall's reaction centre the peg; 5 N down), stopped (hold) at 10 mm depth.
+//!
+//! Scored on the simulator's ground truth (`sim/truth`: the plate's force on the tool, the TCP)
+//! and control's states: `success`, `time_to_target_s` (first contact → 10 mm deep),
+//! `peak_force_n`, `max_position_error_m` (the position axes' largest deviation from their
+//! reference during the search), the XY path. The clearance is a scenario parameter
+//! (`surfaces.0.hole_radius_m`); the cases are 0.1 mm (gate) and the paper's 0.025 mm.
+
+use std::{io::Write, path::Path, time::Duration};
+
+use anyhow::Context;
+use common::{
+    codec,
+    config::CellSection,
+    msg::{self, HybridPhase, HybridState, HybridTask, Mode},
+    topic,
+};
+use serde_json::{json, Value};
+use zenoh::Session;
+
+use crate::{
+    cli,
+    experiment::{fmt_value, Options},
+    plot::{self, Figure, Panel, Series},
+};
+
+/// The peg's radius (m), as in the scenario.
+const PEG_RADIUS_M: f64 = 0.005;
+/// The hole's centre on the plate's top (m, base), as in the scenario.
+const HOLE_M: [f64; 3] = [0.35, 0.0, 0.20];
+/// Where the peg starts: the position error (m, base x and y).
+const OFFSET_M: [f64; 2] = [0.003, 0.002];
+/// Pressing force (N) during the search and the insertion.
+const FORCE_N: f64 = 5.0;
+/// The plate's contact stiffness the gains are designed for (N/m): the scenario's.
+const STIFFNESS_N_PER_M: f64 = 1e5;
+/// Insertion depth below the plate's top (m).
+const DEPTH_M: f64 = 0.010;
+/// The peg has dropped into the hole when it is this far below the plate level (m).
+const DROP_M: f64 = 0.0005;
+/// Lateral speed of a search step (m/s).
+const STEP_SPEED_M_S: f64 = 0.002;
+/// Search steps before giving up.
+const MAX_STEPS: usize = 8;
+
+/// One control state with the case's clock and the stage it belongs to.
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    t: f64,
+    stage: &'static str,
+    st: HybridState,
+}
+
+/// The simulator's truth at the tool.
+#[derive(Debug, Clone, Copy)]
+struct Truth {
+    t: f64,
+    force: [f64; 3],
+    tcp: [f64; 3],
+}
+
+struct Follower {
+    states: zenoh::pubsub::Subscriber<zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>>,
+    truth: zenoh::pubsub::Subscriber<zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>>,
+    t0: std::time::Instant,
+    recs: Vec<Rec>,
+    truths: Vec<Truth>,
+    /// Motions of earlier tasks (control keeps publishing a finished task's states while it
+    /// holds).
+    done: Vec<u64>,
+}
+
+impl Follower {
+    async fn new(s: &Session, cell: &CellSection) -> anyhow::Result<Self> {
+        let states = s
+            .declare_subscriber(topic::HYBRID_STATE.key(&cell.id))
+            .with(zenoh::handlers::RingChannel::new(8192))
+            .await
+            .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+        let truth = s
+            .declare_subscriber(topic::SIM_TRUTH.key(&cell.id))
+            .with(zenoh::handlers::RingChannel::new(8192))
+            .await
+            .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+        Ok(Self {
+            states,
+            truth,
+            t0: std::time::Instant::now(),
+            recs: Vec::new(),
+            truths: Vec::new(),
+            done: Vec::new(),
+        })
+    }
+
+    fn now(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    fn drain_truth(&mut self) {
+        while let Ok(Some(w)) = self.truth.try_recv() {
+            if let Ok(t) = codec::decode::<msg::SimTruth>(&w.payload().to_bytes()) {
+                let now = self.now();
+                self.truths.push(Truth {
+                    t: now,
+                    force: t.contact_force_base_n,
+                    tcp: t.tcp_in_base_m,
+                });
+            }
+        }
+    }
+
+    /// Drops whatever arrived before a new task; `motion` (the previous task's) is ignored
+    /// from now on.
+    fn flush(&mut self, motion: Option<u64>) {
+        self.done.extend(motion);
+        while let Ok(Some(_)) = self.states.try_recv() {}
+        self.drain_truth();
+    }
+
+    /// The next state of motion `motion` (the first state seen fixes it), or `None` after
+    /// `timeout` of silence.
+    async fn next(
+        &mut self,
+        motion: &mut Option<u64>,
+        stage: &'static str,
+        timeout: Duration,
+    ) -> anyhow::Result<Option<HybridState>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let sample = match tokio::time::timeout_at(deadline, self.states.recv_async()).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(_)) => anyhow::bail!("subscription closed"),
+                Err(_) => return Ok(None),
+            };
+            self.drain_truth();
+            let Ok(st) = codec::decode::<HybridState>(&sample.payload().to_bytes()) else {
+                continue;
+            };
+            if st.motion_id == 0
+                || self.done.contains(&st.motion_id)
+                || *motion.get_or_insert(st.motion_id) != st.motion_id
+            {
+                continue;
+            }
+            let t = self.now();
+            self.recs.push(Rec { t, stage, st });
+            return Ok(Some(st));
+        }
+    }
+}
+
+/// A hybrid task in a base-aligned frame with z down (`frame_rpy_deg = [180, 0, 0]`) whose
+/// origin is `origin` (the TCP where the task starts, so torques are about the TCP).
+fn task(
+    name: &str,
+    origin: [f64; 3],
+    force_axes: &str,
+    reference: &str,
+    from_contact: bool,
+    duration_s: f64,
+) -> anyhow::Result<HybridTask> {
+    let text = format!(
+        "name = \"{name}\"\nrobot = \"arm\"\nframe = \"base\"\n\
+         frame_origin_m = [{}, {}, {}]\nframe_rpy_deg = [180.0, 0.0, 0.0]\n\
+         force_axes = [{force_axes}]\nfrom_contact = {from_contact}\nduration_s = {duration_s}\n\
+         [reference]\n{reference}\n[gains]\nstiffness_n_per_m = {STIFFNESS_N_PER_M}\n\
+         [limits]\nmax_force_n = 40.0\ndeviation_m = 0.01\n",
+        origin[0], origin[1], origin[2]
+    );
+    control::taskfile::parse(&text).map_err(|e| anyhow::anyhow!("task: {}", e.join("; ")))
+}
+
+async fn send(s: &Session, cell: &CellSection, mut t: HybridTask) -> anyhow::Result<()> {
+    crate::hybrid::wait_for_usable_wrench(s, cell, Duration::from_secs(1)).await;
+    t.stamp = cli::stamp();
+    s.put(topic::HYBRID_TASK.key(&cell.id), codec::encode(&t)?)
+        .await
+        .map_err(|e| anyhow::anyhow!("publish the task: {e}"))
+}
+
+async fn tcp(s: &Session, cell: &CellSection) -> anyhow::Result<[f64; 3]> {
+    Ok(cli::latest_tcp(s, cell, Duration::from_secs(2))
+        .await?
+        .position_m)
+}
+
+/// The pressure centre's distance from the TCP (m) of an aligned flat face of radius `rp`
+/// pressed on a plate with a hole of radius `r`, its centre `e` from the hole's axis: the
+/// centroid of the face minus the hole (the part geometry; uniform pressure).
+fn centre_offset(e: f64, rp: f64, r: f64) -> f64 {
+    let n = 80;
+    let (mut a, mut sx) = (0.0, 0.0);
+    for i in 0..n {
+        for j in 0..n {
+            let x = -rp + 2.0 * rp * (i as f64 + 0.5) / n as f64;
+            let y = -rp + 2.0 * rp * (j as f64 + 0.5) / n as f64;
+            if x * x + y * y > rp * rp || (x + e).powi(2) + y * y < r * r {
+                continue;
+            }
+            a += 1.0;
+            sx += x;
+        }
+    }
+    if a > 0.0 {
+        sx / a
+    } else {
+        0.0
+    }
+}
+
+/// Inverts [`centre_offset`]: the offset from the hole whose pressure centre lies `d` from the
+/// TCP (the largest e with centre_offset(e) ≥ d: it decreases with e).
+fn offset_from_centre(d: f64, rp: f64, r: f64) -> f64 {
+    let lo = (r - rp).max(0.0);
+    let hi = rp + r;
+    let k = 300;
+    let mut best = lo;
+    for i in 0..=k {
+        let e = lo + (hi - lo) * i as f64 / k as f64;
+        if centre_offset(e, rp, r) >= d {
+            best = e;
+        }
+    }
+    best
+}
+
+/// Mean of the states' values `f` over the last `window` s of `recs` (one task's).
+fn mean_last(recs: &[Rec], window: f64, f: impl Fn(&HybridState) -> f64) -> Option<f64> {
+    let end = recs.last()?.t;
+    let v: Vec<f64> = recs
+        .iter()
+        .filter(|r| r.t >= end - window && r.st.phase != HybridPhase::Done)
+        .map(|r| f(&r.st))
+        .collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// What one case measured.
+struct CaseOut {
+    label: String,
+    clearance_m: f64,
+    metrics: serde_json::Map<String, Value>,
+    recs: Vec<Rec>,
+    truths: Vec<Truth>,
+    passed: bool,
+    checks: Vec<Value>,
+}
+
+#[allow(clippy::too_many_lines)]
+async fn run_case(
+    s: &Session,
+    cell: &CellSection,
+    scenario_key: &str,
+    clearance_m: f64,
+    gate: bool,
+    opts: &Options,
+) -> anyhow::Result<CaseOut> {
+    let label = format!("clearance {:.3} mm", clearance_m * 1e3);
+    let timeout = Duration::from_secs(3);
+    let start_mm = [
+        (HOLE_M[0] + OFFSET_M[0]) * 1e3,
+        (HOLE_M[1] + OFFSET_M[1]) * 1e3,
+        HOLE_M[2] * 1e3 + 3.0,
+    ];
+    crate::experiment::place(s, cell, [start_mm[0], start_mm[1], 320.0]).await?;
+    cli::request(
+        s,
+        scenario_key,
+        Some(json!({"load": "scenarios/peg-in-hole.toml"}).to_string()),
+        timeout,
+    )
+    .await
+    .context("loading the scenario")?;
+    let mut set = opts.world.clone();
+    set.insert(
+        "surfaces.0.hole_radius_m".into(),
+        json!(PEG_RADIUS_M + clearance_m),
+    );
+    cli::request(
+        s,
+        scenario_key,
+        Some(json!({"set": Value::Object(set), "reset": true}).to_string()),
+        timeout,
+    )
+    .await
+    .context("setting the clearance")?;
+    crate::experiment::place(s, cell, start_mm).await?;
+    crate::experiment::tare(s, cell).await?;
+
+    let mut f = Follower::new(s, cell).await?;
+    let mut notes: Vec<String> = Vec::new();
+    let mut aborted: Option<String> = None;
+    let mut contact_at: Option<f64> = None;
+    let mut found_at: Option<f64> = None;
+    let mut target_at: Option<f64> = None;
+    let mut steps = 0usize;
+    let quiet = Duration::from_secs(3);
+
+    // 1. Approach and press.
+    let origin = tcp(s, cell).await?;
+    f.flush(None);
+    send(
+        s,
+        cell,
+        task(
+            "peg-approach",
+            origin,
+            "\"z\"",
+            &format!("z = {FORCE_N}"),
+            true,
+            1.0,
+        )?,
+    )
+    .await?;
+    let mut motion = None;
+    let first = f.recs.len();
+    loop {
+        let Some(st) = f.next(&mut motion, "approach", quiet).await? else {
+            aborted = Some("control went silent during the approach".into());
+            break;
+        };
+        if contact_at.is_none() && st.phase == HybridPhase::Contact {
+            contact_at = Some(f.now());
+        }
+        match st.phase {
+            HybridPhase::Done => break,
+            HybridPhase::Aborted => {
+                aborted = Some(format!("approach: {}", control_reason(s, cell).await));
+                break;
+            }
+            _ => {}
+        }
+    }
+    // The plate's level: the TCP's height pressing on it (the measured TCP, base).
+    let plate_z = tcp(s, cell).await?[2];
+    let mut last = f.recs[first..].to_vec();
+    let mut prev_motion = motion;
+
+    // 2. Torque-guided search.
+    while aborted.is_none() && found_at.is_none() && steps < MAX_STEPS {
+        let fz = mean_last(&last, 0.3, |s| s.force[2]).unwrap_or(0.0);
+        let tx = mean_last(&last, 0.3, |s| s.force[3]).unwrap_or(0.0);
+        let ty = mean_last(&last, 0.3, |s| s.force[4]).unwrap_or(0.0);
+        if fz < 0.5 * FORCE_N {
+            notes.push(format!("step {steps}: pressing only {fz:.2} N"));
+        }
+        // The pressure centre's offset from the TCP (base): τ_C = (−d_y F, −d_x F).
+        let dx = -ty / fz.max(0.5);
+        let dy = -tx / fz.max(0.5);
+        let d = dx.hypot(dy);
+        let hole_r = PEG_RADIUS_M + clearance_m;
+        if d < 2e-4 {
+            notes.push(format!(
+                "step {steps}: no torque ({:.2} mm pressure centre): the hole is not under the peg",
+                d * 1e3
+            ));
+            break;
+        }
+        let e = offset_from_centre(d, PEG_RADIUS_M, hole_r);
+        // Towards the hole: −d̂ in base; {C} has y along −y of base.
+        let (mx, my) = (-dx / d * e, -dy / d * e);
+        let dur = (e / STEP_SPEED_M_S).max(0.3);
+        steps += 1;
+        let origin = tcp(s, cell).await?;
+        let t = task(
+            &format!("peg-search-{steps}"),
+            origin,
+            "\"z\"",
+            &format!(
+                "z = {FORCE_N}\nx = {{ ramp = {{ from = 0.0, to = {mx}, start_s = 0.0, duration_s = {dur} }} }}\n\
+                 y = {{ ramp = {{ from = 0.0, to = {}, start_s = 0.0, duration_s = {dur} }} }}",
+                -my
+            ),
+            false,
+            dur + 0.8,
+        )?;
+        if opts.progress {
+            eprintln!(
+                "      search step {steps}: pressure centre {:.2} mm → move ({:.3}, {:.3}) mm",
+                d * 1e3,
+                mx * 1e3,
+                my * 1e3
+            );
+        }
+        f.flush(prev_motion);
+        send(s, cell, t).await?;
+        let mut motion = None;
+        let first = f.recs.len();
+        loop {
+            let Some(st) = f.next(&mut motion, "search", quiet).await? else {
+                aborted = Some("control went silent during the search".into());
+                break;
+            };
+            // Dropped: the measured TCP below the plate's level.
+            let z_now = origin[2] - st.position[2];
+            if plate_z - z_now > DROP_M {
+                found_at = Some(f.now());
+                break;
+            }
+            match st.phase {
+                HybridPhase::Done => break,
+                HybridPhase::Aborted => {
+                    aborted = Some(format!("search: {}", control_reason(s, cell).await));
+                    break;
+                }
+                _ => {}
+            }
+        }
+        last = f.recs[first..].to_vec();
+        prev_motion = motion;
+    }
+
+    // 3. Insertion: compliant laterally, 5 N down, until 10 mm deep.
+    if found_at.is_some() && aborted.is_none() {
+        let origin = tcp(s, cell).await?;
+        let t = task(
+            "peg-insert",
+            origin,
+            "\"x\", \"y\", \"z\"",
+            &format!("z = {FORCE_N}"),
+            false,
+            30.0,
+        )?;
+        f.flush(prev_motion);
+        send(s, cell, t).await?;
+        let mut motion = None;
+        loop {
+            let Some(st) = f.next(&mut motion, "insert", quiet).await? else {
+                aborted = Some("control went silent during the insertion".into());
+                break;
+            };
+            let z_now = origin[2] - st.position[2];
+            if plate_z - z_now >= DEPTH_M {
+                target_at = Some(f.now());
+                cli::set_mode(s, cell, Mode::Hold).await?;
+                break;
+            }
+            match st.phase {
+                HybridPhase::Done => {
+                    notes.push("insertion: the task ended before the depth".into());
+                    break;
+                }
+                HybridPhase::Aborted => {
+                    aborted = Some(format!("insertion: {}", control_reason(s, cell).await));
+                    break;
+                }
+                _ => {}
+            }
+        }
+    } else {
+        cli::set_mode(s, cell, Mode::Hold).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    f.drain_truth();
+
+    // Scoring.
+    let success = target_at.is_some();
+    let t_contact = contact_at.unwrap_or(0.0);
+    let peak = f
+        .truths
+        .iter()
+        .map(|t| nalgebra::Vector3::from(t.force).norm())
+        .fold(0.0, f64::max);
+    let peak_lat = f
+        .truths
+        .iter()
+        .map(|t| t.force[0].hypot(t.force[1]))
+        .fold(0.0, f64::max);
+    let pos_err = f
+        .recs
+        .iter()
+        .filter(|r| r.stage != "insert")
+        .flat_map(|r| (0..2).map(move |k| (r.st.position[k] - r.st.position_ref[k]).abs()))
+        .fold(0.0, f64::max);
+    let press: Vec<&Rec> = f
+        .recs
+        .iter()
+        .filter(|r| r.stage != "insert" && r.st.phase == HybridPhase::Contact)
+        .filter(|r| found_at.is_none_or(|t| r.t < t))
+        .collect();
+    let errs: Vec<f64> = press
+        .iter()
+        .map(|r| r.st.force[2] - r.st.force_ref[2])
+        .collect();
+    let rms = (!errs.is_empty())
+        .then(|| (errs.iter().map(|e| e * e).sum::<f64>() / errs.len() as f64).sqrt());
+    let max = errs.iter().map(|e| e.abs()).fold(0.0, f64::max);
+    let lost = f
+        .recs
+        .iter()
+        .filter(|r| found_at.is_none_or(|t| r.t < t))
+        .any(|r| r.st.phase == HybridPhase::ContactLost);
+    let end = f.truths.last().map(|t| t.tcp);
+    let final_lat = end.map(|p| (p[0] - HOLE_M[0]).hypot(p[1] - HOLE_M[1]));
+    let depth = end.map(|p| HOLE_M[2] - p[2]);
+    let mut m = serde_json::Map::new();
+    m.insert("success".into(), json!(success));
+    m.insert(
+        "time_to_target_s".into(),
+        json!(target_at.map(|t| t - t_contact)),
+    );
+    m.insert(
+        "time_to_find_s".into(),
+        json!(found_at.map(|t| t - t_contact)),
+    );
+    m.insert("search_steps".into(), json!(steps));
+    m.insert("peak_force_n".into(), json!(peak));
+    m.insert("peak_lateral_force_n".into(), json!(peak_lat));
+    m.insert("max_position_error_m".into(), json!(pos_err));
+    m.insert("rms_force_error_n".into(), json!(rms));
+    m.insert("max_force_error_n".into(), json!(max));
+    m.insert("contact_lost".into(), json!(lost));
+    m.insert("clearance_m".into(), json!(clearance_m));
+    m.insert(
+        "initial_offset_m".into(),
+        json!(OFFSET_M[0].hypot(OFFSET_M[1])),
+    );
+    m.insert("final_depth_m".into(), json!(depth));
+    m.insert("final_lateral_offset_m".into(), json!(final_lat));
+    m.insert("aborted".into(), json!(aborted));
+    m.insert("notes".into(), json!(notes));
+    let targets: Vec<(&str, &str, Value, bool, &str)> = vec![
+        (
+            "success",
+            "==",
+            json!(true),
+            gate,
+            if gate {
+                "experiments issue: peg inserted"
+            } else {
+                "the paper's clearance (reported, not gated)"
+            },
+        ),
+        (
+            "peak_force_n",
+            "<=",
+            json!(30.0),
+            gate,
+            "below the task's 40 N limit with margin",
+        ),
+        (
+            "time_to_target_s",
+            "<=",
+            json!(30.0),
+            false,
+            "a usable cycle time",
+        ),
+    ];
+    let mut checks = Vec::new();
+    let mut passed = aborted.is_none() || !gate;
+    for (metric, op, target, g, source) in targets {
+        let v = m.get(metric).cloned().unwrap_or(Value::Null);
+        let pass = match (op, &v, &target) {
+            ("<=", Value::Number(a), Value::Number(b)) => {
+                a.as_f64().unwrap_or(f64::NAN) <= b.as_f64().unwrap_or(f64::NAN)
+            }
+            ("==", a, b) => a == b,
+            _ => false,
+        };
+        if g && !pass {
+            passed = false;
+        }
+        checks.push(json!({
+            "metric": metric, "op": op, "target": target, "value": v,
+            "pass": pass, "gate": g, "source": source,
+        }));
+    }
+    Ok(CaseOut {
+        label,
+        clearance_m,
+        metrics: m,
+        recs: f.recs,
+        truths: f.truths,
+        passed,
+        checks,
+    })
+}
+
+async fn control_reason(s: &Session, cell: &CellSection) -> String {
+    match cli::status(s, cell, Some("control")).await {
+        Ok(v) => v
+            .first()
+            .and_then(|c| {
+                c["detail"]["stop_reason"]
+                    .as_str()
+                    .or(c["last_error"].as_str())
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "no reason given".into()),
+        Err(e) => format!("control status: {e}"),
+    }
+}
+
+fn write_csv(dir: &Path, c: &CaseOut) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("trace.csv");
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    writeln!(
+        w,
+        "t_s,stage,phase,task_t_s,force_x,force_y,force_z,torque_x,torque_y,position_x,position_y,position_z,position_ref_x,position_ref_y"
+    )?;
+    for r in &c.recs {
+        let s = &r.st;
+        writeln!(
+            w,
+            "{:.4},{},{:?},{:.4},{:.5},{:.5},{:.5},{:.6},{:.6},{:.7},{:.7},{:.7},{:.7},{:.7}",
+            r.t,
+            r.stage,
+            s.phase,
+            s.t_s,
+            s.force[0],
+            s.force[1],
+            s.force[2],
+            s.force[3],
+            s.force[4],
+            s.position[0],
+            s.position[1],
+            s.position[2],
+            s.position_ref[0],
+            s.position_ref[1]
+        )?;
+    }
+    w.flush()?;
+    let path = dir.join("truth.csv");
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    writeln!(w, "t_s,force_x,force_y,force_z,tcp_x,tcp_y,tcp_z")?;
+    for t in &c.truths {
+        writeln!(
+            w,
+            "{:.4},{:.5},{:.5},{:.5},{:.7},{:.7},{:.7}",
+            t.t, t.force[0], t.force[1], t.force[2], t.tcp[0], t.tcp[1], t.tcp[2]
+        )?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn panels(c: &CaseOut) -> [Panel; 3] {
+    let depth: Vec<(f64, f64)> = c
+        .truths
+        .iter()
+        .map(|t| (t.t, (HOLE_M[2] - t.tcp[2]) * 1e3))
+        .collect();
+    let fz: Vec<(f64, f64)> = c.truths.iter().map(|t| (t.t, t.force[2])).collect();
+    let flat: Vec<(f64, f64)> = c
+        .truths
+        .iter()
+        .map(|t| (t.t, t.force[0].hypot(t.force[1])))
+        .collect();
+    let est: Vec<(f64, f64)> = c.recs.iter().map(|r| (r.t, r.st.force[2])).collect();
+    let path: Vec<(f64, f64)> = c
+        .truths
+        .iter()
+        .map(|t| ((t.tcp[0] - HOLE_M[0]) * 1e3, (t.tcp[1] - HOLE_M[1]) * 1e3))
+        .collect();
+    let r = (PEG_RADIUS_M + c.clearance_m) * 1e3;
+    let hole: Vec<(f64, f64)> = (0..=72)
+        .map(|i| {
+            let a = std::f64::consts::TAU * i as f64 / 72.0;
+            (r * a.cos(), r * a.sin())
+        })
+        .collect();
+    let capture: Vec<(f64, f64)> = (0..=72)
+        .map(|i| {
+            let a = std::f64::consts::TAU * i as f64 / 72.0;
+            let k = c.clearance_m * 1e3;
+            (k * a.cos(), k * a.sin())
+        })
+        .collect();
+    [
+        Panel {
+            title: format!("{}: depth below the plate's top", c.label),
+            x_label: "t (s)".into(),
+            y_label: "mm".into(),
+            series: vec![Series::line("TCP depth (truth)", depth, plot::MEASURED)],
+        },
+        Panel {
+            title: "forces on the peg".into(),
+            x_label: "t (s)".into(),
+            y_label: "N".into(),
+            series: vec![
+                Series::line("F/T estimate, pressing (z)", est, plot::RAW).thin(),
+                Series::line("plate's Fz (truth)", fz, plot::MEASURED),
+                Series::line("plate's |Fxy| (truth)", flat, plot::FOURTH),
+            ],
+        },
+        Panel {
+            title: "XY path relative to the hole".into(),
+            x_label: "x (mm)".into(),
+            y_label: "y (mm)".into(),
+            series: vec![
+                Series::line("hole edge", hole, plot::REFERENCE).dashed(),
+                Series::line("clearance (peg centre fits)", capture, plot::THIRD),
+                Series::line("TCP (truth)", path, plot::MEASURED),
+            ],
+        },
+    ]
+}
+
+/// Runs the experiment; writes traces, plots and metrics into `opts.out`; returns the metrics
+/// JSON (`{"experiment", "rate_hz", "cases", "paper", "passed"}`).
+pub async fn run(s: &Session, cell: &CellSection, opts: &Options) -> anyhow::Result<Value> {
+    let name = "peg-in-hole";
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("creating {}", opts.out.display()))?;
+    let scenario_key = format!("cell/{}/sim/rpc/scenario", cell.id);
+    let cases: &[(f64, bool)] = if opts.short {
+        &[(1e-4, true)]
+    } else {
+        &[(1e-4, true), (2.5e-5, false)]
+    };
+    let mut outs = Vec::new();
+    for (i, &(clearance, gate)) in cases.iter().enumerate() {
+        if opts.progress {
+            eprintln!(
+                "[{}/{}] {name}: clearance {:.3} mm",
+                i + 1,
+                cases.len(),
+                clearance * 1e3
+            );
+        }
+        let c = run_case(s, cell, &scenario_key, clearance, gate, opts).await?;
+        write_csv(
+            &opts.out.join(format!("clearance-{:.3}mm", clearance * 1e3)),
+            &c,
+        )?;
+        if opts.progress {
+            let line: Vec<String> = [
+                "success",
+                "time_to_target_s",
+                "search_steps",
+                "peak_force_n",
+                "final_lateral_offset_m",
+                "aborted",
+            ]
+            .iter()
+            .map(|k| format!("{k} {}", fmt_value(&c.metrics[*k])))
+            .collect();
+            eprintln!("      {}", line.join(", "));
+        }
+        outs.push(c);
+    }
+    let cols = outs.len();
+    let mut ps: Vec<Panel> = Vec::new();
+    let all: Vec<[Panel; 3]> = outs.iter().map(panels).collect();
+    for row in 0..3 {
+        for p in &all {
+            ps.push(p[row].clone());
+        }
+    }
+    let fig = Figure {
+        title: format!(
+            "{name} — {}",
+            paper()["figure"].as_str().unwrap_or_default()
+        ),
+        rows: 3,
+        cols,
+        panels: ps,
+    };
+    plot::write(&fig, &opts.out, name, ((600 * cols as u32).max(900), 900))?;
+    let passed = outs.iter().all(|c| c.passed);
+    let out = json!({
+        "experiment": name,
+        "rate_hz": 250.0,
+        "short": opts.short,
+        "world": Value::Object(opts.world.clone()),
+        "cases": outs.iter().map(|c| json!({
+            "label": c.label,
+            "metrics": Value::Object(c.metrics.clone()),
+            "checks": c.checks,
+            "note": "torque-guided search (the pressure centre of the face on the plate), then a compliant insertion; the arm's law every EGM cycle (250 Hz); forces are the simulator's truth",
+        })).collect::<Vec<_>>(),
+        "paper": paper(),
+        "passed": passed,
+    });
+    std::fs::write(
+        opts.out.join("metrics.json"),
+        serde_json::to_string_pretty(&out)?,
+    )
+    .with_context(|| format!("writing {}/metrics.json", opts.out.display()))?;
+    Ok(out)
+}
+
+/// The paper's figure.
+pub fn paper() -> Value {
+    json!({
+        "figure": "Raibert & Craig 1981, Fig. 11 (peg-in-hole with the hybrid controller; 0.025 mm clearance)",
+        "clearance_m": 2.5e-5,
+        "success": true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pressure_centre_offset_decreases_and_inverts() {
+        let (rp, r) = (0.005, 0.0051);
+        let mut prev = f64::INFINITY;
+        for i in 1..40 {
+            let e = 1e-4 + i as f64 * 2.5e-4;
+            let d = centre_offset(e, rp, r);
+            assert!(d <= prev + 1e-5, "{e}: {d} > {prev}");
+            prev = d;
+        }
+        for e in [0.0005, 0.0015, 0.0036] {
+            let d = centre_offset(e, rp, r);
+            let back = offset_from_centre(d, rp, r);
+            assert!((back - e).abs() < 2e-4, "{e} → {d} → {back}");
+        }
+    }
+}
