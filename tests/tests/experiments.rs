@@ -40,7 +40,12 @@ fn check(v: &Value, name: &str) -> Vec<String> {
                 "max_joint_speed_fraction",
                 "max_joint_accel_fraction",
             ],
-            "peg-in-hole" => &[],
+            "peg-in-hole" => &[
+                "success",
+                "time_to_target_s",
+                "peak_force_n",
+                "max_position_error_m",
+            ],
             _ => &[
                 "rms_force_error_n",
                 "max_force_error_n",
