@@ -196,7 +196,7 @@ pub async fn command(
     }
     let total = t_start.elapsed().as_secs_f64();
     let ok = !interrupted && steps.iter().all(|st| st.pass != Some(false)) && steps.len() > 1;
-    print_summary(&steps, total, ok);
+    print_summary(&steps, total, ok, interrupted);
     write_report(&out, &steps, total, ok)?;
     let shown = out.canonicalize().unwrap_or(out.clone());
     say(&format!(
@@ -667,7 +667,7 @@ fn guiding_figure(tg: &leadexp::Taught) -> Figure {
     }
 }
 
-fn print_summary(steps: &[Step], total: f64, ok: bool) {
+fn print_summary(steps: &[Step], total: f64, ok: bool, interrupted: bool) {
     let w = steps
         .iter()
         .map(|s| s.name.chars().count())
@@ -699,6 +699,8 @@ fn print_summary(steps: &[Step], total: f64, ok: bool) {
         "demo {} in {:.0} s",
         if ok {
             "PASSED: every step met its tolerance"
+        } else if interrupted {
+            "STOPPED by Ctrl-C (the robot holds)"
         } else {
             "FAILED: a step missed its tolerance or did not run"
         },

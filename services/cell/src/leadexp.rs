@@ -775,6 +775,24 @@ pub fn hand_along_mm(rec: &Rec, from: &Vector3<f64>, u: &Vector3<f64>) -> Vec<(f
         .collect()
 }
 
+/// Control's commanded TCP along `u` from `from` (mm), on the truth record's time axis (the
+/// publishers' monotonic stamps are comparable on one host).
+pub fn cmd_along_mm(rec: &Rec, from: &Vector3<f64>, u: &Vector3<f64>) -> Vec<(f64, f64)> {
+    let Some(first) = rec.truth.first() else {
+        return Vec::new();
+    };
+    let ns0 = first.stamp.source_mono_ns as f64;
+    rec.guide
+        .iter()
+        .map(|g| {
+            (
+                (g.stamp.source_mono_ns as f64 - ns0) * 1e-9,
+                (Vector3::from(g.tcp_cmd_m) - from).dot(u) * 1e3,
+            )
+        })
+        .collect()
+}
+
 /// The hand's force along `u` (N) vs truth time.
 pub fn force_along(rec: &Rec, u: &Vector3<f64>) -> Vec<(f64, f64)> {
     rec.truth
@@ -805,9 +823,10 @@ async fn axes(
     };
     let laws = ["admittance", "stiffness"];
     let mut cases = Vec::new();
-    // Per axis: (law, displacement, hand position, commanded (stiffness), force).
+    // Per axis: (law, displacement, hand position, force, commanded).
     type Traces = Vec<(
         &'static str,
+        Vec<(f64, f64)>,
         Vec<(f64, f64)>,
         Vec<(f64, f64)>,
         Vec<(f64, f64)>,
@@ -836,6 +855,7 @@ async fn axes(
                 along_mm(&data, &from, &u),
                 hand_along_mm(&data, &from, &u),
                 force_along(&data, &u),
+                cmd_along_mm(&data, &from, &u),
             ));
             let metrics = pull_metrics(&p);
             let mut targets = vec![
@@ -896,10 +916,21 @@ async fn axes(
     for (ai, (name, _)) in axes.iter().enumerate() {
         let mut ps = Vec::new();
         let mut fs = Vec::new();
-        for (i, (law, pos, hand, force)) in traces[ai].iter().enumerate() {
+        for (i, (law, pos, hand, force, cmd)) in traces[ai].iter().enumerate() {
             let c = colors[i % colors.len()];
             ps.push(Series::line(&format!("hand ({law} run)"), hand.clone(), plot::RAW).thin());
             ps.push(Series::line(&format!("TCP, {law}"), pos.clone(), c));
+            if *law == "stiffness" {
+                ps.push(
+                    Series::line(
+                        "commanded, stiffness (steps of d)",
+                        cmd.clone(),
+                        plot::REFERENCE,
+                    )
+                    .dashed()
+                    .thin(),
+                );
+            }
             fs.push(Series::line(law, force.clone(), c));
         }
         pos_panels.push(Panel {
@@ -1248,6 +1279,12 @@ pub async fn save_and_play(
     let last = out.states.last();
     let t0 = data.truth.first().map_or(0.0, |t| t.t_s);
     write_truth_csv(&dir.join("playback.csv"), &data)?;
+    let mut jf = String::from("t_s,worst_speed_fraction,worst_accel_fraction\n");
+    for (t, v, a) in &joint_fractions {
+        jf.push_str(&format!("{t:.3},{v:.5},{a:.5}\n"));
+    }
+    std::fs::write(dir.join("playback-joints.csv"), jf)
+        .with_context(|| format!("writing {}", dir.join("playback-joints.csv").display()))?;
     Ok(Played {
         waypoints,
         played_path: data
@@ -1426,7 +1463,9 @@ pub fn teach_figure(tp: &TeachPlay) -> Figure {
                             .map(|(t, v, _)| (*t, v * 100.0))
                             .collect(),
                         plot::MEASURED,
-                    ),
+                    )
+                    // Thin: plotters' wide lines draw miter spikes at sharp reversals.
+                    .thin(),
                     Series::line(
                         "acceleration",
                         r.joint_fractions
@@ -1434,7 +1473,8 @@ pub fn teach_figure(tp: &TeachPlay) -> Figure {
                             .map(|(t, _, a)| (*t, a * 100.0))
                             .collect(),
                         plot::ESTIMATE,
-                    ),
+                    )
+                    .thin(),
                     Series::line(
                         "limit",
                         vec![
