@@ -165,19 +165,23 @@ pub async fn command(
     start.secs = t_start.elapsed().as_secs_f64();
     say(&format!("cell ready ({:.1} s)", start.secs));
     let mut steps = vec![start];
-    let interrupted = {
+    let (interrupted, error) = {
         let work = run_steps(&s, &target, &out, &req, &mut steps);
         tokio::pin!(work);
         tokio::select! {
-            r = &mut work => {
-                if let Err(e) = r {
-                    say(&format!("stopped: {e:#}"));
-                }
-                false
-            }
-            _ = tokio::signal::ctrl_c() => true,
+            r = &mut work => (false, r.err()),
+            _ = tokio::signal::ctrl_c() => (true, None),
         }
     };
+    if let Some(e) = &error {
+        say(&format!("stopped: {e:#}"));
+        // The step that was running failed with it.
+        let st = last(&mut steps);
+        if st.pass.is_none() {
+            st.pass = Some(false);
+            st.figures = format!("{e:#}");
+        }
+    }
     if interrupted {
         say("Ctrl-C: stopping — playback stopped, hand released, control idle (robot-io holds)");
         let _ = lead::rpc(&s, &target, json!({ "stop": {} })).await;
@@ -195,7 +199,10 @@ pub async fn command(
         p.stop();
     }
     let total = t_start.elapsed().as_secs_f64();
-    let ok = !interrupted && steps.iter().all(|st| st.pass != Some(false)) && steps.len() > 1;
+    let ok = !interrupted
+        && error.is_none()
+        && steps.iter().all(|st| st.pass != Some(false))
+        && steps.len() > 1;
     print_summary(&steps, total, ok, interrupted);
     write_report(&out, &steps, total, ok)?;
     let shown = out.canonicalize().unwrap_or(out.clone());
