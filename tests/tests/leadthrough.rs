@@ -908,11 +908,29 @@ async fn teach_save_restart_load_and_play() {
         Vector3::from(program.waypoints[2].tcp_position_m),
     );
     let u = (b - a).normalize();
-    let worst_line = data
+    // The stretch from passing waypoint 1 to arriving at waypoint 2 (the approach line from
+    // waypoint 2 back to waypoint 0 comes first in the record).
+    let near =
+        |t: &SimTruth, p: &Vector3<f64>| (Vector3::from(t.tcp_in_base_m) - p).norm() <= 0.0005;
+    let w0 = Vector3::from(program.waypoints[0].tcp_position_m);
+    let i0 = data
         .truth
         .iter()
+        .position(|t| near(t, &w0))
+        .expect("passed waypoint 0");
+    let i1 = i0
+        + data.truth[i0..]
+            .iter()
+            .position(|t| near(t, &a))
+            .expect("passed waypoint 1");
+    let i2 = i1
+        + data.truth[i1..]
+            .iter()
+            .position(|t| near(t, &b))
+            .expect("reached waypoint 2");
+    let worst_line = data.truth[i1..=i2]
+        .iter()
         .map(|t| Vector3::from(t.tcp_in_base_m) - a)
-        .filter(|d| d.dot(&u) > 0.005 && d.dot(&u) < (b - a).norm() - 0.005)
         .map(|d| (d - u * d.dot(&u)).norm())
         .fold(0.0f64, f64::max);
     eprintln!(

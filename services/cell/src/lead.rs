@@ -241,6 +241,7 @@ pub async fn play(
             }
         );
     }
+    let motion_id = reply["motion_id"].as_u64();
     let mut states = Vec::new();
     let mut last_print = std::time::Instant::now();
     let ctrl_c = tokio::signal::ctrl_c();
@@ -262,7 +263,8 @@ pub async fn play(
                     continue;
                 };
                 let Ok(st) = codec::decode::<PlaybackState>(&sample.payload().to_bytes()) else { continue };
-                if st.program != program.name {
+                // This playback's states only (a finished one keeps publishing `Done`).
+                if st.program != program.name || motion_id.is_some_and(|m| m != st.motion_id) {
                     continue;
                 }
                 quiet_since = std::time::Instant::now();

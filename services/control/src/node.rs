@@ -521,6 +521,7 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
                 .map_err(|e| e.to_string())?;
             Ok(json!({
                 "playing": program.name,
+                "motion_id": l.core.motion_tag().map(|m| m.motion_id),
                 "cartesian": cartesian,
                 "waypoints": n,
                 "duration_s": duration,

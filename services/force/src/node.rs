@@ -203,6 +203,14 @@ pub async fn run(
                 match pl.identify() {
                     Ok(id) => {
                         tracing::info!("payload identified: {:?}", id.payload);
+                        // The status says the new payload at once (a program saved right after
+                        // must record it, not the one of the last status tick).
+                        node.set_detail(serde_json::json!({
+                            "tared": pl.is_tared(),
+                            "payload": pl.payload(),
+                            "captures": pl.captures(),
+                            "last_fault": format!("{last_fault:?}"),
+                        }));
                         reply_json(&q, serde_json::to_value(id).unwrap_or_default());
                     }
                     Err(e) => reply_err(&q, e.to_string()),
