@@ -1098,10 +1098,7 @@ pub fn markdown(results: &[(Value, String)]) -> String {
             if name == "contour" {
                 md.push_str(&format!("{f}. The law runs every EGM cycle (250 Hz)"));
             } else if crate::leadexp::NAMES.contains(&name) {
-                md.push_str(&format!(
-                    "{f}. The guiding law runs every EGM cycle (250 Hz); the operator is the \
-                     simulator's scripted hand (docs/simulator.md), scored on the ground truth"
-                ));
+                md.push_str(&format!("{f}. {}", crate::leadexp::method(name)));
             } else {
                 md.push_str(&format!(
                     "{f}. Plant law rate {} Hz (the arm's: every EGM cycle, 250 Hz)",
