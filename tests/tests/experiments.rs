@@ -125,8 +125,13 @@ fn json_of(out: &str, err: &str) -> Value {
         .unwrap_or_else(|| panic!("no metrics JSON\nstdout {out}\nstderr {err}"))
 }
 
+/// One cell at a time in this file: the 2-DOF plant's figures depend on the host's timing
+/// (two cells on two cores once pushed the force-ramp RMS past its gate).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_form_of_every_experiment_meets_its_gates() {
+    let _serial = SERIAL.lock().await;
     let c = TestCell::start(
         "exp",
         &[
@@ -179,6 +184,7 @@ async fn short_form_of_every_experiment_meets_its_gates() {
 /// No cell at the configured router: `cell experiment` starts a private one, runs, stops it.
 #[test]
 fn starts_a_private_cell_when_none_runs() {
+    let _serial = SERIAL.blocking_lock();
     let dir = out_dir("private");
     let router = format!("cell.router=\"tcp/127.0.0.1:{}\"", free_port());
     let out = std::process::Command::new(tests::bin_dir().join("cell"))

@@ -440,7 +440,18 @@ async fn run_steps(
         match r {
             Ok(v) => {
                 st.figures = experiment_figures(&v);
-                st.pass = Some(v["passed"] == true);
+                // Reported, not gated (the search is not yet reliable): "—" unless inserted.
+                let inserted = v["cases"]
+                    .as_array()
+                    .and_then(|c| c.first())
+                    .is_some_and(|c| c["metrics"]["success"] == true);
+                st.pass = inserted.then_some(true);
+                st.tolerance =
+                    "reported, not gated: the search is not yet reliable (docs/experiments.md)"
+                        .into();
+                if !inserted {
+                    st.figures = format!("NOT INSERTED — {}", st.figures);
+                }
                 let png = dir.join(format!("{PEG}.png"));
                 if png.is_file() && std::fs::copy(&png, out.join(format!("{PEG}.png"))).is_ok() {
                     st.png = Some(format!("{PEG}.png"));

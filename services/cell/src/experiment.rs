@@ -1201,7 +1201,8 @@ pub fn markdown(results: &[(Value, String)]) -> String {
     }
     md.push_str(
         "## Changing the world per run\n\n\
-         `--world KEY=VALUE` (repeatable) is applied to every case after its scenario is loaded, \
+         `--world KEY=VALUE` (repeatable; or the top-level `--set world.KEY=VALUE`) is applied to \
+         every case after its scenario is loaded, \
          through the simulator's scenario RPC `set` with a reset (`docs/simulator.md`, \"`set` key \
          paths\"); VALUE is JSON. Useful paths: `surfaces.0.stiffness_n_per_m`, `surfaces.0.mu`, \
          `surfaces.0.damping_n_s_per_m` (arm fixtures), `tool.mass_kg`, `tool.com_m`, \

@@ -337,7 +337,21 @@ impl From<ModeArg> for Mode {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    // `cell --set world.<path>=VALUE experiment …`: world settings ride on the top-level
+    // `--set` too (they are the scenario's, not the config's): moved to the experiment's world.
+    if let Cmd::Experiment { world, .. } = &mut args.cmd {
+        let (w, rest): (Vec<String>, Vec<String>) = args
+            .cfg
+            .set
+            .drain(..)
+            .partition(|s| s.trim_start().starts_with("world."));
+        args.cfg.set = rest;
+        world.extend(
+            w.iter()
+                .map(|s| s.trim_start().trim_start_matches("world.").to_string()),
+        );
+    }
     if matches!(args.cmd, Cmd::Up | Cmd::Router) || args.verbose {
         service::init_tracing();
     } else {
