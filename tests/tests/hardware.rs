@@ -398,7 +398,12 @@ async fn unplugged_sensor_is_flagged_stale_and_reconnects() {
     while let Ok(Some(sample)) = est.try_recv() {
         let e: WrenchEstimate = codec::decode(&sample.payload().to_bytes()).unwrap();
         match e.fault {
-            WrenchFault::None => last_good = Some(e.stamp.source_mono_ns),
+            // The first Stale *after* the last good estimate (a loaded host may flag a short
+            // gap before the unplug too).
+            WrenchFault::None => {
+                last_good = Some(e.stamp.source_mono_ns);
+                first_stale = None;
+            }
             WrenchFault::Stale if first_stale.is_none() => {
                 first_stale = Some(e.stamp.source_mono_ns)
             }
