@@ -617,6 +617,30 @@ pub fn decode_checked<T: DeserializeOwned + Check>(bytes: &[u8]) -> Result<T, St
     Ok(msg)
 }
 
+/// Answers a JSON request queryable with a JSON value (the services' RPC convention).
+pub fn reply_json(q: &zenoh::query::Query, v: serde_json::Value) {
+    use zenoh::Wait;
+    let key = q.key_expr().clone();
+    if let Err(e) = q
+        .reply(key, v.to_string())
+        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
+        .wait()
+    {
+        tracing::debug!("reply failed: {e}");
+    }
+}
+
+/// Answers a JSON request queryable with an error `{"error": msg}`.
+pub fn reply_err(q: &zenoh::query::Query, msg: String) {
+    use zenoh::Wait;
+    if let Err(e) = q
+        .reply_err(serde_json::json!({ "error": msg }).to_string())
+        .wait()
+    {
+        tracing::debug!("reply failed: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

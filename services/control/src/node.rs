@@ -26,7 +26,7 @@ use crate::{
         Playback, TrajLimits,
     },
 };
-use zenoh::{query::Query, Wait};
+use common::bus::{reply_err, reply_json};
 
 /// `[control.hybrid]`: defaults for hybrid tasks that do not bring their own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -289,26 +289,6 @@ fn report_end(node: &Node, core: &ControlCore, before: Mode) {
             tracing::warn!("motion ended: {why}; idle until a new command");
             node.set_error(format!("motion ended: {why}"));
         }
-    }
-}
-
-fn reply_json(q: &Query, v: serde_json::Value) {
-    let key = q.key_expr().clone();
-    if let Err(e) = q
-        .reply(key, v.to_string())
-        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
-        .wait()
-    {
-        tracing::debug!("reply failed: {e}");
-    }
-}
-
-fn reply_err(q: &Query, msg: String) {
-    if let Err(e) = q
-        .reply_err(serde_json::json!({ "error": msg }).to_string())
-        .wait()
-    {
-        tracing::debug!("reply failed: {e}");
     }
 }
 

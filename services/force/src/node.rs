@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use common::bus::{reply_err, reply_json};
 use common::{
     bus::Node,
     config::{ConfigErrors, Validate},
@@ -18,7 +19,7 @@ use common::{
     topic,
 };
 use kinematics::{node::from_msg_pose, Arm};
-use zenoh::{query::Query, Wait};
+use zenoh::query::Query;
 
 use crate::pipeline::{to_msg, Pipeline, PipelineParams, PoseInput, WindowOutcome};
 
@@ -36,26 +37,6 @@ impl Validate for PipelineParams {
 /// Key of a force request/reply queryable.
 pub fn rpc_key(cell_id: &str, op: &str) -> String {
     format!("cell/{cell_id}/force/rpc/{op}")
-}
-
-fn reply_json(q: &Query, v: serde_json::Value) {
-    let key = q.key_expr().clone();
-    if let Err(e) = q
-        .reply(key, v.to_string())
-        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
-        .wait()
-    {
-        tracing::debug!("reply failed: {e}");
-    }
-}
-
-fn reply_err(q: &Query, msg: String) {
-    if let Err(e) = q
-        .reply_err(serde_json::json!({ "error": msg }).to_string())
-        .wait()
-    {
-        tracing::debug!("reply failed: {e}");
-    }
 }
 
 /// How many samples the sensor produced between the previous received one and `now` that did
