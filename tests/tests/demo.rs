@@ -58,7 +58,12 @@ fn demo_runs_every_step_within_tolerance_and_writes_the_report() {
     // The report and its plots.
     let report = std::fs::read_to_string(dir.join("report.html")).expect("report.html");
     assert!(report.contains("<table") && report.contains("data:image/png;base64,"));
-    for png in ["guiding.png", "teach-playback.png", "press-table.png"] {
+    for png in [
+        "guiding.png",
+        "teach-playback.png",
+        "press-table.png",
+        "peg-in-hole.png",
+    ] {
         let bytes = std::fs::read(dir.join(png)).unwrap_or_else(|_| panic!("{png} missing"));
         assert_eq!(&bytes[1..4], b"PNG", "{png}");
         assert!(report.contains(png), "report.html does not show {png}");

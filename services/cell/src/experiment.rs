@@ -559,29 +559,15 @@ pub fn fmt_value(v: &Value) -> String {
     }
 }
 
-/// Moves the tool (pointing down) to `xyz_mm` and waits until it is still there.
+/// Moves the tool (pointing down) to `xyz_mm` at 100 mm/s and waits until it is still there
+/// (commanded again once when the first move ends early: [`crate::leadexp::place`]).
 pub(crate) async fn place(s: &Session, cell: &CellSection, xyz_mm: [f64; 3]) -> anyhow::Result<()> {
-    let pose =
-        kinematics::pose::pose_from_abb(xyz_mm, [0.0, 0.0, 1.0, 0.0]).context("placement pose")?;
-    let target = kinematics::node::to_msg_pose(&pose);
-    cli::move_to(s, cell, target, 0.1, 30f64.to_radians()).await?;
-    cli::wait_at_pose(s, cell, &target, Duration::from_secs(30))
-        .await
-        .with_context(|| format!("moving to {xyz_mm:?} mm"))
+    crate::leadexp::place(s, cell, xyz_mm, 100.0).await
 }
 
-/// Tares, retrying while the estimate settles.
+/// Tares, retrying while the estimate settles ([`crate::leadexp::tare`]).
 pub(crate) async fn tare(s: &Session, cell: &CellSection) -> anyhow::Result<()> {
-    let key = force::node::rpc_key(&cell.id, "tare");
-    let mut last = None;
-    for _ in 0..40 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        match cli::request(s, &key, None, Duration::from_secs(10)).await {
-            Ok(_) => return Ok(()),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| anyhow::anyhow!("tare failed")))
+    crate::leadexp::tare(s, cell).await
 }
 
 async fn run_case(
