@@ -132,6 +132,8 @@ pub struct InputStats {
     pub rejected: AtomicU64,
     last_reject: Mutex<Option<String>>,
     last_rx: Mutex<Option<Instant>>,
+    /// Stamp → arrival delays of stamped (hot-path) messages.
+    latency: crate::latency::AtomicHistogram,
 }
 
 impl InputStats {
@@ -148,7 +150,10 @@ impl InputStats {
             *g = Some(why);
         }
     }
-    fn accept(&self, at: Instant) {
+    fn accept(&self, at: Instant, delay_ns: Option<u64>) {
+        if let Some(d) = delay_ns {
+            self.latency.record(d);
+        }
         self.received.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut g) = self.last_rx.lock() {
             *g = Some(at);
@@ -166,8 +171,28 @@ impl InputStats {
                 .ok()
                 .and_then(|g| *g)
                 .map(|t| t.elapsed().as_secs_f64() * 1e3),
+            latency_us: None,
+            latency_hist: None,
         }
+        .with_latency(self.latency.snapshot())
     }
+}
+
+impl InputStatus {
+    fn with_latency(mut self, h: crate::latency::Histogram) -> Self {
+        if h.count() > 0 {
+            self.latency_us = Some(h.summary());
+            self.latency_hist = Some(h.to_sparse());
+        }
+        self
+    }
+}
+
+/// The delay of a stamped message from its production to `at_ns` (its arrival).
+fn delay_ns<T: Check>(msg: &T, at_ns: u64) -> Option<u64> {
+    msg.source_mono_ns()
+        .filter(|s| *s > 0)
+        .map(|s| at_ns.saturating_sub(s))
 }
 
 /// Counters of one published topic.
@@ -195,6 +220,8 @@ impl OutputStats {
 pub struct Received<T> {
     pub msg: T,
     pub at: Instant,
+    /// The arrival on the monotonic clock of the stamps ([`clock::mono_ns`]), ns.
+    pub at_ns: u64,
 }
 
 /// The newest sample of a topic (a `watch` channel: readers see the latest, can await changes).
@@ -287,18 +314,20 @@ impl<T: DeserializeOwned + Check> EventSender<T> {
             Err(why) => return stats.reject(why),
         };
         let at = Instant::now();
+        let at_ns = clock::mono_ns();
+        let delay = delay_ns(&msg, at_ns);
         let queued = match self {
-            EventSender::Bounded(tx) => match tx.try_send(Received { msg, at }) {
+            EventSender::Bounded(tx) => match tx.try_send(Received { msg, at, at_ns }) {
                 Ok(()) => Ok(()),
                 Err(mpsc::error::TrySendError::Full(_)) => Err("event queue full"),
                 Err(mpsc::error::TrySendError::Closed(_)) => Err("event queue closed"),
             },
             EventSender::Unbounded(tx) => tx
-                .send(Received { msg, at })
+                .send(Received { msg, at, at_ns })
                 .map_err(|_| "event queue closed"),
         };
         match queued {
-            Ok(()) => stats.accept(at),
+            Ok(()) => stats.accept(at, delay),
             Err(why) => stats.reject(why.into()),
         }
     }
@@ -476,10 +505,11 @@ impl Node {
             .declare_subscriber(key.clone())
             .callback(move |sample| {
                 let at = Instant::now();
+                let at_ns = clock::mono_ns();
                 match decode_checked::<T>(&sample.payload().to_bytes()) {
                     Ok(msg) => {
-                        st.accept(at);
-                        tx.send_replace(Some(Received { msg, at }));
+                        st.accept(at, delay_ns(&msg, at_ns));
+                        tx.send_replace(Some(Received { msg, at, at_ns }));
                     }
                     Err(why) => st.reject(why),
                 }

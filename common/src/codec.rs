@@ -8,7 +8,7 @@
 use serde::{de::DeserializeOwned, Serialize};
 
 /// Bumped whenever any message's encoding changes (postcard is positional).
-pub const WIRE_VERSION: u8 = 5;
+pub const WIRE_VERSION: u8 = 6;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -292,15 +292,15 @@ mod tests {
             seq: 300,
             source_mono_ns: 1,
         };
-        // version 05, seq 300 = ac 02, ns 1 = 01.
-        golden(&s, "05 ac02 01");
+        // version 06, seq 300 = ac 02, ns 1 = 01.
+        golden(&s, "06 ac02 01");
         // u64::MAX: nine 7-bit groups of ones (ff ×9) and the last bit (01).
         golden(
             &Stamp {
                 seq: u64::MAX,
                 source_mono_ns: 0,
             },
-            "05 ffffffffffffffffff01 00",
+            "06 ffffffffffffffffff01 00",
         );
     }
 
@@ -323,7 +323,7 @@ mod tests {
         // stamp 01 02 | cycle 05 | q_rad 6 f64 | qd_rad_s 6 f64 | robot: three bools 01 00 01.
         golden(
             &js,
-            &format!("05 01 02 05 {ONE}{}{M2} {} 01 00 01", z(4), z(6)),
+            &format!("06 01 02 05 {ONE}{}{M2} {} 01 00 01", z(4), z(6)),
         );
     }
 
@@ -352,7 +352,7 @@ mod tests {
         golden(
             &c,
             &format!(
-                "05 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
+                "06 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
                 z(5),
                 z(5)
             ),
@@ -390,7 +390,7 @@ mod tests {
         golden(
             &p,
             &format!(
-                "05 01 01 07 {Z}{MHALF}{} \
+                "06 01 01 07 {Z}{MHALF}{} \
                  {Z}{Z}{ONE} {ONE}{Z}{Z}{Z} \
                  {HALF}{Z}{ONE} {Z}{ONE}{Z}{Z} \
                  {Z}{Z}{QUARTER} {Z}{Z}{M1} \
@@ -428,7 +428,7 @@ mod tests {
             target,
         };
         // stamp 01 01 | cycle 09 | motion 02 03 | target.
-        let head = "05 01 01 09 02 03";
+        let head = "06 01 01 09 02 03";
         let hold = CartesianTarget::Hold;
         assert_eq!(target_index(&hold), "00");
         golden(&cmd(hold), &format!("{head} 00"));
@@ -480,7 +480,7 @@ mod tests {
         // (group 4, bit 3 → 0x08): 80 80 88 80 08.
         golden(
             &w,
-            &format!("05 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
+            &format!("06 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
         );
     }
 
@@ -518,6 +518,7 @@ mod tests {
                     source_mono_ns: 2,
                 },
                 sample_seq: 128,
+                sample_mono_ns: 3,
                 fault,
                 sensor: Wrench {
                     force_n: [1.0, 0.0, 0.0],
@@ -532,13 +533,13 @@ mod tests {
                     torque_nm: [0.0; 3],
                 },
             };
-            // stamp | sample_seq 128 = 80 01 | fault index | 3 wrenches × 6 f64.
+            // stamp | sample_seq 128 = 80 01 | sample_mono_ns 3 | fault index | 3 wrenches × 6 f64.
             golden(
                 &e,
-                &format!("05 01 02 {V128} {} {wrenches}", fault_index(fault)),
+                &format!("06 01 02 {V128} 03 {} {wrenches}", fault_index(fault)),
             );
         }
-        let beyond = format!("05 01 02 {V128} 08 {}", z(18));
+        let beyond = format!("06 01 02 {V128} 03 08 {}", z(18));
         assert!(decode::<WrenchEstimate>(&unhex(&beyond)).is_err());
     }
 
@@ -572,9 +573,9 @@ mod tests {
                 },
                 mode,
             };
-            golden(&m, &format!("05 {V300} 01 {}", mode_index(mode)));
+            golden(&m, &format!("06 {V300} 01 {}", mode_index(mode)));
         }
-        assert!(decode::<ModeCommand>(&unhex(&format!("05 {V300} 01 06"))).is_err());
+        assert!(decode::<ModeCommand>(&unhex(&format!("06 {V300} 01 06"))).is_err());
     }
 
     fn profile_index(p: &Profile) -> &'static str {
@@ -636,7 +637,7 @@ mod tests {
         // stamp | name: len 02 "ab" | robot 01 | frame_kind 02 | pose | 6 bools | 6 profiles
         // (variant index, fields; the series: length 02, points) | duration | from_contact 01
         // | rate | gains, limits: None 00 00.
-        let head = format!("05 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let head = format!("06 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let profiles = format!(
             "00 {ONE} 01 {Z}{TWO}{HALF} 02 {Z}{M1}{QUARTER}{ONE_HALF} \
              03 {HALF}{MHALF}{QUARTER}{ONE} 04 02 {Z}{ONE}{TWO}{THREE} 00 {Z}"
@@ -645,7 +646,7 @@ mod tests {
         for (kind, i) in [(FrameKind::Base, "00"), (FrameKind::Tool, "01")] {
             t.frame_kind = kind;
             t.robot = TaskRobot::Arm;
-            let head = format!("05 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+            let head = format!("06 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
             golden(&t, &format!("{head} {profiles} {TWO} 01 {HALF} 00 00"));
         }
         // Some gains and limits: 01 then the fields in order.
@@ -665,7 +666,7 @@ mod tests {
             contact_loss_s: 0.25,
             approach_timeout_s: 2.0,
         });
-        let head = format!("05 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let head = format!("06 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let gains = format!("01 {} {} {HALF} {}", ONE.repeat(6), z(36), z(6));
         let limits = format!("01 {QUARTER}{HALF}{ONE}{TWO}{THREE}{ONE_HALF}{ONE}{QUARTER}{TWO}");
         golden(
@@ -706,7 +707,7 @@ mod tests {
             golden(
                 &s,
                 &format!(
-                    "05 01 02 {V300} {HALF} {TWO} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
+                    "06 01 02 {V300} {HALF} {TWO} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
                      {ONE}{} {HALF}{} {}{M1} 04 {} {ONE}{}",
                     z(3),
                     z(3),
@@ -738,7 +739,7 @@ mod tests {
         golden(
             &t,
             &format!(
-                "05 01 02 {HALF} {Z}{Z}{TWO} {M1}{Z}{Z} 01 {QUARTER}{Z}{ONE_HALF} 01 {HALF}{Z}{ONE}"
+                "06 01 02 {HALF} {Z}{Z}{TWO} {M1}{Z}{Z} 01 {QUARTER}{Z}{ONE_HALF} 01 {HALF}{Z}{ONE}"
             ),
         );
     }
@@ -752,7 +753,7 @@ mod tests {
             },
             source: 300,
         };
-        golden(&e, "05 01 02 ac02");
+        golden(&e, "06 01 02 ac02");
     }
 
     #[test]
@@ -787,7 +788,7 @@ mod tests {
             golden(
                 &g,
                 &format!(
-                    "05 01 02 03 {idx} {HALF} 01 {ONE}{Z}{Z} {Z}{Z}{M1} {QUARTER}{Z}{Z} {Z}{Z}{Z} \
+                    "06 01 02 03 {idx} {HALF} 01 {ONE}{Z}{Z} {Z}{Z}{M1} {QUARTER}{Z}{Z} {Z}{Z}{Z} \
                      {HALF}{Z}{ONE} {TWO} 00 01 04 {V128}"
                 ),
             );
@@ -826,7 +827,7 @@ mod tests {
             golden(
                 &p,
                 &format!(
-                    "05 01 02 03 02 6162 {i:02x} 01 03 {HALF} {ONE} {TWO} {Z}{Z}{Z}{Z}{Z}{QUARTER}"
+                    "06 01 02 03 02 6162 {i:02x} 01 03 {HALF} {ONE} {TWO} {Z}{Z}{Z}{Z}{Z}{QUARTER}"
                 ),
             );
         }
@@ -848,7 +849,7 @@ mod tests {
         };
         golden(
             &m,
-            &format!("05 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
+            &format!("06 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
         );
     }
 
@@ -898,7 +899,7 @@ mod tests {
     fn golden_safety_state_every_level_and_reason() {
         // stamp | level | reason | since_cycle ac 02 | rejected 02 | robot_boot c0 84 3d |
         // motion_id 00.
-        let vector = |l: &str, r: &str| format!("05 01 01 {l} {r} {V300} 02 {V1E6} 00");
+        let vector = |l: &str, r: &str| format!("06 01 01 {l} {r} {V300} 02 {V1E6} 00");
         let levels = [
             SafetyLevel::Active,
             SafetyLevel::Hold,
@@ -941,7 +942,7 @@ mod tests {
         };
         golden(
             &running,
-            &format!("05 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
+            &format!("06 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
         );
         // Exactly four levels and thirteen reasons.
         assert!(decode::<SafetyState>(&unhex(&vector("04", "00"))).is_err());
@@ -972,9 +973,9 @@ mod tests {
                 },
                 action,
             };
-            golden(&e, &format!("05 {V300} 01 {}", action_index(action)));
+            golden(&e, &format!("06 {V300} 01 {}", action_index(action)));
         }
-        assert!(decode::<EStop>(&unhex(&format!("05 {V300} 01 03"))).is_err());
+        assert!(decode::<EStop>(&unhex(&format!("06 {V300} 01 03"))).is_err());
     }
 
     #[test]
@@ -996,7 +997,7 @@ mod tests {
         golden(
             &p,
             &format!(
-                "05 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
+                "06 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
                  {ONE_HALF}{Z}"
             ),
         );
@@ -1011,6 +1012,6 @@ mod tests {
             },
             effort: [3.0, -0.5],
         };
-        golden(&c, &format!("05 01 01 {THREE}{MHALF}"));
+        golden(&c, &format!("06 01 01 {THREE}{MHALF}"));
     }
 }

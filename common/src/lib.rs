@@ -6,7 +6,8 @@
 //! - [`bus`]: zenoh session from CLI args, typed publishers/subscribers, liveliness, status;
 //! - [`config`]: one TOML per cell, file → env → `--set`, every error listed at once;
 //! - [`service`]: tracing, shutdown signal, config loading for binaries;
-//! - [`clock`]: the monotonic clock used for stamps.
+//! - [`clock`]: the monotonic clock used for stamps;
+//! - [`latency`]: latency histograms (per-hop and end-to-end figures in the services' status).
 //!
 //! It deliberately holds no control law, kinematics or device protocol: those live in the
 //! services' pure cores.
@@ -15,6 +16,7 @@ pub mod bus;
 pub mod clock;
 pub mod codec;
 pub mod config;
+pub mod latency;
 pub mod msg;
 pub mod service;
 pub mod testing;

@@ -242,6 +242,9 @@ pub struct WrenchEstimate {
     pub stamp: Stamp,
     /// Stamp.seq of the raw sample this estimate was computed from.
     pub sample_seq: u64,
+    /// That raw sample's stamp (`source_mono_ns`: when the sensor service received it from
+    /// the device): the start of the force loop's delay (wire v6).
+    pub sample_mono_ns: u64,
     /// `None` = usable; anything else = force modes must not use it.
     pub fault: WrenchFault,
     /// Contact wrench (bias and tool weight removed, filtered) at the sensor origin.
@@ -716,6 +719,14 @@ pub struct InputStatus {
     pub rejected: u64,
     pub last_reject: Option<String>,
     pub age_ms: Option<f64>,
+    /// Hot-path inputs: the delay from the message's stamp (its production, by the publisher)
+    /// to its arrival in this process's subscriber, µs — one hop of the chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<crate::latency::Summary>,
+    /// The same as a sparse histogram (`latency::Histogram::from_sparse`), so that a benchmark
+    /// can take the difference of two status snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hist: Option<crate::latency::Sparse>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -728,6 +739,12 @@ pub struct OutputStatus {
 /// them are counted as rejected by the bus and never reach a service.
 pub trait Check {
     fn check(&self) -> Result<(), String>;
+
+    /// The monotonic time the message's content was produced (its stamp), for hot-path types:
+    /// the receiver records its arrival delay per input (`InputStatus::latency_us`).
+    fn source_mono_ns(&self) -> Option<u64> {
+        None
+    }
 }
 
 fn finite(name: &str, v: &[f64]) -> Result<(), String> {
@@ -755,6 +772,9 @@ fn wrench(name: &str, w: &Wrench) -> Result<(), String> {
 }
 
 impl Check for JointState {
+    fn source_mono_ns(&self) -> Option<u64> {
+        Some(self.stamp.source_mono_ns)
+    }
     fn check(&self) -> Result<(), String> {
         finite("q_rad", &self.q_rad)?;
         finite("qd_rad_s", &self.qd_rad_s)
@@ -762,6 +782,9 @@ impl Check for JointState {
 }
 
 impl Check for JointCommand {
+    fn source_mono_ns(&self) -> Option<u64> {
+        Some(self.stamp.source_mono_ns)
+    }
     fn check(&self) -> Result<(), String> {
         finite("q_rad", &self.q_rad)?;
         finite("qd_rad_s", &self.qd_rad_s)
@@ -769,6 +792,9 @@ impl Check for JointCommand {
 }
 
 impl Check for ToolPose {
+    fn source_mono_ns(&self) -> Option<u64> {
+        Some(self.stamp.source_mono_ns)
+    }
     fn check(&self) -> Result<(), String> {
         finite("q_rad", &self.q_rad)?;
         pose("tool0_in_base", &self.tool0_in_base)?;
@@ -783,6 +809,9 @@ impl Check for ToolPose {
 }
 
 impl Check for CartesianCommand {
+    fn source_mono_ns(&self) -> Option<u64> {
+        Some(self.stamp.source_mono_ns)
+    }
     fn check(&self) -> Result<(), String> {
         match &self.target {
             CartesianTarget::Hold => Ok(()),
@@ -797,12 +826,18 @@ impl Check for CartesianCommand {
 }
 
 impl Check for WrenchSample {
+    fn source_mono_ns(&self) -> Option<u64> {
+        Some(self.stamp.source_mono_ns)
+    }
     fn check(&self) -> Result<(), String> {
         wrench("wrench_sensor", &self.wrench_sensor)
     }
 }
 
 impl Check for WrenchEstimate {
+    fn source_mono_ns(&self) -> Option<u64> {
+        Some(self.stamp.source_mono_ns)
+    }
     fn check(&self) -> Result<(), String> {
         wrench("sensor", &self.sensor)?;
         wrench("tool", &self.tool)?;

@@ -14,8 +14,8 @@ import time
 
 import zenoh
 
-# common::codec::WIRE_VERSION (JointState's layout is the same in v2, v3, v4 and v5).
-WIRE_VERSION = 5
+# common::codec::WIRE_VERSION (JointState's layout is the same in v2 to v6).
+WIRE_VERSION = 6
 
 
 def varint(buf, i):

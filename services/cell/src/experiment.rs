@@ -999,6 +999,11 @@ impl PrivateCell {
         })
     }
 
+    /// The `cell up` process (the launcher with the embedded router).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Waits until every service is live and robot-io runs its robot session.
     pub async fn wait_ready(&mut self, s: &Session, timeout: Duration) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + timeout;

@@ -35,6 +35,28 @@ struct Args {
 }
 
 #[derive(Subcommand)]
+enum BenchCmd {
+    /// The command path's latency through the real processes while a hybrid task runs:
+    /// end to end (EgmRobot k → joint command k), per hop, in-service, the force loop,
+    /// missed cycles, CPU per process, and an in-process baseline of the same cores. Exits
+    /// non-zero on missed cycles only (timings are reported, not judged).
+    Latency {
+        /// Robot cycle rate (Hz): a whole number of ms (1000, 500, 250, …).
+        #[arg(long = "rate", default_value_t = 250.0)]
+        rate_hz: f64,
+        /// Measured window (s), after the workload reaches contact.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Skip the in-process baseline.
+        #[arg(long)]
+        no_baseline: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum Cmd {
     /// Start the cell: embedded zenoh router + every service as a supervised process.
     Up,
@@ -166,6 +188,11 @@ enum Cmd {
         /// Leave out the peg-in-hole.
         #[arg(long)]
         no_peg: bool,
+    },
+    /// Benchmarks (`cell bench latency`): a private simulated cell at a given robot cycle.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
     },
     /// Hand guiding (lead-through): starts guiding and streams the deadman keep-alive from this
     /// terminal until Ctrl-C or --seconds (then the arm decelerates and holds). Laws:
@@ -493,6 +520,25 @@ async fn run(
         let cfg = args.cfg.config.as_deref();
         return cell::experiment::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
     }
+    if let Cmd::Bench {
+        what:
+            BenchCmd::Latency {
+                rate_hz,
+                seconds,
+                json,
+                no_baseline,
+            },
+    } = args.cmd
+    {
+        let req = cell::bench::Request {
+            rate_hz,
+            seconds,
+            json,
+            no_baseline,
+        };
+        let cfg = args.cfg.config.as_deref();
+        return cell::bench::command(&args.bus, cfg, &args.cfg.set, req).await;
+    }
     if let Cmd::Demo { out, no_peg } = args.cmd {
         let req = cell::demo::Request { out, no_peg };
         let cfg = args.cfg.config.as_deref();
@@ -500,7 +546,12 @@ async fn run(
     }
     let s = cli::session(&args.bus, &cell).await?;
     match args.cmd {
-        Cmd::Up | Cmd::Router | Cmd::Kin { .. } | Cmd::Experiment { .. } | Cmd::Demo { .. } => {}
+        Cmd::Up
+        | Cmd::Router
+        | Cmd::Kin { .. }
+        | Cmd::Experiment { .. }
+        | Cmd::Demo { .. }
+        | Cmd::Bench { .. } => {}
         Cmd::Guide {
             law,
             params,

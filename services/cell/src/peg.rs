@@ -288,7 +288,7 @@ impl Search {
     /// `rp` and the hole's radius `r`: the next move.
     fn plan(&mut self, p: [f64; 2], rp: f64, r: f64) -> Plan {
         let d = p[0].hypot(p[1]);
-        if !(d >= 2e-4) {
+        if d.is_nan() || d < 2e-4 {
             return Plan::NoTorque;
         }
         let u = [-p[0] / d, -p[1] / d];

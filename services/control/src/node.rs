@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use common::{
     bus::Node,
+    clock,
     config::{check_range, ConfigErrors, Validate},
     msg::{
         CartesianCommand, HybridLimits, HybridPhase, HybridState, HybridTask, Mode,
@@ -651,6 +652,10 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     let mut initial_hold = cfg.initial_mode == InitialMode::Hold;
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));
     let mut published = 0u64;
+    let (mut step_lat, mut force_loop) = (
+        common::latency::Histogram::new(),
+        common::latency::Histogram::new(),
+    );
 
     loop {
         tokio::select! {
@@ -779,7 +784,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 }
             }
             Some(p) = poses.changed() => {
-                let pose = p.msg;
+                let (pose, arrived_ns) = (p.msg, p.at_ns);
                 let now_s = robot_clock.time(pose.cycle, pose.stamp.source_mono_ns as f64 * 1e-9);
                 let before = core.mode();
                 last_robot_s = now_s;
@@ -791,6 +796,19 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     core.set_cycle(pose.cycle, p);
                 }
                 let target = core.step_with_wrench(&tcp, now_s, &w);
+                // The reference first: the state reports below are for recorders.
+                if let (Some(target), Some(motion)) = (target, core.motion_tag()) {
+                    let cmd = CartesianCommand { stamp: cmd_pub.next_stamp(), cycle: pose.cycle, motion, target };
+                    cmd_pub.put(&cmd);
+                    published += 1;
+                    let now_ns = clock::mono_ns();
+                    step_lat.record(now_ns.saturating_sub(arrived_ns));
+                    if matches!(core.mode(), Mode::Hybrid | Mode::LeadThrough) {
+                        if let Some(w) = wrench.get().filter(|w| w.msg.sample_mono_ns > 0) {
+                            force_loop.record(now_ns.saturating_sub(w.msg.sample_mono_ns));
+                        }
+                    }
+                }
                 let motion_id = core.motion_tag().map_or(0, |m| m.motion_id);
                 if before == Mode::LeadThrough && core.mode() == Mode::LeadThrough {
                     if let Some(d) = cfg.guide.dwell_record_s {
@@ -850,11 +868,6 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     }
                 }
                 report_end(&node, &core, before);
-                if let (Some(target), Some(motion)) = (target, core.motion_tag()) {
-                    let cmd = CartesianCommand { stamp: cmd_pub.next_stamp(), cycle: pose.cycle, motion, target };
-                    cmd_pub.put(&cmd);
-                    published += 1;
-                }
             }
             _ = status_tick.tick() => {
                 let w = wrench.get().map(|w| format!("{:?}", w.msg.fault));
@@ -877,6 +890,15 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         "steps": r.steps,
                     })),
                     "enables_received": enable_count,
+                    // Tool pose in → reference out; F/T sample at the sensor service →
+                    // reference out (hybrid and lead-through: the force loop's delay up to
+                    // the reference on the wire).
+                    "latency": {
+                        "step_us": step_lat.summary(),
+                        "step_hist": step_lat.to_sparse(),
+                        "force_loop_us": force_loop.summary(),
+                        "force_loop_hist": force_loop.to_sparse(),
+                    },
                     "teach_waypoints": teach.len(),
                     "playback": core.play_report().map(|(n, r)| serde_json::json!({
                         "program": n, "state": format!("{:?}", r.state), "progress": r.progress,

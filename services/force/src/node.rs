@@ -121,6 +121,7 @@ pub async fn run(
                 let msg = WrenchEstimate {
                     stamp: est_pub.next_stamp(),
                     sample_seq: s.msg.stamp.seq,
+                    sample_mono_ns: s.msg.stamp.source_mono_ns,
                     fault: e.fault,
                     sensor: to_msg(&e.sensor),
                     tool: to_msg(&e.tool),

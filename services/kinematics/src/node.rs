@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use common::{
     bus::Node,
+    clock,
     config::{check_range, ConfigErrors, Validate},
+    latency::Histogram,
     msg::{CartesianTarget, JointCommand, KinFlags, Pose, ToolPose, Twist as MsgTwist},
     service::Shutdown,
     topic,
@@ -160,6 +162,53 @@ impl CycleEstimate {
     }
 }
 
+/// The tool pose message of a joint state (FK of tool0 and the TCP, the TCP twist, the base
+/// Jacobian, manipulability), or `None` when FK fails.
+pub fn tool_pose(
+    arm: &Arm,
+    js: &common::msg::JointState,
+    stamp: common::msg::Stamp,
+) -> Option<ToolPose> {
+    let (Ok(t0), Ok(tcp), Ok(jac), Ok(m)) = (
+        arm.fk_tool0(&js.q_rad),
+        arm.fk(&js.q_rad),
+        arm.jacobian(&js.q_rad, JacobianFrame::Base),
+        arm.manipulability(&js.q_rad),
+    ) else {
+        return None;
+    };
+    let v = jac * nalgebra::Vector6::from(js.qd_rad_s);
+    let mut jb = [[0.0; 6]; 6];
+    for (r, row) in jb.iter_mut().enumerate() {
+        for (c, x) in row.iter_mut().enumerate() {
+            *x = jac[(r, c)];
+        }
+    }
+    Some(ToolPose {
+        stamp,
+        cycle: js.cycle,
+        q_rad: js.q_rad,
+        tool0_in_base: to_msg_pose(&t0),
+        tcp_in_base: to_msg_pose(&tcp),
+        tcp_twist_base: MsgTwist {
+            linear_m_s: [v[0], v[1], v[2]],
+            angular_rad_s: [v[3], v[4], v[5]],
+        },
+        jacobian_base: jb,
+        manipulability: m,
+    })
+}
+
+/// The servo's target for a Cartesian command's.
+pub fn servo_target(t: &CartesianTarget) -> ServoTarget {
+    match *t {
+        CartesianTarget::Hold => ServoTarget::Hold,
+        CartesianTarget::Pose(p) => ServoTarget::Pose(from_msg_pose(&p)),
+        CartesianTarget::Twist { twist, .. } => ServoTarget::Twist(to_twist(&twist)),
+        CartesianTarget::Joints { q_rad } => ServoTarget::Joints(q_rad),
+    }
+}
+
 pub async fn run(
     node: Node,
     cfg: (KinematicsConfig, Arm),
@@ -178,43 +227,21 @@ pub async fn run(
     let mut counts = (0u64, 0u64, 0u64, 0u64); // poses, commands, unreachable, limited
     let mut servo_counts = (0u64, 0u64, 0u64); // lead-limited, far solutions, resyncs
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));
+    let (mut fk_lat, mut servo_lat) = (Histogram::new(), Histogram::new());
 
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             Some(js) = joints.changed() => {
+                let arrived_ns = js.at_ns;
                 let js = js.msg;
                 cycle.update(js.stamp.source_mono_ns);
-                let (Ok(t0), Ok(tcp), Ok(jac), Ok(m)) = (
-                    arm.fk_tool0(&js.q_rad),
-                    arm.fk(&js.q_rad),
-                    arm.jacobian(&js.q_rad, JacobianFrame::Base),
-                    arm.manipulability(&js.q_rad),
-                ) else {
+                let Some(msg) = tool_pose(&arm, &js, pose_pub.next_stamp()) else {
                     node.set_error(format!("FK failed for joints {:?}", js.q_rad));
                     continue;
                 };
-                let v = jac * nalgebra::Vector6::from(js.qd_rad_s);
-                let mut jb = [[0.0; 6]; 6];
-                for (r, row) in jb.iter_mut().enumerate() {
-                    for (c, x) in row.iter_mut().enumerate() {
-                        *x = jac[(r, c)];
-                    }
-                }
-                let msg = ToolPose {
-                    stamp: pose_pub.next_stamp(),
-                    cycle: js.cycle,
-                    q_rad: js.q_rad,
-                    tool0_in_base: to_msg_pose(&t0),
-                    tcp_in_base: to_msg_pose(&tcp),
-                    tcp_twist_base: MsgTwist {
-                        linear_m_s: [v[0], v[1], v[2]],
-                        angular_rad_s: [v[3], v[4], v[5]],
-                    },
-                    jacobian_base: jb,
-                    manipulability: m,
-                };
                 pose_pub.put(&msg);
+                fk_lat.record(clock::mono_ns().saturating_sub(arrived_ns));
                 counts.0 += 1;
             }
             Some(cmd) = commands.changed() => {
@@ -222,13 +249,8 @@ pub async fn run(
                     node.set_error("Cartesian command before any joint state: ignored");
                     continue;
                 };
-                let (cmd, cmd_at) = (cmd.msg, cmd.at);
-                let target = match cmd.target {
-                    CartesianTarget::Hold => ServoTarget::Hold,
-                    CartesianTarget::Pose(p) => ServoTarget::Pose(from_msg_pose(&p)),
-                    CartesianTarget::Twist { twist, .. } => ServoTarget::Twist(to_twist(&twist)),
-                    CartesianTarget::Joints { q_rad } => ServoTarget::Joints(q_rad),
-                };
+                let (cmd, cmd_at, arrived_ns) = (cmd.msg, cmd.at, cmd.at_ns);
+                let target = servo_target(&cmd.target);
                 // One robot cycle per command, whatever the sender's own rate.
                 let dt = cycle.dt_s;
                 let since = last_cmd_at.map_or(f64::INFINITY, |t| cmd_at.duration_since(t).as_secs_f64());
@@ -267,6 +289,7 @@ pub async fn run(
                     },
                 };
                 cmd_pub.put(&jc);
+                servo_lat.record(clock::mono_ns().saturating_sub(arrived_ns));
                 counts.1 += 1;
             }
             _ = status_tick.tick() => {
@@ -279,6 +302,13 @@ pub async fn run(
                     "far_solution": servo_counts.1,
                     "resynced": servo_counts.2,
                     "robot_cycle_ms": cycle.dt_s * 1e3,
+                    // Joint state in → tool pose out; Cartesian command in → joint command out.
+                    "latency": {
+                        "fk_us": fk_lat.summary(),
+                        "fk_hist": fk_lat.to_sparse(),
+                        "servo_us": servo_lat.summary(),
+                        "servo_hist": servo_lat.to_sparse(),
+                    },
                 }));
             }
         }

@@ -9,11 +9,15 @@
 //! Its e-stop and protective-stop latches survive a restart ([`latch`]); every command must
 //! carry this instance's boot id, so a restarted robot-io never continues an old motion.
 //!
+//! It measures the command path end to end ([`latency`]): controller message of cycle k → the
+//! joint command for k back, and the cycles whose command came too late.
+//!
 //! It does not compute kinematics or control laws.
 
 pub mod config;
 pub mod egm;
 pub mod ideal;
 pub mod latch;
+pub mod latency;
 pub mod node;
 pub mod supervisor;

@@ -43,31 +43,26 @@ use crate::{
 
 /// A message for the publishing task.
 enum Outbound {
-    Joint(JointState),
     Safety(SafetyState),
 }
 
-/// Publishes what the cycle path hands over, so that a congested link never delays the
-/// handling of the next datagram. Stamps keep the time the content was produced.
+/// Publishes the safety state (`Block` congestion control: it must not be lost) off the
+/// cycle path, so that a congested link never delays the handling of the next datagram.
+/// Stamps keep the time the content was produced. The joint state is published on the cycle
+/// path itself, right after the reply: its QoS is express with `Drop` congestion control, so
+/// the put never waits for the network, and the hand-off to this task had cost a task wake-up
+/// per cycle on the chain's first hop (`cell bench latency`, docs/performance.md).
 async fn publish_task(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Outbound>,
-    mut js_pub: Publisher<JointState>,
     mut safety_pub: Publisher<SafetyState>,
 ) {
-    // The publisher's sequence number; the production time the cycle path gave.
-    fn restamp<T: serde::Serialize>(p: &mut Publisher<T>, stamp: &mut common::msg::Stamp) {
-        let produced = stamp.source_mono_ns;
-        *stamp = p.next_stamp();
-        stamp.source_mono_ns = produced;
-    }
     while let Some(m) = rx.recv().await {
         match m {
-            Outbound::Joint(mut js) => {
-                restamp(&mut js_pub, &mut js.stamp);
-                js_pub.put(&js);
-            }
             Outbound::Safety(mut st) => {
-                restamp(&mut safety_pub, &mut st.stamp);
+                // The publisher's sequence number; the production time the cycle path gave.
+                let produced = st.stamp.source_mono_ns;
+                st.stamp = safety_pub.next_stamp();
+                st.stamp.source_mono_ns = produced;
                 safety_pub.put(&st);
             }
         }
@@ -123,6 +118,7 @@ impl CycleStats {
 /// What both drivers share: bus endpoints, the supervisor, safety publishing.
 struct Shell {
     node: Node,
+    js_pub: Publisher<JointState>,
     commands: Latest<JointCommand>,
     estops: Events<EStop>,
     out: tokio::sync::mpsc::UnboundedSender<Outbound>,
@@ -233,23 +229,20 @@ impl Shell {
     }
 
     fn publish_joints(
-        &self,
+        &mut self,
         cycle: u64,
         q: [f64; 6],
         qd: [f64; 6],
         robot: common::msg::RobotStatus,
     ) {
         let js = JointState {
-            stamp: common::msg::Stamp {
-                seq: 0,
-                source_mono_ns: clock::mono_ns(),
-            },
+            stamp: self.js_pub.next_stamp(),
             cycle,
             q_rad: q,
             qd_rad_s: qd,
             robot,
         };
-        let _ = self.out.send(Outbound::Joint(js));
+        self.js_pub.put(&js);
     }
 
     fn safety_json(&self, sup: &Supervisor) -> serde_json::Value {
@@ -317,9 +310,10 @@ pub async fn run(
     }
     sup.restore(restored);
     let (out, rx) = tokio::sync::mpsc::unbounded_channel();
-    let publisher = tokio::spawn(publish_task(rx, js_pub, safety_pub));
+    let publisher = tokio::spawn(publish_task(rx, safety_pub));
     let mut shell = Shell {
         node,
+        js_pub,
         commands,
         estops,
         out,
@@ -411,6 +405,10 @@ struct EgmShell {
     recv_errors: u64,
     incomplete_last: Option<String>,
     repeats: u64,
+    /// End-to-end latency of the command path and missed cycles.
+    lat: crate::latency::CycleLatency,
+    /// The supervisor's command timeout (s): a newer command is "streaming".
+    command_timeout_s: f64,
 }
 
 impl EgmShell {
@@ -429,6 +427,7 @@ impl EgmShell {
     /// Handles one datagram: core (decode, session, supervisor), reply to the sender, then
     /// hand the joint state to the publishing task.
     async fn on_datagram(&mut self, sh: &mut Shell, bytes: &[u8], from: SocketAddr, rx: Instant) {
+        let rx_ns = clock::mono_ns();
         let rx_s = sh.secs(rx);
         sh.drain_estops(&mut self.core.sup);
         let latest = sh.commands.get();
@@ -452,6 +451,12 @@ impl EgmShell {
             }
             Datagram::Incomplete(e) => self.incomplete_last = Some(e.to_string()),
             Datagram::Cycle(fb) => {
+                let newest = latest.as_ref().map(|r| crate::latency::LatestCommand {
+                    cycle: r.msg.cycle,
+                    at_ns: r.at_ns,
+                    fresh: rx_s - sh.secs(r.at) <= self.command_timeout_s,
+                });
+                self.lat.on_cycle(h.cycle, rx_ns, newest);
                 for ev in &fb.events {
                     match ev {
                         SessionEvent::ControllerStopped(s) => {
@@ -509,6 +514,7 @@ impl EgmShell {
             "schema": self.core.session.schema(),
             "safety": sh.safety_json(&self.core.sup),
             "q_deg": self.core.q_measured().map(|q| q.iter().map(|v| v.to_degrees()).collect::<Vec<_>>()),
+            "latency": self.lat.json(),
         })
     }
 }
@@ -547,6 +553,8 @@ async fn run_egm(
         recv_errors: 0,
         incomplete_last: None,
         repeats: 0,
+        lat: crate::latency::CycleLatency::new(),
+        command_timeout_s: cfg.command_timeout_ms * 1e-3,
     };
     // Housekeeping: e-stops between datagrams, silence detection, periodic safety state,
     // status.

@@ -1,0 +1,117 @@
+//! `cell bench latency` (the performance issue's CI smoke): a private simulated cell at 250 Hz
+//! with a hybrid task running for 5 s (`CELL_BENCH_FULL=1`: 250 Hz for 60 s and 1 kHz for
+//! 30 s, the acceptance runs, which require zero missed cycles). The smoke fails on a report
+//! that lacks a figure, on commands that do not flow, and on more than 1 % missed cycles: on
+//! this 2-core host without SCHED_FIFO a scheduling hiccup misses 0–4 of 2500 cycles at 250 Hz
+//! (docs/performance.md), so zero is the acceptance target, not yet the CI gate. Timings are
+//! printed and recorded in docs/performance.md, never asserted.
+
+use tests::{free_port, repo_root};
+
+fn bench(rate: &str, seconds: &str, zero_missed: bool) -> serde_json::Value {
+    let router = format!("cell.router=\"tcp/127.0.0.1:{}\"", free_port());
+    let out = std::process::Command::new(tests::bin_dir().join("cell"))
+        .current_dir(repo_root())
+        .env("CELL_NO_AUTOBUILD", "1")
+        .env_remove("CARGO")
+        .args([
+            "--set",
+            &router,
+            "bench",
+            "latency",
+            "--rate",
+            rate,
+            "--seconds",
+            seconds,
+            "--json",
+        ])
+        .output()
+        .expect("cell bench latency");
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    eprintln!("{o}\n{e}");
+    let r: serde_json::Value = serde_json::from_str(o.trim()).unwrap_or_else(|err| {
+        panic!("cell bench latency printed no JSON ({err}):\nstdout {o}\nstderr {e}")
+    });
+    // The command exits non-zero on missed cycles only (checked below by their count).
+    let missed = r["missed_cycles"].as_u64().unwrap_or(u64::MAX);
+    assert_eq!(
+        out.status.success(),
+        missed == 0,
+        "exit status vs {missed} missed cycles: {r}\nstderr {e}"
+    );
+    if zero_missed {
+        assert_eq!(missed, 0, "{r}");
+    }
+    r
+}
+
+fn check(r: &serde_json::Value, rate: f64, seconds: f64) {
+    let missed = r["missed_cycles"].as_f64().unwrap_or(f64::INFINITY);
+    let cycles = r["cycles"].as_f64().unwrap_or(0.0);
+    assert!(cycles >= 0.8 * rate * seconds, "{cycles} cycles: {r}");
+    let commanded = r["commanded_cycles"].as_f64().unwrap_or(0.0);
+    assert!(
+        commanded >= 0.95 * cycles,
+        "only {commanded} of {cycles} commanded: {r}"
+    );
+    assert!(missed <= 0.01 * commanded, "{missed} missed cycles: {r}");
+    let e2e = &r["end_to_end_us"];
+    assert!(
+        e2e["count"].as_f64().unwrap_or(0.0) >= 0.95 * commanded,
+        "{r}"
+    );
+    for k in ["p50", "p90", "p99", "p999", "max"] {
+        assert!(
+            e2e[k].as_f64().is_some_and(|v| v > 0.0),
+            "end_to_end_us.{k}: {r}"
+        );
+    }
+    let hops = r["hops_us"].as_object().expect("hops_us");
+    for hop in [
+        "robot-io→kinematics (joint_state)",
+        "kinematics→control (tool_pose)",
+        "control→kinematics (cartesian_cmd)",
+        "kinematics→robot-io (joint_cmd)",
+        "sensor→force (wrench_raw)",
+        "force→control (wrench)",
+    ] {
+        assert!(
+            hops.get(hop)
+                .is_some_and(|h| h["count"].as_u64().unwrap_or(0) > 0),
+            "hop {hop} missing: {r}"
+        );
+    }
+    assert!(
+        r["force_loop_delay_us"]["count"].as_u64().unwrap_or(0) > 0,
+        "{r}"
+    );
+    assert!(r["in_process_us"]["count"].as_u64().unwrap_or(0) > 0, "{r}");
+    assert!(r["ratio_p50"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+    let cpu = r["cpu_pct"].as_object().expect("cpu_pct");
+    for svc in [
+        "robot-io",
+        "kinematics",
+        "control",
+        "force",
+        "sensor",
+        "sim",
+    ] {
+        assert!(cpu.contains_key(svc), "cpu_pct.{svc} missing: {r}");
+    }
+}
+
+#[test]
+fn latency_smoke_has_no_missed_cycles() {
+    if std::env::var_os("CELL_BENCH_FULL").is_some() {
+        for (rate, secs) in [(250.0, 60.0), (1000.0, 30.0)] {
+            let r = bench(&format!("{rate}"), &format!("{secs}"), true);
+            check(&r, rate, secs);
+        }
+    } else {
+        let r = bench("250", "5", false);
+        check(&r, 250.0, 5.0);
+    }
+}
