@@ -7,6 +7,7 @@
 //! - [`config`]: one TOML per cell, file → env → `--set`, every error listed at once;
 //! - [`service`]: tracing, shutdown signal, config loading for binaries;
 //! - [`clock`]: the monotonic clock used for stamps;
+//! - [`commander`]: one commander of the robot at a time (the rule both commanders apply);
 //! - [`latency`]: latency histograms (per-hop and end-to-end figures in the services' status).
 //!
 //! It deliberately holds no control law, kinematics or device protocol: those live in the
@@ -15,6 +16,7 @@
 pub mod bus;
 pub mod clock;
 pub mod codec;
+pub mod commander;
 pub mod config;
 pub mod latency;
 pub mod msg;

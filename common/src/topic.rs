@@ -83,7 +83,7 @@ macro_rules! topics {
 topics! {
     /// Measured joints, once per robot cycle: the cell's clock.
     JOINT_STATE: msg::JointState = {
-        suffix: "robot/joint_state", publisher: "robot-io", subscribers: "kinematics, cell",
+        suffix: "robot/joint_state", publisher: "robot-io", subscribers: "control (direct chain), kinematics, cell",
         rate: "robot cycle (EGM 250 Hz)", qos: QOS_HOT, frame: "joint space",
     },
     /// robot-io's safety supervisor state (on change and at 10 Hz).
@@ -98,12 +98,13 @@ topics! {
     },
     /// Tool pose, TCP twist and Jacobian for each joint state.
     TOOL_POSE: msg::ToolPose = {
-        suffix: "kin/tool_pose", publisher: "kinematics", subscribers: "control, force",
+        suffix: "kin/tool_pose", publisher: "kinematics", subscribers: "force, control (kinematics chain)",
         rate: "robot cycle", qos: QOS_HOT, frame: "base",
     },
-    /// Joint reference for the robot (IK of the Cartesian command, limited).
+    /// Joint reference for the robot (the servo's step towards the Cartesian target): one
+    /// commander at a time (`common::commander`).
     JOINT_COMMAND: msg::JointCommand = {
-        suffix: "kin/joint_cmd", publisher: "kinematics", subscribers: "robot-io",
+        suffix: "kin/joint_cmd", publisher: "control (direct chain, default) or kinematics (Cartesian clients, kinematics chain)", subscribers: "robot-io; the commanders",
         rate: "robot cycle", qos: QOS_HOT, frame: "joint space",
     },
     /// Raw F/T samples in the sensor frame at the device rate.
@@ -116,9 +117,10 @@ topics! {
         suffix: "force/wrench", publisher: "force", subscribers: "control",
         rate: "per raw sample", qos: QOS_HOT, frame: "sensor, tool, base",
     },
-    /// Cartesian reference from the active control mode.
+    /// Cartesian reference for the kinematics service's servo (control on the kinematics
+    /// chain, or an external Cartesian client).
     CARTESIAN_COMMAND: msg::CartesianCommand = {
-        suffix: "control/cartesian_cmd", publisher: "control", subscribers: "kinematics",
+        suffix: "control/cartesian_cmd", publisher: "control (kinematics chain), Cartesian clients", subscribers: "kinematics",
         rate: "robot cycle (while a mode is active)", qos: QOS_HOT, frame: "base",
     },
     /// Mode change request.

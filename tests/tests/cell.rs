@@ -21,12 +21,29 @@ async fn next<T: serde::de::DeserializeOwned>(
     codec::decode(&s.payload().to_bytes()).expect("decodable")
 }
 
-/// Proves the data flow end to end: a move command to control becomes Cartesian commands,
-/// kinematics turns them into joint commands, robot-io applies them to the (ideal) robot,
-/// and the measured joints come back through kinematics as a tool pose at the target.
+/// Proves the data flow end to end on the direct chain (the default): a move command to
+/// control becomes joint commands (FK and the servo in control), robot-io applies them to the
+/// (ideal) robot, and the measured joints come back through kinematics as a tool pose at the
+/// target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_travels_control_robot_and_back_on_the_direct_chain() {
+    command_travels(false).await;
+}
+
+/// The same through the kinematics service (`[control] chain = "kinematics"`): control's
+/// Cartesian commands become joint commands in kinematics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_travels_control_kinematics_robot_and_back() {
-    let c = TestCell::start("chain", &[]);
+    command_travels(true).await;
+}
+
+async fn command_travels(via_kinematics: bool) {
+    let sets: &[&str] = if via_kinematics {
+        &["control.chain=\"kinematics\""]
+    } else {
+        &[]
+    };
+    let c = TestCell::start(if via_kinematics { "chain-k" } else { "chain-d" }, sets);
     let s = up_all(&c).await;
     let poses = s
         .declare_subscriber(topic::TOOL_POSE.key(&c.cell.id))
@@ -83,8 +100,16 @@ async fn command_travels_control_kinematics_robot_and_back() {
             .map(|o| o["published"].as_u64().unwrap())
             .unwrap_or(0)
     };
-    assert!(published("control", "control/cartesian_cmd") > 10);
-    assert!(published("kinematics", "kin/joint_cmd") > 10);
+    if via_kinematics {
+        assert!(published("control", "control/cartesian_cmd") > 10);
+        assert!(published("kinematics", "kin/joint_cmd") > 10);
+        assert_eq!(published("control", "kin/joint_cmd"), 0);
+    } else {
+        assert!(published("control", "kin/joint_cmd") > 10);
+        assert_eq!(published("control", "control/cartesian_cmd"), 0);
+        assert_eq!(published("kinematics", "kin/joint_cmd"), 0);
+    }
+    assert!(published("kinematics", "kin/tool_pose") > 10);
     assert!(published("robot-io", "robot/joint_state") > 10);
     assert_eq!(st["robot-io"]["detail"]["safety"]["level"], "Active");
 }

@@ -58,9 +58,10 @@ fn norm(v: [f64; 3]) -> f64 {
     (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
 }
 
-/// Stop the command stream (kill kinematics while the robot moves): robot-io holds the
-/// measured position within 2 robot cycles of the last command's deadline, says why, and the
-/// simulated robot comes to rest.
+/// Stop the command stream (kill the commander — control, on the default direct chain —
+/// while the robot moves): robot-io holds the measured position within 2 robot cycles of the
+/// last command's deadline, says why, and the simulated robot comes to rest (the restarted
+/// control comes up idle: no motion resumes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silence_on_the_command_path_holds_the_robot() {
     let _serial = SERIAL.lock().await;
@@ -80,7 +81,7 @@ async fn silence_on_the_command_path_holds_the_robot() {
     assert!(ok, "{err}");
     tokio::time::sleep(Duration::from_millis(400)).await;
     let st = statuses(&s, &c.cell).await.unwrap();
-    let pid = st["kinematics"]["pid"].as_i64().unwrap() as i32;
+    let pid = st["control"]["pid"].as_i64().unwrap() as i32;
     // SAFETY: killing the test's own grandchild.
     unsafe {
         libc::kill(pid, libc::SIGKILL);

@@ -7,11 +7,14 @@
 //! snapshots of every service's status `seconds` apart and reports the window between them:
 //!
 //! - **end to end** (robot-io): the controller's EgmRobot of cycle k received → the joint
-//!   command for k back in robot-io; **missed cycles**: no command for k before k + 1;
+//!   command for k back in robot-io; **missed cycles**: no command for k before k + 1; on
+//!   either chain (`[control] chain`: `direct`, the default, 2 transfers; `kinematics`, 4;
+//!   `cell --set 'control.chain="kinematics"' bench latency` measures the other);
 //! - **hops**: each hot-path input's delay from its stamp (production by the publisher) to its
 //!   arrival in the subscriber;
 //! - **in-service**: kinematics (joint state in → tool pose out, Cartesian command in → joint
-//!   command out), control (tool pose in → reference out);
+//!   command out), control (its input → reference out: on the direct chain joint state in →
+//!   joint command out, FK and servo included);
 //! - **force loop**: F/T sample received by the sensor service → the reference on the wire;
 //! - **CPU**: each process's user + system time over the window (`/proc/<pid>/stat`), the
 //!   router being the `cell up` process that embeds it.
@@ -37,26 +40,48 @@ pub struct Request {
     pub json: bool,
     /// Skip the in-process baseline.
     pub no_baseline: bool,
+    /// Run the private cell's processes (every thread, zenoh's included) under `SCHED_FIFO`
+    /// at this priority, as `CPUSchedulingPolicy=fifo` in the systemd units does.
+    pub fifo: Option<i32>,
 }
 
-/// The hops of the chain: (label, service that receives, its input key suffix).
+/// Sets the calling thread's scheduling: `SCHED_FIFO` at `prio`, or back to `SCHED_OTHER`.
+fn set_fifo(prio: Option<i32>) -> std::io::Result<()> {
+    let (policy, p) = match prio {
+        Some(p) => (libc::SCHED_FIFO, p),
+        None => (libc::SCHED_OTHER, 0),
+    };
+    let param = libc::sched_param { sched_priority: p };
+    // SAFETY: plain syscall on the calling thread with a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The hops: (label, service that receives, its input key suffix). On the direct chain
+/// (`[control] chain = "direct"`) the command path is robot-io → control → robot-io; the
+/// kinematics service still turns joint states into tool poses for the force service.
 const HOPS: &[(&str, &str, &str)] = &[
+    (
+        "robot-io→control (joint_state)",
+        "control",
+        "robot/joint_state",
+    ),
     (
         "robot-io→kinematics (joint_state)",
         "kinematics",
         "robot/joint_state",
     ),
     ("kinematics→control (tool_pose)", "control", "kin/tool_pose"),
+    ("kinematics→force (tool_pose)", "force", "kin/tool_pose"),
     (
         "control→kinematics (cartesian_cmd)",
         "kinematics",
         "control/cartesian_cmd",
     ),
-    (
-        "kinematics→robot-io (joint_cmd)",
-        "robot-io",
-        "kin/joint_cmd",
-    ),
+    ("→robot-io (joint_cmd)", "robot-io", "kin/joint_cmd"),
     ("sensor→force (wrench_raw)", "force", "sensor/wrench_raw"),
     ("force→control (wrench)", "control", "force/wrench"),
 ];
@@ -69,7 +94,7 @@ const STAGES: &[(&str, &str, &[&str])] = &[
         &["latency", "fk_hist"],
     ),
     (
-        "control step (tool_pose → cartesian_cmd)",
+        "control step (its input → reference out)",
         "control",
         &["latency", "step_hist"],
     ),
@@ -242,7 +267,13 @@ fn ticks_per_s() -> f64 {
 }
 
 /// The report from two snapshots (pure but for its inputs).
-fn report(a: &Snapshot, b: &Snapshot, rate_hz: f64, cycle_ms: u32) -> anyhow::Result<Value> {
+fn report(
+    a: &Snapshot,
+    b: &Snapshot,
+    rate_hz: f64,
+    cycle_ms: u32,
+    fifo: Option<i32>,
+) -> anyhow::Result<Value> {
     let secs = b.at.duration_since(a.at).as_secs_f64();
     let st = |snap: &Snapshot, svc: &str| snap.status.get(svc).cloned().unwrap_or(Value::Null);
     let rio = |snap: &Snapshot| st(snap, "robot-io")["detail"]["latency"].clone();
@@ -267,7 +298,9 @@ fn report(a: &Snapshot, b: &Snapshot, rate_hz: f64, cycle_ms: u32) -> anyhow::Re
     let mut hops = serde_json::Map::new();
     for (label, svc, key) in HOPS {
         if let Some(h) = window(input_hist(&st(a, svc), key), input_hist(&st(b, svc), key)) {
-            hops.insert((*label).into(), summary_json(&h));
+            if h.count() > 0 {
+                hops.insert((*label).into(), summary_json(&h));
+            }
         }
     }
     let mut stages = serde_json::Map::new();
@@ -276,7 +309,9 @@ fn report(a: &Snapshot, b: &Snapshot, rate_hz: f64, cycle_ms: u32) -> anyhow::Re
             detail_hist(&st(a, svc), path),
             detail_hist(&st(b, svc), path),
         ) {
-            stages.insert((*label).into(), summary_json(&h));
+            if h.count() > 0 {
+                stages.insert((*label).into(), summary_json(&h));
+            }
         }
     }
     let force_loop = window(
@@ -296,9 +331,12 @@ fn report(a: &Snapshot, b: &Snapshot, rate_hz: f64, cycle_ms: u32) -> anyhow::Re
         }
     }
     let mode = st(b, "control")["detail"]["mode"].clone();
+    let chain = st(b, "control")["detail"]["chain"].clone();
     Ok(json!({
         "rate_hz": rate_hz,
         "cycle_ms": cycle_ms,
+        "chain": chain,
+        "fifo_priority": fifo,
         "seconds": secs,
         "cycles": cycles,
         "commanded_cycles": commanded,
@@ -334,8 +372,12 @@ fn fmt_row(label: &str, v: &Value) -> String {
 /// Prints the report as a table.
 pub fn print_table(r: &Value) {
     println!(
-        "latency at {} Hz over {:.1} s: {} robot cycles, {} commanded, {} missed",
+        "latency at {} Hz ({} chain{}) over {:.1} s: {} robot cycles, {} commanded, {} missed",
         r["rate_hz"],
+        r["chain"].as_str().unwrap_or("?"),
+        r["fifo_priority"]
+            .as_i64()
+            .map_or(String::new(), |p| format!(", SCHED_FIFO {p}")),
         r["seconds"].as_f64().unwrap_or(0.0),
         r["cycles"],
         r["commanded_cycles"],
@@ -420,7 +462,15 @@ pub async fn command(
             log.display()
         );
     }
-    let mut p = PrivateCell::start(config, &all, &log)?;
+    // Children inherit the spawning thread's policy: elevate it for the spawn only.
+    if let Some(prio) = req.fifo {
+        set_fifo(Some(prio)).map_err(|e| anyhow::anyhow!("--fifo {prio}: SCHED_FIFO: {e}"))?;
+    }
+    let started = PrivateCell::start(config, &all, &log);
+    if req.fifo.is_some() {
+        let _ = set_fifo(None);
+    }
+    let mut p = started?;
     let launcher = p.pid();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let s = loop {
@@ -456,7 +506,7 @@ pub async fn command(
             eprintln!();
         }
         let b = snapshot(&s, &cell, &procs).await;
-        let mut r = report(&a, &b, req.rate_hz, ms)?;
+        let mut r = report(&a, &b, req.rate_hz, ms, req.fifo)?;
         let mode = b.status.get("control").map(|v| v["detail"]["mode"].clone());
         anyhow::ensure!(
             mode.as_ref().is_some_and(|m| m == "Hybrid"),

@@ -53,6 +53,10 @@ enum BenchCmd {
         /// Skip the in-process baseline.
         #[arg(long)]
         no_baseline: bool,
+        /// Run the private cell under SCHED_FIFO at this priority (1–99; needs the privilege),
+        /// every thread of every process, as the systemd units' CPUSchedulingPolicy=fifo.
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
+        fifo: Option<i32>,
     },
 }
 
@@ -527,6 +531,7 @@ async fn run(
                 seconds,
                 json,
                 no_baseline,
+                fifo,
             },
     } = args.cmd
     {
@@ -535,6 +540,7 @@ async fn run(
             seconds,
             json,
             no_baseline,
+            fifo,
         };
         let cfg = args.cfg.config.as_deref();
         return cell::bench::command(&args.bus, cfg, &args.cfg.set, req).await;

@@ -30,10 +30,12 @@ fn main() -> std::process::ExitCode {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_else(|| "custom".into());
+            let k: kinematics::node::KinematicsConfig = l.section("kinematics");
             (
                 control::node::ControlSetup {
                     cfg: c,
                     arm,
+                    servo: k.servo_params(),
                     arm_model,
                 },
                 rt,

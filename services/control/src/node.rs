@@ -178,6 +178,118 @@ pub struct ControlConfig {
     /// `[control.guide]`: the lead-through defaults (a session may override any field).
     pub guide: GuideParams,
     pub playback: PlaybackConfig,
+    /// Who turns control's Cartesian reference into the joint command (docs/performance.md):
+    /// `direct` (default) — control subscribes to the joint state, computes FK and runs the
+    /// servo (the kinematics library's) itself, and publishes `kin/joint_cmd`: 2 transfers per
+    /// cycle; `kinematics` — through the kinematics service (tool pose in, Cartesian command
+    /// out): 4 transfers.
+    pub chain: Chain,
+}
+
+/// `[control] chain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Chain {
+    #[default]
+    Direct,
+    Kinematics,
+}
+
+/// The direct chain's part of control: the servo (the kinematics service's code, run here)
+/// and the joint command publisher.
+pub struct DirectChain {
+    servo: kinematics::servo::Servo,
+    publisher: common::bus::Publisher<common::msg::JointCommand>,
+    /// The newest joint command on the bus (ours included: zenoh delivers local publications).
+    seen: common::bus::Latest<common::msg::JointCommand>,
+    own: [u64; common::commander::OWN_MOTIONS],
+    last_cmd_at: Option<std::time::Instant>,
+    /// Commands computed, unreachable targets, limited steps.
+    pub counts: (u64, u64, u64),
+}
+
+impl DirectChain {
+    pub async fn new(node: &Node, setup: &ControlSetup) -> anyhow::Result<Self> {
+        Ok(Self {
+            servo: kinematics::servo::Servo::with_params(setup.arm.clone(), setup.servo),
+            publisher: node.publisher(topic::JOINT_COMMAND).await?,
+            seen: node.latest(topic::JOINT_COMMAND).await?,
+            own: [0; common::commander::OWN_MOTIONS],
+            last_cmd_at: None,
+            counts: (0, 0, 0),
+        })
+    }
+
+    /// [`common::commander::other_commander`] with this chain's own motions and the newest
+    /// command seen.
+    pub fn other_commander(&self, motion_id: u64, now_ns: u64) -> Option<String> {
+        let mut own = self.own;
+        own.rotate_right(1);
+        own[0] = motion_id;
+        let seen = self.seen.get().map(|r| (r.msg.motion.motion_id, r.at_ns));
+        common::commander::other_commander(&own, seen, now_ns)
+    }
+
+    /// Steps the servo towards `target` from the joint state `js` (once per robot cycle of
+    /// `period_s`) and publishes the joint command; `false` when the servo's output is not
+    /// finite (nothing sent).
+    pub fn command(
+        &mut self,
+        js: &common::msg::JointState,
+        target: &common::msg::CartesianTarget,
+        motion: common::msg::MotionTag,
+        period_s: Option<f64>,
+    ) -> bool {
+        if !self.own.contains(&motion.motion_id) {
+            self.own.rotate_right(1);
+            self.own[0] = motion.motion_id;
+        }
+        let now = std::time::Instant::now();
+        let since = self
+            .last_cmd_at
+            .map_or(f64::INFINITY, |t| now.duration_since(t).as_secs_f64());
+        self.last_cmd_at = Some(now);
+        let out = self.servo.step(&kinematics::servo::ServoInput {
+            q_measured: &js.q_rad,
+            target: &kinematics::node::servo_target(target),
+            dt: period_s
+                .filter(|p| p.is_finite() && *p > 0.0)
+                .unwrap_or(0.004),
+            since_last_s: since,
+            cycle: js.cycle,
+        });
+        if !out.q.iter().chain(&out.qd).all(|v| v.is_finite()) {
+            return false;
+        }
+        self.counts.0 += 1;
+        self.counts.1 += u64::from(out.flags.unreachable);
+        self.counts.2 += u64::from(out.flags.speed_limited || out.flags.position_limited);
+        let jc = common::msg::JointCommand {
+            stamp: self.publisher.next_stamp(),
+            cycle: js.cycle,
+            motion,
+            q_rad: out.q,
+            qd_rad_s: out.qd,
+            flags: common::msg::KinFlags {
+                unreachable: out.flags.unreachable,
+                near_singular: out.flags.near_singular,
+                position_limited: out.flags.position_limited,
+                speed_limited: out.flags.speed_limited,
+            },
+        };
+        self.publisher.put(&jc);
+        true
+    }
+}
+
+/// The next sample of an optional latest-value input (pending forever when absent).
+async fn next_of<T: Clone>(
+    l: &mut Option<common::bus::Latest<T>>,
+) -> Option<common::bus::Received<T>> {
+    match l {
+        Some(l) => l.changed().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// `[control.playback]`.
@@ -229,6 +341,8 @@ impl Validate for PlaybackConfig {
 pub struct ControlSetup {
     pub cfg: ControlConfig,
     pub arm: kinematics::Arm,
+    /// The servo's settings (`[kinematics]`), for the direct chain.
+    pub servo: kinematics::servo::ServoParams,
     /// `[arm] model`, for program files.
     pub arm_model: String,
 }
@@ -603,7 +717,17 @@ fn playback_phase(
 
 pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let cfg = setup.cfg.clone();
-    let mut poses = node.latest(topic::TOOL_POSE).await?;
+    // The chain (docs/performance.md): direct — the joint state in, FK and the servo here,
+    // the joint command out (2 transfers per cycle); kinematics — the tool pose from the
+    // kinematics service, the Cartesian command to it (4 transfers).
+    let (mut poses, mut joints, mut direct) = match cfg.chain {
+        Chain::Direct => (
+            None,
+            Some(node.latest(topic::JOINT_STATE).await?),
+            Some(DirectChain::new(&node, &setup).await?),
+        ),
+        Chain::Kinematics => (Some(node.latest(topic::TOOL_POSE).await?), None, None),
+    };
     let wrench = node.latest(topic::WRENCH_ESTIMATE).await?;
     // Every safety state, in order (a drop from Active must not be coalesced away).
     let mut safety = node.events_unbounded(topic::SAFETY_STATE).await?;
@@ -657,6 +781,10 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
         common::latency::Histogram::new(),
     );
 
+    // The tool pose of this cycle (with its arrival and time stamps), from kinematics or, on
+    // the direct chain, computed here from the joint state.
+    let mut pose_in: Option<(common::msg::ToolPose, u64, u64)> = None;
+    let mut direct_js: Option<common::msg::JointState> = None;
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
@@ -783,91 +911,19 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     }
                 }
             }
-            Some(p) = poses.changed() => {
-                let (pose, arrived_ns) = (p.msg, p.at_ns);
-                let now_s = robot_clock.time(pose.cycle, pose.stamp.source_mono_ns as f64 * 1e-9);
-                let before = core.mode();
-                last_robot_s = now_s;
-                last_pose = Some(pose);
-                let w = wrench_input(wrench.get());
-                core.set_deadman(last_enable.is_some_and(|t| t.elapsed().as_secs_f64() <= cfg.guide.deadman_timeout_s));
-                let tcp = from_msg_pose(&pose.tcp_in_base);
-                if let Some(p) = robot_clock.period_s() {
-                    core.set_cycle(pose.cycle, p);
-                }
-                let target = core.step_with_wrench(&tcp, now_s, &w);
-                // The reference first: the state reports below are for recorders.
-                if let (Some(target), Some(motion)) = (target, core.motion_tag()) {
-                    let cmd = CartesianCommand { stamp: cmd_pub.next_stamp(), cycle: pose.cycle, motion, target };
-                    cmd_pub.put(&cmd);
-                    published += 1;
-                    let now_ns = clock::mono_ns();
-                    step_lat.record(now_ns.saturating_sub(arrived_ns));
-                    if matches!(core.mode(), Mode::Hybrid | Mode::LeadThrough) {
-                        if let Some(w) = wrench.get().filter(|w| w.msg.sample_mono_ns > 0) {
-                            force_loop.record(now_ns.saturating_sub(w.msg.sample_mono_ns));
-                        }
+            Some(p) = next_of(&mut poses) => {
+                pose_in = Some((p.msg, p.at_ns, p.msg.stamp.source_mono_ns));
+            }
+            Some(js) = next_of(&mut joints) => {
+                // The direct chain: FK here, the robot-io stamp as the cycle's time.
+                let stamp = common::msg::Stamp { seq: 0, source_mono_ns: clock::mono_ns() };
+                match kinematics::node::tool_pose(&setup.arm, &js.msg, stamp) {
+                    Some(tp) => {
+                        direct_js = Some(js.msg);
+                        pose_in = Some((tp, js.at_ns, js.msg.stamp.source_mono_ns));
                     }
+                    None => node.set_error(format!("FK failed for joints {:?}", js.msg.q_rad)),
                 }
-                let motion_id = core.motion_tag().map_or(0, |m| m.motion_id);
-                if before == Mode::LeadThrough && core.mode() == Mode::LeadThrough {
-                    if let Some(d) = cfg.guide.dwell_record_s {
-                        let rule = DwellRule { dwell_s: d, speed_m_s: cfg.guide.dwell_speed_m_s, min_distance_m: cfg.guide.dwell_min_distance_m };
-                        let speed = nalgebra::Vector3::from(pose.tcp_twist_base.linear_m_s).norm();
-                        if let Some(i) = teach.observe_dwell(&rule, pose.q_rad, tcp, speed, now_s) {
-                            tracing::info!("waypoint {} recorded on dwell", i + 1);
-                        }
-                    }
-                    if let Some(r) = core.guide_report() {
-                        let stamp = guide_pub.next_stamp();
-                        guide_pub.put(&common::msg::GuideState {
-                            stamp,
-                            motion_id,
-                            law: core.guide_law().unwrap_or_default(),
-                            t_s: r.t_s,
-                            enabled: r.enabled,
-                            force_n: r.force_n,
-                            torque_nm: r.torque_nm,
-                            twist: r.twist,
-                            tcp_cmd_m: r.tcp_cmd_m,
-                            damping_scale: r.damping_scale,
-                            speed_limited: r.speed_limited,
-                            wall_limited: r.wall_limited,
-                            steps: r.steps,
-                            waypoints: teach.len() as u32,
-                        });
-                    }
-                }
-                if before == Mode::Playback {
-                    if let Some((name, r)) = core.play_report() {
-                        let phase = if core.mode() == Mode::Playback {
-                            playback_phase(r.state, r.approach)
-                        } else {
-                            common::msg::PlaybackPhase::Aborted
-                        };
-                        let stamp = play_pub.next_stamp();
-                        play_pub.put(&common::msg::PlaybackState {
-                            stamp,
-                            motion_id,
-                            program: name.to_string(),
-                            phase,
-                            waypoint: r.waypoint as u32,
-                            waypoints: r.waypoints as u32,
-                            progress: r.progress.clamp(0.0, 1.0),
-                            t_s: r.t_s,
-                            duration_s: r.duration_s,
-                            q_ref_rad: r.q_ref.unwrap_or(pose.q_rad),
-                        });
-                    }
-                }
-                if before == Mode::Hybrid {
-                    if let Some(r) = core.hybrid_report() {
-                        let id = core.motion_tag().map_or(0, |m| m.motion_id);
-                        let stamp = state_pub.next_stamp();
-                        state_pub.put(&hybrid_state(stamp, id, r));
-                    }
-                }
-                report_end(&node, &core, before);
             }
             _ = status_tick.tick() => {
                 let w = wrench.get().map(|w| format!("{:?}", w.msg.fault));
@@ -890,6 +946,10 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         "steps": r.steps,
                     })),
                     "enables_received": enable_count,
+                    "chain": format!("{:?}", cfg.chain).to_lowercase(),
+                    "direct": direct.as_ref().map(|d| serde_json::json!({
+                        "joint_commands": d.counts.0, "unreachable": d.counts.1, "limited": d.counts.2,
+                    })),
                     // Tool pose in → reference out; F/T sample at the sensor service →
                     // reference out (hybrid and lead-through: the force loop's delay up to
                     // the reference on the wire).
@@ -905,6 +965,116 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     })),
                 }));
             }
+        }
+        if let Some((pose, arrived_ns, time_ns)) = pose_in.take() {
+            let now_s = robot_clock.time(pose.cycle, time_ns as f64 * 1e-9);
+            let before = core.mode();
+            last_robot_s = now_s;
+            last_pose = Some(pose);
+            let w = wrench_input(wrench.get());
+            core.set_deadman(
+                last_enable
+                    .is_some_and(|t| t.elapsed().as_secs_f64() <= cfg.guide.deadman_timeout_s),
+            );
+            let tcp = from_msg_pose(&pose.tcp_in_base);
+            if let Some(p) = robot_clock.period_s() {
+                core.set_cycle(pose.cycle, p);
+            }
+            let target = core.step_with_wrench(&tcp, now_s, &w);
+            // The reference first: the state reports below are for recorders.
+            if let (Some(target), Some(motion)) = (target, core.motion_tag()) {
+                match (direct.as_mut(), direct_js) {
+                    (Some(d), Some(js)) => {
+                        if let Some(why) = d.other_commander(motion.motion_id, clock::mono_ns()) {
+                            node.set_error(why.clone());
+                            tracing::warn!("{why}: control goes idle");
+                            let _ = core.request_mode(Mode::Idle);
+                        } else if !d.command(&js, &target, motion, robot_clock.period_s()) {
+                            node.set_error("servo produced a non-finite reference: not sent");
+                        }
+                    }
+                    _ => {
+                        let cmd = CartesianCommand {
+                            stamp: cmd_pub.next_stamp(),
+                            cycle: pose.cycle,
+                            motion,
+                            target,
+                        };
+                        cmd_pub.put(&cmd);
+                    }
+                }
+                published += 1;
+                let now_ns = clock::mono_ns();
+                step_lat.record(now_ns.saturating_sub(arrived_ns));
+                if matches!(core.mode(), Mode::Hybrid | Mode::LeadThrough) {
+                    if let Some(w) = wrench.get().filter(|w| w.msg.sample_mono_ns > 0) {
+                        force_loop.record(now_ns.saturating_sub(w.msg.sample_mono_ns));
+                    }
+                }
+            }
+            let motion_id = core.motion_tag().map_or(0, |m| m.motion_id);
+            if before == Mode::LeadThrough && core.mode() == Mode::LeadThrough {
+                if let Some(d) = cfg.guide.dwell_record_s {
+                    let rule = DwellRule {
+                        dwell_s: d,
+                        speed_m_s: cfg.guide.dwell_speed_m_s,
+                        min_distance_m: cfg.guide.dwell_min_distance_m,
+                    };
+                    let speed = nalgebra::Vector3::from(pose.tcp_twist_base.linear_m_s).norm();
+                    if let Some(i) = teach.observe_dwell(&rule, pose.q_rad, tcp, speed, now_s) {
+                        tracing::info!("waypoint {} recorded on dwell", i + 1);
+                    }
+                }
+                if let Some(r) = core.guide_report() {
+                    let stamp = guide_pub.next_stamp();
+                    guide_pub.put(&common::msg::GuideState {
+                        stamp,
+                        motion_id,
+                        law: core.guide_law().unwrap_or_default(),
+                        t_s: r.t_s,
+                        enabled: r.enabled,
+                        force_n: r.force_n,
+                        torque_nm: r.torque_nm,
+                        twist: r.twist,
+                        tcp_cmd_m: r.tcp_cmd_m,
+                        damping_scale: r.damping_scale,
+                        speed_limited: r.speed_limited,
+                        wall_limited: r.wall_limited,
+                        steps: r.steps,
+                        waypoints: teach.len() as u32,
+                    });
+                }
+            }
+            if before == Mode::Playback {
+                if let Some((name, r)) = core.play_report() {
+                    let phase = if core.mode() == Mode::Playback {
+                        playback_phase(r.state, r.approach)
+                    } else {
+                        common::msg::PlaybackPhase::Aborted
+                    };
+                    let stamp = play_pub.next_stamp();
+                    play_pub.put(&common::msg::PlaybackState {
+                        stamp,
+                        motion_id,
+                        program: name.to_string(),
+                        phase,
+                        waypoint: r.waypoint as u32,
+                        waypoints: r.waypoints as u32,
+                        progress: r.progress.clamp(0.0, 1.0),
+                        t_s: r.t_s,
+                        duration_s: r.duration_s,
+                        q_ref_rad: r.q_ref.unwrap_or(pose.q_rad),
+                    });
+                }
+            }
+            if before == Mode::Hybrid {
+                if let Some(r) = core.hybrid_report() {
+                    let id = core.motion_tag().map_or(0, |m| m.motion_id);
+                    let stamp = state_pub.next_stamp();
+                    state_pub.put(&hybrid_state(stamp, id, r));
+                }
+            }
+            report_end(&node, &core, before);
         }
     }
     drop(_presence);

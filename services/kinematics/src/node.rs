@@ -219,6 +219,10 @@ pub async fn run(
     let mut commands = node.latest(topic::CARTESIAN_COMMAND).await?;
     let mut pose_pub = node.publisher(topic::TOOL_POSE).await?;
     let mut cmd_pub = node.publisher(topic::JOINT_COMMAND).await?;
+    // The newest joint command on the bus (ours included): one commander at a time.
+    let seen = node.latest(topic::JOINT_COMMAND).await?;
+    let mut own = [0u64; common::commander::OWN_MOTIONS];
+    let mut refused = 0u64;
     let rpc = declare_rpc(&node, &arm).await?;
     let _presence = node.announce().await?;
     let mut servo = Servo::with_params(arm.clone(), cfg.servo_params());
@@ -250,6 +254,18 @@ pub async fn run(
                     continue;
                 };
                 let (cmd, cmd_at, arrived_ns) = (cmd.msg, cmd.at, cmd.at_ns);
+                let mut mine = own;
+                mine.rotate_right(1);
+                mine[0] = cmd.motion.motion_id;
+                let newest = seen.get().map(|r| (r.msg.motion.motion_id, r.at_ns));
+                if let Some(why) = common::commander::other_commander(&mine, newest, clock::mono_ns()) {
+                    refused += 1;
+                    node.set_error(format!("Cartesian command refused: {why} (control's direct chain?)"));
+                    continue;
+                }
+                if !own.contains(&cmd.motion.motion_id) {
+                    own = mine;
+                }
                 let target = servo_target(&cmd.target);
                 // One robot cycle per command, whatever the sender's own rate.
                 let dt = cycle.dt_s;
@@ -302,6 +318,7 @@ pub async fn run(
                     "far_solution": servo_counts.1,
                     "resynced": servo_counts.2,
                     "robot_cycle_ms": cycle.dt_s * 1e3,
+                    "refused_other_commander": refused,
                     // Joint state in → tool pose out; Cartesian command in → joint command out.
                     "latency": {
                         "fk_us": fk_lat.summary(),

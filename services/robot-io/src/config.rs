@@ -70,6 +70,11 @@ pub struct RobotIoConfig {
     /// deliberately; the launcher's restarts of a crashed robot-io keep it.
     pub latch_file: String,
     pub egm: EgmConfig,
+    /// Real-time placement of robot-io's node thread (`[robot_io.rt]`): the whole event loop —
+    /// the datagram loop with its supervisor, on one thread with a single-threaded runtime,
+    /// pinned, `SCHED_FIFO`, memory locked as configured; without the privilege one warning
+    /// and unpinned operation (or a start-up failure with `required = true`).
+    pub rt: common::service::RtConfig,
 }
 
 impl Default for RobotIoConfig {
@@ -83,12 +88,14 @@ impl Default for RobotIoConfig {
             measured_limit_margin_deg: 0.5,
             latch_file: String::new(),
             egm: EgmConfig::default(),
+            rt: common::service::RtConfig::default(),
         }
     }
 }
 
 impl Validate for RobotIoConfig {
     fn validate(&self, prefix: &str, errors: &mut ConfigErrors) {
+        self.rt.validate(&format!("{prefix}.rt"), errors);
         check_range(
             errors,
             format!("{prefix}.cycle_ms"),

@@ -18,7 +18,7 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    common::service::run_service(
+    common::service::run_service_rt(
         "robot-io",
         args.bus,
         args.cfg,
@@ -29,7 +29,8 @@ fn main() -> std::process::ExitCode {
                 .params()
                 .map(|p| p.limits)
                 .unwrap_or(kinematics::JointLimits::irb120());
-            (rio, limits)
+            let rt = rio.rt.clone();
+            ((rio, limits), rt)
         },
         robot_io::node::run,
     )
