@@ -472,17 +472,11 @@ pub async fn command(
     }
     let mut p = started?;
     let launcher = p.pid();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let s = loop {
-        match cli::session(bus, &p.cell).await {
-            Ok(s) => break s,
-            Err(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => {
-                p.stop();
-                return Err(e);
-            }
+    let s = match p.session(bus).await {
+        Ok(s) => s,
+        Err(e) => {
+            p.stop();
+            return Err(e);
         }
     };
     let cell = p.cell.clone();

@@ -125,16 +125,7 @@ pub async fn command(
             ));
             let mut p = experiment::PrivateCell::start(config, sets, &log)?;
             let started = async {
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-                let s = loop {
-                    match cli::session(bus, &p.cell).await {
-                        Ok(s) => break s,
-                        Err(_) if tokio::time::Instant::now() < deadline => {
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                        }
-                        Err(e) => return Err(e),
-                    }
-                };
+                let s = p.session(bus).await?;
                 if let Err(e) = p.wait_ready(&s, Duration::from_secs(90)).await {
                     let _ = s.close().await;
                     return Err(e);

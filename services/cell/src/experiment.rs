@@ -999,6 +999,21 @@ impl PrivateCell {
         })
     }
 
+    /// A session with the private cell's router, retried for up to 20 s while the router
+    /// starts listening.
+    pub async fn session(&self, bus: &common::bus::BusArgs) -> anyhow::Result<zenoh::Session> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            match cli::session(bus, &self.cell).await {
+                Ok(s) => return Ok(s),
+                Err(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// The `cell up` process (the launcher with the embedded router).
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -1282,18 +1297,11 @@ pub async fn command(
                 );
             }
             let mut p = PrivateCell::start(config, sets, &log)?;
-            // The router takes a moment to listen.
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-            let s = loop {
-                match cli::session(bus, &p.cell).await {
-                    Ok(s) => break s,
-                    Err(_) if tokio::time::Instant::now() < deadline => {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                    Err(e) => {
-                        p.stop();
-                        return Err(e);
-                    }
+            let s = match p.session(bus).await {
+                Ok(s) => s,
+                Err(e) => {
+                    p.stop();
+                    return Err(e);
                 }
             };
             if let Err(e) = p.wait_ready(&s, Duration::from_secs(90)).await {
