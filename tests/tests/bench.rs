@@ -1,10 +1,11 @@
 //! `cell bench latency` (the performance issue's CI smoke): a private simulated cell at 250 Hz
-//! with a hybrid task running for 5 s (`CELL_BENCH_FULL=1`: 250 Hz for 60 s and 1 kHz for
-//! 30 s under `SCHED_FIFO` 50, the acceptance runs, which require zero missed cycles). The smoke fails on a report
-//! that lacks a figure, on commands that do not flow, and on more than 1 % missed cycles: on
-//! this 2-core host without SCHED_FIFO a scheduling hiccup misses 0–4 of 2500 cycles at 250 Hz
-//! (docs/performance.md), so zero is the acceptance target, not yet the CI gate. Timings are
-//! printed and recorded in docs/performance.md, never asserted.
+//! with a hybrid task running for 5 s. Where the host grants `SCHED_FIFO` (CI runs as root),
+//! the cell runs under it (`--fifo 50`, as the systemd units run it) and the smoke fails on any
+//! missed cycle; without the privilege it runs without RT and tolerates 1 % (a scheduling
+//! hiccup of this 2-core host misses 0–4 of 2 500 cycles there, docs/performance.md). It also
+//! fails on a report that lacks a figure or commands that do not flow. `CELL_BENCH_FULL=1` runs
+//! the acceptance form: 250 Hz for 60 s and 1 kHz for 30 s under `SCHED_FIFO` 50, zero missed
+//! cycles required. Timings are printed and recorded in docs/performance.md, never asserted.
 
 use tests::{free_port, repo_root};
 
@@ -119,8 +120,24 @@ fn latency_smoke_has_no_missed_cycles() {
             assert_eq!(r["fifo_priority"], 50, "{r}");
             check(&r, rate, secs);
         }
+    } else if fifo_allowed() {
+        let r = bench("250", "5", true, &["--fifo", "50"]);
+        assert_eq!(r["fifo_priority"], 50, "{r}");
+        check(&r, 250.0, 5.0);
     } else {
+        eprintln!("SCHED_FIFO not granted here: the smoke runs without RT (≤ 1 % missed)");
         let r = bench("250", "5", false, &[]);
         check(&r, 250.0, 5.0);
     }
+}
+
+/// Whether this process may use `SCHED_FIFO` (tried on a thread of its own).
+fn fifo_allowed() -> bool {
+    std::thread::spawn(|| {
+        let param = libc::sched_param { sched_priority: 1 };
+        // SAFETY: plain syscall on this short-lived thread with a valid sched_param.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+    })
+    .join()
+    .unwrap_or(false)
 }
