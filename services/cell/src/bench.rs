@@ -286,9 +286,9 @@ fn report(
     let count = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
     let commanded = count(&rb, "commanded_cycles").saturating_sub(count(&ra, "commanded_cycles"));
     let missed = count(&rb, "missed_cycles").saturating_sub(count(&ra, "missed_cycles"));
+    // The controller's period as robot-io saw it: a short one (its p1, p10) is the emulated
+    // controller's or the host's jitter, the cause of a miss the chain did not make.
     let period = window(hist_at(&ra["period_hist"]), hist_at(&rb["period_hist"]));
-    // How early the next controller message can come: the share of intervals under half a
-    // cycle (the emulated controller's or the host's jitter).
     let cycles_of = |snap: &Snapshot| {
         st(snap, "robot-io")["detail"]["cycles"]
             .as_u64()

@@ -79,17 +79,18 @@ enum Score {
     Window { from_s: f64, to_s: f64 },
 }
 
-/// A target: `metric op value`; `gate`: the CI short form fails when it is not met.
+/// A target: `metric op value` (`<=`, `>=`, `==`); `gate`: `cell experiment` (and the CI short
+/// form) fails when it is not met. Shared by every experiment module.
 #[derive(Debug, Clone)]
-struct Target {
-    metric: &'static str,
-    op: &'static str,
-    value: Value,
-    gate: bool,
-    source: &'static str,
+pub struct Target {
+    pub metric: &'static str,
+    pub op: &'static str,
+    pub value: Value,
+    pub gate: bool,
+    pub source: &'static str,
 }
 
-fn t(
+pub fn target(
     metric: &'static str,
     op: &'static str,
     value: Value,
@@ -104,6 +105,34 @@ fn t(
         source,
     }
 }
+
+/// Checks `metrics` against `targets`: the checks (JSON, as `cell experiment`'s) and whether
+/// every gate held.
+pub fn checks(metrics: &serde_json::Map<String, Value>, targets: &[Target]) -> (Vec<Value>, bool) {
+    let mut out = Vec::new();
+    let mut passed = true;
+    for tg in targets {
+        let v = metrics.get(tg.metric).cloned().unwrap_or(Value::Null);
+        let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
+        let pass = match tg.op {
+            "<=" => num(&v) <= num(&tg.value),
+            ">=" => num(&v) >= num(&tg.value),
+            "==" => v == tg.value,
+            _ => false,
+        };
+        if tg.gate && !pass {
+            passed = false;
+        }
+        out.push(json!({
+            "metric": tg.metric, "op": tg.op, "target": tg.value, "value": v,
+            "pass": pass, "gate": tg.gate, "source": tg.source,
+        }));
+    }
+    (out, passed)
+}
+
+// The plant and arm experiments' short name for [`target`].
+use self::target as t;
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -614,25 +643,7 @@ async fn run_case(
     let r = score(case, &o);
     write_plot_csv(dir, &r.1)?;
     let (metrics, series) = r;
-    let mut checks = Vec::new();
-    let mut passed = true;
-    for tg in &case.targets {
-        let v = metrics.get(tg.metric).cloned().unwrap_or(Value::Null);
-        let pass = match (tg.op, &v, &tg.value) {
-            ("<=", Value::Number(a), Value::Number(b)) => {
-                a.as_f64().unwrap_or(f64::NAN) <= b.as_f64().unwrap_or(f64::NAN)
-            }
-            ("==", a, b) => a == b,
-            _ => false,
-        };
-        if tg.gate && !pass {
-            passed = false;
-        }
-        checks.push(json!({
-            "metric": tg.metric, "op": tg.op, "target": tg.value, "value": v,
-            "pass": pass, "gate": tg.gate, "source": tg.source,
-        }));
-    }
+    let (checks, mut passed) = checks(&metrics, &case.targets);
     if o.aborted.is_some() && !case.may_abort {
         passed = false;
     }

@@ -43,7 +43,6 @@ pub struct Baseline {
     pub end_to_end: Histogram,
     pub commanded: u64,
     pub missed: u64,
-    pub cycles: u64,
 }
 
 enum KinIn {
@@ -337,6 +336,5 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
         end_to_end: lat.end_to_end.since(&h0),
         commanded: lat.commanded - c0,
         missed: lat.missed - m0,
-        cycles: lat.commanded,
     })
 }

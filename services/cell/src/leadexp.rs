@@ -30,7 +30,9 @@ use serde_json::{json, Value};
 use zenoh::Session;
 
 use crate::{
-    cli, lead,
+    cli,
+    experiment::{checks, target},
+    lead,
     plot::{self, Figure, Panel, Series},
 };
 
@@ -525,57 +527,6 @@ fn write_guide_csv(path: &Path, rec: &Rec) -> anyhow::Result<()> {
     }
     f.flush()?;
     Ok(())
-}
-
-/// A target of a metric; `gate`: `cell experiment` fails when it is not met.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub metric: &'static str,
-    pub op: &'static str,
-    pub value: Value,
-    pub gate: bool,
-    pub source: &'static str,
-}
-
-pub fn target(
-    metric: &'static str,
-    op: &'static str,
-    value: Value,
-    gate: bool,
-    source: &'static str,
-) -> Target {
-    Target {
-        metric,
-        op,
-        value,
-        gate,
-        source,
-    }
-}
-
-/// Checks `metrics` against `targets`: the checks (JSON, as `cell experiment`'s) and whether
-/// every gate held.
-pub fn checks(metrics: &serde_json::Map<String, Value>, targets: &[Target]) -> (Vec<Value>, bool) {
-    let mut out = Vec::new();
-    let mut passed = true;
-    for tg in targets {
-        let v = metrics.get(tg.metric).cloned().unwrap_or(Value::Null);
-        let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
-        let pass = match tg.op {
-            "<=" => num(&v) <= num(&tg.value),
-            ">=" => num(&v) >= num(&tg.value),
-            "==" => v == tg.value,
-            _ => false,
-        };
-        if tg.gate && !pass {
-            passed = false;
-        }
-        out.push(json!({
-            "metric": tg.metric, "op": tg.op, "target": tg.value, "value": v,
-            "pass": pass, "gate": tg.gate, "source": tg.source,
-        }));
-    }
-    (out, passed)
 }
 
 /// The paper's figure and what it reports, per experiment.

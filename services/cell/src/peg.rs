@@ -38,7 +38,7 @@ use zenoh::Session;
 
 use crate::{
     cli,
-    experiment::{fmt_value, Options},
+    experiment::{checks, fmt_value, target, Options},
     plot::{self, Figure, Panel, Series},
 };
 
@@ -625,8 +625,8 @@ async fn run_case(
     m.insert("final_lateral_offset_m".into(), json!(final_lat));
     m.insert("aborted".into(), json!(aborted));
     m.insert("notes".into(), json!(notes));
-    let targets: Vec<(&str, &str, Value, bool, &str)> = vec![
-        (
+    let targets = [
+        target(
             "success",
             "==",
             json!(true),
@@ -637,14 +637,14 @@ async fn run_case(
                 "reported, not gated"
             },
         ),
-        (
+        target(
             "peak_force_n",
             "<=",
             json!(30.0),
             gate,
             "below the task's 40 N limit with margin",
         ),
-        (
+        target(
             "time_to_target_s",
             "<=",
             json!(30.0),
@@ -652,25 +652,8 @@ async fn run_case(
             "a usable cycle time",
         ),
     ];
-    let mut checks = Vec::new();
-    let mut passed = aborted.is_none() || !gate;
-    for (metric, op, target, g, source) in targets {
-        let v = m.get(metric).cloned().unwrap_or(Value::Null);
-        let pass = match (op, &v, &target) {
-            ("<=", Value::Number(a), Value::Number(b)) => {
-                a.as_f64().unwrap_or(f64::NAN) <= b.as_f64().unwrap_or(f64::NAN)
-            }
-            ("==", a, b) => a == b,
-            _ => false,
-        };
-        if g && !pass {
-            passed = false;
-        }
-        checks.push(json!({
-            "metric": metric, "op": op, "target": target, "value": v,
-            "pass": pass, "gate": g, "source": source,
-        }));
-    }
+    let (checks, gates_met) = checks(&m, &targets);
+    let passed = gates_met && (aborted.is_none() || !gate);
     Ok(CaseOut {
         label,
         clearance_m,

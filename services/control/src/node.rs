@@ -971,7 +971,8 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             let before = core.mode();
             last_robot_s = now_s;
             last_pose = Some(pose);
-            let w = wrench_input(wrench.get());
+            let newest_wrench = wrench.get();
+            let w = wrench_input(newest_wrench);
             core.set_deadman(
                 last_enable
                     .is_some_and(|t| t.elapsed().as_secs_f64() <= cfg.guide.deadman_timeout_s),
@@ -1007,7 +1008,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 let now_ns = clock::mono_ns();
                 step_lat.record(now_ns.saturating_sub(arrived_ns));
                 if matches!(core.mode(), Mode::Hybrid | Mode::LeadThrough) {
-                    if let Some(w) = wrench.get().filter(|w| w.msg.sample_mono_ns > 0) {
+                    if let Some(w) = newest_wrench.filter(|w| w.msg.sample_mono_ns > 0) {
                         force_loop.record(now_ns.saturating_sub(w.msg.sample_mono_ns));
                     }
                 }

@@ -41,11 +41,6 @@ use crate::{
     supervisor::{CycleInput, CycleOutput, Latches, Supervisor, SupervisorParams},
 };
 
-/// A message for the publishing task.
-enum Outbound {
-    Safety(SafetyState),
-}
-
 /// Publishes the safety state (`Block` congestion control: it must not be lost) off the
 /// cycle path, so that a congested link never delays the handling of the next datagram.
 /// Stamps keep the time the content was produced. The joint state is published on the cycle
@@ -53,19 +48,15 @@ enum Outbound {
 /// the put never waits for the network, and the hand-off to this task had cost a task wake-up
 /// per cycle on the chain's first hop (`cell bench latency`, docs/performance.md).
 async fn publish_task(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Outbound>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<SafetyState>,
     mut safety_pub: Publisher<SafetyState>,
 ) {
-    while let Some(m) = rx.recv().await {
-        match m {
-            Outbound::Safety(mut st) => {
-                // The publisher's sequence number; the production time the cycle path gave.
-                let produced = st.stamp.source_mono_ns;
-                st.stamp = safety_pub.next_stamp();
-                st.stamp.source_mono_ns = produced;
-                safety_pub.put(&st);
-            }
-        }
+    while let Some(mut st) = rx.recv().await {
+        // The publisher's sequence number; the production time the cycle path gave.
+        let produced = st.stamp.source_mono_ns;
+        st.stamp = safety_pub.next_stamp();
+        st.stamp.source_mono_ns = produced;
+        safety_pub.put(&st);
     }
 }
 
@@ -121,7 +112,7 @@ struct Shell {
     js_pub: Publisher<JointState>,
     commands: Latest<JointCommand>,
     estops: Events<EStop>,
-    out: tokio::sync::mpsc::UnboundedSender<Outbound>,
+    out: tokio::sync::mpsc::UnboundedSender<SafetyState>,
     epoch: Instant,
     last_safety_pub: Instant,
     robot_boot: u64,
@@ -223,7 +214,7 @@ impl Shell {
     /// Hands the safety state to the publishing task when `changed`, else at 10 Hz.
     fn publish_safety(&mut self, sup: &Supervisor, changed: bool) {
         if changed || self.last_safety_pub.elapsed() >= Duration::from_millis(100) {
-            let _ = self.out.send(Outbound::Safety(self.safety_state(sup)));
+            let _ = self.out.send(self.safety_state(sup));
             self.last_safety_pub = Instant::now();
         }
     }
@@ -265,7 +256,7 @@ impl Shell {
 
     /// Terminal state: hold where the robot is, say so, and let the publishing task drain.
     async fn close(self, sup: &Supervisor, publisher: tokio::task::JoinHandle<()>) {
-        let _ = self.out.send(Outbound::Safety(self.safety_state(sup)));
+        let _ = self.out.send(self.safety_state(sup));
         drop(self.out);
         let _ = tokio::time::timeout(Duration::from_millis(200), publisher).await;
         self.node.set_state("stopped (holding)");
