@@ -286,6 +286,8 @@ fn report(
     let count = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
     let commanded = count(&rb, "commanded_cycles").saturating_sub(count(&ra, "commanded_cycles"));
     let missed = count(&rb, "missed_cycles").saturating_sub(count(&ra, "missed_cycles"));
+    let missed_short = count(&rb, "missed_after_short_period")
+        .saturating_sub(count(&ra, "missed_after_short_period"));
     // The controller's period as robot-io saw it: a short one (its p1, p10) is the emulated
     // controller's or the host's jitter, the cause of a miss the chain did not make.
     let period = window(hist_at(&ra["period_hist"]), hist_at(&rb["period_hist"]));
@@ -341,6 +343,7 @@ fn report(
         "cycles": cycles,
         "commanded_cycles": commanded,
         "missed_cycles": missed,
+        "missed_after_short_period": missed_short,
         "workload": format!("hybrid task, 10 N on the table with x on a ±10 mm sine (control mode at the end: {mode})"),
         "end_to_end_us": summary_json(&e2e),
         "controller_period_us": period.as_ref().map(|h| {
@@ -383,6 +386,13 @@ pub fn print_table(r: &Value) {
         r["commanded_cycles"],
         r["missed_cycles"]
     );
+    if r["missed_cycles"].as_u64().unwrap_or(0) > 0 {
+        println!(
+            "  of the missed cycles, {} came after a controller period under 3/4 of nominal (the \
+             controller's message for that cycle was late)",
+            r["missed_after_short_period"]
+        );
+    }
     println!(
         "  {:<46} {:>7} {:>7} {:>7} {:>7} {:>8}",
         "µs", "p50", "p90", "p99", "p99.9", "max"

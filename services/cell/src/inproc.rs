@@ -249,7 +249,7 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
         limits,
         q0,
     ));
-    let mut lat = CycleLatency::new();
+    let mut lat = CycleLatency::new().with_nominal_period_ns((dt * 1e9).round() as u64);
     let mut window_start: Option<(u64, u64, Histogram)> = None;
     let epoch = Instant::now();
     let warmup = Duration::from_secs(2);
@@ -257,6 +257,7 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
     let mut next = Instant::now();
     let mut js_seq = 0u64;
     let mut tm_ms = 0u32;
+    let mut tx = [0u8; robot_io::egm::frame::SENSOR_REPLY_MAX];
     let result = loop {
         next += Duration::from_secs_f64(dt);
         let now = Instant::now();
@@ -281,7 +282,7 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
             .map(|(c, at, _)| (c, at.duration_since(epoch).as_secs_f64()));
         let h = rio.on_datagram(&bytes, rx_s, cmd);
         if let Some(r) = &h.reply {
-            ctl_sim.apply_reply(&proto::encode_sensor(r));
+            ctl_sim.apply_reply(r.encode(&mut tx));
         }
         if let Datagram::Cycle(fb) = &h.datagram {
             lat.on_cycle(

@@ -32,6 +32,13 @@ pub struct CycleLatency {
     pub commanded: u64,
     /// Of those, cycles whose command had not arrived by the next controller message.
     pub missed: u64,
+    /// Of the misses, those where the next controller message came less than 3/4 of the
+    /// nominal period after this one: the chain had less than its cycle, because the
+    /// controller's message for this cycle was late (its clock's jitter, or the host's), not
+    /// because the chain took longer than a cycle. Counted, never excused: still in `missed`.
+    pub missed_short_period: u64,
+    /// The controller's nominal period (ns), for `missed_short_period`; unknown = not counted.
+    nominal_period_ns: Option<u64>,
     /// The interval between consecutive controller messages as robot-io receives them (ns):
     /// a miss with a short interval is the controller's (or the host's) jitter, not the chain.
     pub period: Histogram,
@@ -64,8 +71,16 @@ impl CycleLatency {
             end_to_end: Histogram::new(),
             commanded: 0,
             missed: 0,
+            missed_short_period: 0,
+            nominal_period_ns: None,
             period: Histogram::new(),
         }
+    }
+
+    /// The controller's nominal period (ns), which attributes misses after a short period.
+    pub fn with_nominal_period_ns(mut self, ns: u64) -> Self {
+        self.nominal_period_ns = Some(ns);
+        self
     }
 
     /// At the controller's message of robot cycle `cycle`, received at `rx_ns`, with the newest
@@ -85,6 +100,11 @@ impl CycleLatency {
                 self.commanded += 1;
                 if self.last_cmd_cycle.is_none_or(|l| l < p) {
                     self.missed += 1;
+                    if let (Some(nom), Some(prev)) = (self.nominal_period_ns, self.prev_rx_ns) {
+                        if rx_ns.saturating_sub(prev) < nom / 4 * 3 {
+                            self.missed_short_period += 1;
+                        }
+                    }
                 }
             }
         }
@@ -103,6 +123,7 @@ impl CycleLatency {
             "end_to_end_hist": self.end_to_end.to_sparse(),
             "commanded_cycles": self.commanded,
             "missed_cycles": self.missed,
+            "missed_after_short_period": self.missed_short_period,
             "period_us": self.period.summary(),
             "period_hist": self.period.to_sparse(),
         })
@@ -154,6 +175,25 @@ mod tests {
         assert_eq!(l.commanded, 4);
         assert_eq!(l.end_to_end.count(), 3);
         assert!(l.end_to_end.max() >= 1_400_000, "{}", l.end_to_end.max());
+    }
+
+    #[test]
+    fn a_miss_after_a_short_controller_period_is_attributed() {
+        let mut l = CycleLatency::new().with_nominal_period_ns(1_000_000);
+        l.on_cycle(0, 0, None);
+        l.on_cycle(1, 1_000_000, cmd(0, 200_000));
+        // Cycle 2's message is 900 µs late, cycle 3's on time: cycle 2's command (300 µs
+        // after its message) has not come 100 µs later. A miss, after a short period.
+        l.on_cycle(2, 2_900_000, cmd(1, 1_200_000));
+        l.on_cycle(3, 3_000_000, cmd(1, 1_200_000));
+        assert_eq!((l.missed, l.missed_short_period), (1, 1));
+        l.on_cycle(4, 4_000_000, cmd(3, 3_200_000));
+        assert_eq!((l.missed, l.missed_short_period), (1, 1));
+        // Cycle 4's command not back after a whole period: a miss of the chain's own.
+        l.on_cycle(5, 5_000_000, cmd(3, 3_200_000));
+        assert_eq!((l.missed, l.missed_short_period), (2, 1));
+        l.on_cycle(6, 6_000_000, cmd(5, 5_200_000));
+        assert_eq!((l.missed, l.missed_short_period), (2, 1));
     }
 
     #[test]

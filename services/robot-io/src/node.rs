@@ -33,7 +33,7 @@ use crate::{
     config::{DriverKind, EgmConfig, RobotIoConfig},
     egm::{
         cycle::{Datagram, EgmCore},
-        proto,
+        frame::{SensorReply, SENSOR_REPLY_MAX},
         session::{EgmSession, SessionEvent, SessionParams},
     },
     ideal::IdealRobot,
@@ -398,15 +398,17 @@ struct EgmShell {
     repeats: u64,
     /// End-to-end latency of the command path and missed cycles.
     lat: crate::latency::CycleLatency,
+    /// The reply's encoding buffer (reused: no allocation per datagram).
+    tx: [u8; SENSOR_REPLY_MAX],
     /// The supervisor's command timeout (s): a newer command is "streaming".
     command_timeout_s: f64,
 }
 
 impl EgmShell {
     /// Sends a reply to `to`; errors are counted, never fatal.
-    async fn send(&mut self, sh: &Shell, reply: &proto::EgmSensor, to: SocketAddr) {
-        let bytes = proto::encode_sensor(reply);
-        match self.sock.send_to(&bytes, to).await {
+    async fn send(&mut self, sh: &Shell, reply: &SensorReply, to: SocketAddr) {
+        let bytes = reply.encode(&mut self.tx);
+        match self.sock.send_to(bytes, to).await {
             Ok(_) => self.core.session.on_reply_sent(sh.secs(Instant::now())),
             Err(e) => {
                 self.send_errors += 1;
@@ -544,7 +546,9 @@ async fn run_egm(
         recv_errors: 0,
         incomplete_last: None,
         repeats: 0,
-        lat: crate::latency::CycleLatency::new(),
+        tx: [0; SENSOR_REPLY_MAX],
+        lat: crate::latency::CycleLatency::new()
+            .with_nominal_period_ns((cfg.cycle_ms * 1e6).round() as u64),
         command_timeout_s: cfg.command_timeout_ms * 1e-3,
     };
     // Housekeeping: e-stops between datagrams, silence detection, periodic safety state,

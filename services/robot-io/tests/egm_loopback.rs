@@ -174,7 +174,8 @@ impl Driver {
                     }
                 };
                 if let Some(reply) = reply {
-                    sock.send_to(&encode_sensor(&reply), from).unwrap();
+                    sock.send_to(&encode_sensor(&reply.to_proto()), from)
+                        .unwrap();
                     core.session.on_reply_sent(epoch.elapsed().as_secs_f64());
                 }
             }

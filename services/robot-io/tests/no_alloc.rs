@@ -1,10 +1,11 @@
 //! robot-io's per-cycle work, counted with a global allocator:
 //! - the supervisor's step (limits, hold, motion tags) and the latency bookkeeping allocate
 //!   nothing;
-//! - the EGM datagram path (`EgmCore::on_datagram`: protobuf decode, session, supervisor,
-//!   the reply) allocates in the protobuf codec (prost's `Vec` fields for the joints, the
-//!   encoded reply): measured here and bounded so that it cannot grow unnoticed. A codec
-//!   without allocation is the performance issue's open item (docs/performance.md).
+//! - the EGM datagram path (`EgmCore::on_datagram`: the allocation-free decode of
+//!   `egm::frame`, the session, the supervisor, the reply and its encoding into a fixed
+//!   buffer) allocates nothing either, with the controller's newer fields (measuredForce,
+//!   test signals, planned) in every datagram. Before `egm::frame` it was 6 allocations per
+//!   datagram in prost's `Vec` fields and the encoded reply.
 
 use common::{
     msg::{JointCommand, MotionTag, RobotStatus},
@@ -13,7 +14,7 @@ use common::{
 use robot_io::{
     egm::{
         cycle::EgmCore,
-        proto,
+        frame::SENSOR_REPLY_MAX,
         session::{EgmSession, SessionParams},
     },
     latency::{CycleLatency, LatestCommand},
@@ -95,7 +96,7 @@ fn the_supervisor_step_and_the_latency_bookkeeping_do_not_allocate() {
 }
 
 #[test]
-fn the_egm_datagram_path_allocates_only_in_the_protobuf_codec_and_boundedly() {
+fn the_egm_datagram_path_does_not_allocate() {
     let mut core = EgmCore::new(
         EgmSession::new(SessionParams {
             nominal_cycle_s: 0.004,
@@ -112,30 +113,30 @@ fn the_egm_datagram_path_allocates_only_in_the_protobuf_codec_and_boundedly() {
     }
     let datagrams: Vec<Vec<u8>> = (50..1050u64).map(|k| ctl.datagram(k)).collect();
     let cmds: Vec<JointCommand> = (50..1050u64).map(command).collect();
+    let mut tx = [0u8; SENSOR_REPLY_MAX];
     let (replies, n) = allocations_in(|| {
         let mut replies = 0u64;
         for (i, (b, c)) in datagrams.iter().zip(&cmds).enumerate() {
             let t = (50 + i) as f64 * 0.004;
             let h = core.on_datagram(b, t, Some((c, t)));
             if let Some(r) = h.reply {
-                let bytes = proto::encode_sensor(&r);
+                let bytes = r.encode(&mut tx);
                 replies += u64::from(!bytes.is_empty());
             }
         }
         replies
     });
     assert_eq!(replies, 1000);
-    let per = n as f64 / 1000.0;
-    eprintln!("EGM datagram path: {per:.1} allocations per datagram (protobuf codec)");
-    // Measured 2026-12-01: the decode's joint vectors, the reply's joints and its encoding.
-    assert!(per <= 8.0, "{per} allocations per datagram");
+    assert_eq!(n, 0, "{n} allocations in 1000 EGM datagrams");
 }
 
 /// A minimal EGM controller for the test (the simulator's is in `cell-sim`).
 mod sim_like {
+    use prost::Message;
     use robot_io::egm::proto::{
-        self, EgmFeedBack, EgmHeader, EgmMciState, EgmMotorState, EgmRapidCtrlExecState, EgmRobot,
-        MciStateType, MessageType, MotorStateType, RapidCtrlExecStateType,
+        self, EgmCartesian, EgmClock, EgmFeedBack, EgmHeader, EgmMciState, EgmMeasuredForceV11,
+        EgmMotorState, EgmPlanned, EgmPose, EgmQuaternion, EgmRapidCtrlExecState, EgmRobot,
+        EgmTestSignals, MciStateType, MessageType, MotorStateType, RapidCtrlExecStateType,
     };
 
     #[derive(Default)]
@@ -152,8 +153,40 @@ mod sim_like {
                 }),
                 feed_back: Some(EgmFeedBack {
                     joints: Some(proto::joints(&q)),
+                    cartesian: Some(EgmPose {
+                        pos: Some(EgmCartesian {
+                            x: 374.0,
+                            y: 0.0,
+                            z: 630.0,
+                        }),
+                        orient: Some(EgmQuaternion {
+                            u0: 0.0,
+                            u1: 0.0,
+                            u2: 1.0,
+                            u3: 0.0,
+                        }),
+                        euler: None,
+                    }),
+                    time: Some(EgmClock {
+                        sec: 1_700_000_000 + k / 250,
+                        usec: (k % 250) * 4000,
+                    }),
                     ..Default::default()
                 }),
+                planned: Some(EgmPlanned {
+                    joints: Some(proto::joints(&q)),
+                    ..Default::default()
+                }),
+                test_signals: Some(EgmTestSignals {
+                    signals: vec![0.5; 6],
+                }),
+                measured_force: Some(
+                    EgmMeasuredForceV11 {
+                        force: vec![1.0, 2.0, 3.0, 0.1, 0.2, 0.3],
+                    }
+                    .encode_to_vec(),
+                ),
+                utilization_rate: Some(12.5),
                 motor_state: Some(EgmMotorState {
                     state: MotorStateType::On as i32,
                 }),

@@ -19,22 +19,25 @@
 use common::msg::{JointCommand, RobotStatus, AXES};
 
 use super::{
-    proto::{self, EgmSensor},
+    frame::{self, SensorReply},
+    proto::ProtoError,
     session::{EgmSession, Feedback, FeedbackError},
 };
 use crate::supervisor::{CycleInput, CycleOutput, Supervisor};
 
-/// What one datagram was.
+/// What one datagram was. The feedback goes by value (a box would be an allocation per
+/// datagram); the enum moves once per datagram.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum Datagram {
     /// Not an `EgmRobot`: counted, not answered.
-    Malformed(String),
+    Malformed(ProtoError),
     /// Late or duplicate: the last reference resent.
     Repeat(FeedbackError),
     /// A controller cycle without usable joints.
     Incomplete(FeedbackError),
-    /// A controller cycle with feedback.
-    Cycle(Box<Feedback>),
+    /// A controller cycle with feedback (by value: no allocation per datagram).
+    Cycle(Feedback),
 }
 
 /// The outcome of one datagram.
@@ -43,7 +46,7 @@ pub struct Handled {
     pub datagram: Datagram,
     /// The reply to send to the datagram's sender (none for malformed datagrams, or when
     /// nothing finite is known yet).
-    pub reply: Option<EgmSensor>,
+    pub reply: Option<SensorReply>,
     /// The supervisor's output, when it was stepped.
     pub out: Option<CycleOutput>,
     /// The safety level or reason changed.
@@ -103,17 +106,11 @@ impl EgmCore {
         self.refs
     }
 
-    fn record(&mut self, reply: &EgmSensor, dt: f64, exempt: bool) {
-        let Some(j) = reply.planned.as_ref().and_then(|p| p.joints.as_ref()) else {
-            return;
-        };
-        if j.joints.len() != AXES || dt.is_nan() || dt <= 0.0 {
+    fn record(&mut self, reply: &SensorReply, dt: f64, exempt: bool) {
+        if dt.is_nan() || dt <= 0.0 {
             return;
         }
-        let mut q = [0.0; AXES];
-        for (o, d) in q.iter_mut().zip(j.joints.iter()) {
-            *o = d.to_radians();
-        }
+        let q = reply.q_deg.map(f64::to_radians);
         let p = *self.sup.params();
         let mut v = [0.0; AXES];
         if let (false, Some((pq, pv, was_active))) = (exempt, self.refs.prev) {
@@ -163,11 +160,11 @@ impl EgmCore {
         rx_s: f64,
         command: Option<(&JointCommand, f64)>,
     ) -> Handled {
-        let msg = match proto::decode_robot(bytes) {
+        let msg = match frame::decode_robot_frame(bytes) {
             Ok(m) => m,
             Err(e) => {
                 return Handled {
-                    datagram: Datagram::Malformed(e.to_string()),
+                    datagram: Datagram::Malformed(e),
                     reply: None,
                     out: None,
                     safety_changed: false,
@@ -175,7 +172,7 @@ impl EgmCore {
                 }
             }
         };
-        let (datagram, q_measured, dt_s, robot) = match self.session.on_robot(&msg, rx_s) {
+        let (datagram, q_measured, dt_s, robot) = match self.session.on_robot(msg, rx_s) {
             Err(e) if e.is_repeat() => {
                 let reply = self.session.resend(rx_s);
                 return Handled {
@@ -194,7 +191,7 @@ impl EgmCore {
             ),
             Ok(fb) => {
                 let (q, dt, st) = (fb.q_rad, fb.dt_s, fb.status);
-                (Datagram::Cycle(Box::new(fb)), Some(q), dt, st)
+                (Datagram::Cycle(fb), Some(q), dt, st)
             }
         };
         self.cycle += 1;
@@ -239,9 +236,9 @@ impl EgmCore {
     }
 
     /// The reply to a datagram received while shutting down: hold where the robot is.
-    pub fn on_datagram_shutdown(&mut self, bytes: &[u8], rx_s: f64) -> Option<EgmSensor> {
-        let msg = proto::decode_robot(bytes).ok()?;
-        match self.session.on_robot(&msg, rx_s) {
+    pub fn on_datagram_shutdown(&mut self, bytes: &[u8], rx_s: f64) -> Option<SensorReply> {
+        let msg = frame::decode_robot_frame(bytes).ok()?;
+        match self.session.on_robot(msg, rx_s) {
             Err(e) if e.is_repeat() => self.session.resend(rx_s),
             r => {
                 let q = r.ok().map(|fb| fb.q_rad).or(self.q_meas);
@@ -294,17 +291,12 @@ mod tests {
         }
     }
 
-    fn planned_rad(r: &EgmSensor) -> [f64; 6] {
-        let j = &r.planned.as_ref().unwrap().joints.as_ref().unwrap().joints;
-        let mut q = [0.0; 6];
-        for k in 0..6 {
-            q[k] = j[k].to_radians();
-        }
-        q
+    fn planned_rad(r: &SensorReply) -> [f64; 6] {
+        r.q_deg.map(f64::to_radians)
     }
 
     fn bytes(r: &EgmRobot) -> Vec<u8> {
-        proto::encode_robot(r)
+        crate::egm::proto::encode_robot(r)
     }
 
     #[test]
@@ -330,15 +322,15 @@ mod tests {
             Some((&far, 0.041)),
         );
         assert_eq!(late.datagram, Datagram::Repeat(FeedbackError::Late));
-        assert_eq!(late.reply.as_ref().unwrap().planned, last.planned);
-        assert_eq!(late.reply.as_ref().unwrap().speed_ref, last.speed_ref);
+        assert_eq!(late.reply.as_ref().unwrap().q_deg, last.q_deg);
+        assert_eq!(late.reply.as_ref().unwrap().qd_deg, last.qd_deg);
         let dup = c.on_datagram(
             &bytes(&robot(9, 36, meas, true)),
             0.042,
             Some((&far, 0.042)),
         );
         assert_eq!(dup.datagram, Datagram::Repeat(FeedbackError::Duplicate));
-        assert_eq!(dup.reply.unwrap().planned, last.planned);
+        assert_eq!(dup.reply.unwrap().q_deg, last.q_deg);
         assert_eq!(c.cycle(), cycles, "no supervisor step for repeats");
     }
 

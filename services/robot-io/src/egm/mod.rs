@@ -2,6 +2,8 @@
 //!
 //! - [`proto`]: the egm.proto messages as hand-written prost structs, tolerant `measuredForce`
 //!   decoding; reusable by a controller emulator.
+//! - [`frame`]: the per-datagram codec without allocation (`EgmRobot` → [`frame::RobotFrame`],
+//!   [`frame::SensorReply`] → bytes), held to prost's answers by property tests.
 //! - [`session`]: pure per-datagram logic (measured joints, controller states, seqno gaps,
 //!   the `EgmSensor` reply, timing statistics). Time is a parameter.
 //!
@@ -11,5 +13,6 @@
 //! The UDP socket lives in [`crate::node`].
 
 pub mod cycle;
+pub mod frame;
 pub mod proto;
 pub mod session;

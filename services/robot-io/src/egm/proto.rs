@@ -25,6 +25,8 @@
 
 use prost::Message;
 
+use super::frame::Doubles;
+
 /// What went wrong decoding an EGM datagram.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtoError {
@@ -34,6 +36,9 @@ pub enum ProtoError {
     /// A hand-parsed sub-message (measuredForce) is malformed.
     #[error("measuredForce: {0}")]
     Force(&'static str),
+    /// The allocation-free decoder ([`super::frame`]) rejected the bytes (where prost does).
+    #[error("protobuf: {0}")]
+    Wire(&'static str),
 }
 
 /// `EgmHeader.MessageType`.
@@ -351,13 +356,13 @@ pub enum ForceSchema {
 }
 
 /// `measuredForce` decoded from either layout.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeasuredForce {
     pub schema: ForceSchema,
     /// `fcActive` (newer layout only).
     pub fc_active: Option<bool>,
-    /// The force values as sent (normally 6: N ×3, Nm ×3).
-    pub force: Vec<f64>,
+    /// The force values as sent (normally 6: N ×3, Nm ×3; up to 12 kept, all counted).
+    pub force: Doubles<12>,
 }
 
 impl MeasuredForce {
@@ -369,7 +374,7 @@ impl MeasuredForce {
         let mut out = MeasuredForce {
             schema: ForceSchema::Unknown,
             fc_active: None,
-            force: Vec::new(),
+            force: Doubles::default(),
         };
         while !b.is_empty() {
             let key = read_varint(&mut b)?;
@@ -435,7 +440,11 @@ fn read_f64(b: &mut &[u8]) -> Result<f64, ProtoError> {
 }
 
 /// One unpacked double (wire type 1) or a packed run (wire type 2).
-fn read_doubles(b: &mut &[u8], wire: u8, out: &mut Vec<f64>) -> Result<(), ProtoError> {
+fn read_doubles<const N: usize>(
+    b: &mut &[u8],
+    wire: u8,
+    out: &mut Doubles<N>,
+) -> Result<(), ProtoError> {
     if wire == 1 {
         out.push(read_f64(b)?);
         return Ok(());

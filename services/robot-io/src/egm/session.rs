@@ -17,9 +17,9 @@
 use common::msg::{RobotStatus, AXES};
 use serde::Serialize;
 
-use super::proto::{
-    EgmHeader, EgmJoints, EgmPlanned, EgmRobot, EgmSensor, EgmSpeedRef, ForceSchema, MciStateType,
-    MeasuredForce, MessageType, MotorStateType, RapidCtrlExecStateType,
+use super::{
+    frame::{RobotFrame, SensorReply},
+    proto::{ForceSchema, MciStateType, MeasuredForce, MotorStateType, RapidCtrlExecStateType},
 };
 
 /// A seqno jump forward larger than this (or any jump backwards beyond [`REORDER_WINDOW`]) is a
@@ -362,7 +362,13 @@ impl EgmSession {
     }
 
     /// Digests one decoded `EgmRobot` received at `now_s`.
-    pub fn on_robot(&mut self, msg: &EgmRobot, now_s: f64) -> Result<Feedback, FeedbackError> {
+    /// Takes the allocation-free [`RobotFrame`] (or a prost `&EgmRobot`, converted).
+    pub fn on_robot<'a>(
+        &mut self,
+        msg: impl Into<RobotFrame<'a>>,
+        now_s: f64,
+    ) -> Result<Feedback, FeedbackError> {
+        let msg: RobotFrame<'a> = msg.into();
         self.stats.received += 1;
         let mut events = Vec::new();
         let seqno = msg.seqno();
@@ -469,10 +475,10 @@ impl EgmSession {
 
         // Schema generation and force.
         let force = msg.force().and_then(|r| r.ok());
-        let has_time = msg.feed_back.as_ref().is_some_and(|f| f.time.is_some());
+        let has_time = msg.feedback_time;
         let schema = if msg.move_index.is_some()
-            || msg.collision_info.is_some()
-            || msg.rapid_from_robot.is_some()
+            || msg.collision_info
+            || msg.rapid_from_robot
             || force
                 .as_ref()
                 .is_some_and(|f| f.schema == ForceSchema::Newer)
@@ -488,18 +494,18 @@ impl EgmSession {
         self.last_schema = Some(schema);
 
         // Joints.
-        let joints = match msg.feedback_joints_deg() {
+        let joints = match &msg.feedback_joints {
             None => return self.incomplete(FeedbackError::NoJoints),
             Some(j) if j.len() != AXES => {
                 return self.incomplete(FeedbackError::JointCount(j.len()))
             }
-            Some(j) if !j.iter().all(|v| v.is_finite()) => {
+            Some(j) if !j.as_slice().iter().all(|v| v.is_finite()) => {
                 return self.incomplete(FeedbackError::NonFinite)
             }
-            Some(j) => j,
+            Some(j) => *j,
         };
         let mut q_deg = [0.0; AXES];
-        q_deg.copy_from_slice(joints);
+        q_deg.copy_from_slice(joints.as_slice());
         let q_rad = q_deg.map(f64::to_radians);
         let qd_rad_s = match (self.last_q, dtm_s) {
             (Some(prev), Some(d)) => {
@@ -545,7 +551,7 @@ impl EgmSession {
         q_ref_rad: &[f64; AXES],
         qd_ref_rad_s: &[f64; AXES],
         now_s: f64,
-    ) -> Option<EgmSensor> {
+    ) -> Option<SensorReply> {
         let mut q_deg = q_ref_rad.map(f64::to_degrees);
         // A joint held exactly at its measured value goes back exactly as measured (no
         // deg → rad → deg rounding).
@@ -567,12 +573,12 @@ impl EgmSession {
 
     /// The last reference sent, unchanged (position and speed), with a new header. `None`
     /// when nothing was sent yet in this process.
-    pub fn resend(&mut self, now_s: f64) -> Option<EgmSensor> {
+    pub fn resend(&mut self, now_s: f64) -> Option<SensorReply> {
         let q = self.sent_deg?;
         Some(self.build(q, self.sent_speed_deg, now_s))
     }
 
-    fn build(&mut self, q_deg: [f64; AXES], qd_deg: [f64; AXES], now_s: f64) -> EgmSensor {
+    fn build(&mut self, q_deg: [f64; AXES], qd_deg: [f64; AXES], now_s: f64) -> SensorReply {
         let seqno = self.reply_seq;
         self.reply_seq = self.reply_seq.wrapping_add(1);
         self.stats.replies += 1;
@@ -584,25 +590,11 @@ impl EgmSession {
         } else {
             0
         };
-        EgmSensor {
-            header: Some(EgmHeader {
-                seqno: Some(seqno),
-                tm: Some(tm),
-                mtype: Some(MessageType::Correction as i32),
-            }),
-            planned: Some(EgmPlanned {
-                joints: Some(EgmJoints {
-                    joints: q_deg.to_vec(),
-                }),
-                ..Default::default()
-            }),
-            speed_ref: self.p.send_speed_ref.then(|| EgmSpeedRef {
-                joints: Some(EgmJoints {
-                    joints: qd_deg.to_vec(),
-                }),
-                ..Default::default()
-            }),
-            rapid_to_robot: None,
+        SensorReply {
+            seqno,
+            tm,
+            q_deg,
+            qd_deg: self.p.send_speed_ref.then_some(qd_deg),
         }
     }
 
@@ -622,13 +614,27 @@ impl EgmSession {
 pub(crate) mod tests {
     use super::*;
     use crate::egm::proto::{
-        joints, EgmClock, EgmFeedBack, EgmMciState, EgmMeasuredForce, EgmMotorState,
-        EgmRapidCtrlExecState,
+        joints, EgmClock, EgmFeedBack, EgmHeader, EgmMciState, EgmMeasuredForce, EgmMotorState,
+        EgmRapidCtrlExecState, EgmRobot, EgmSensor, MessageType,
     };
     use proptest::prelude::*;
     use prost::Message;
 
     const P: SessionParams = SessionParams::IRC5;
+
+    /// The replies as prost's typed `EgmSensor`, for field-by-field checks.
+    trait Typed {
+        fn reply_p(&mut self, q: &[f64; 6], qd: &[f64; 6], t: f64) -> Option<EgmSensor>;
+        fn resend_p(&mut self, t: f64) -> Option<EgmSensor>;
+    }
+    impl Typed for EgmSession {
+        fn reply_p(&mut self, q: &[f64; 6], qd: &[f64; 6], t: f64) -> Option<EgmSensor> {
+            self.reply(q, qd, t).map(|r| r.to_proto())
+        }
+        fn resend_p(&mut self, t: f64) -> Option<EgmSensor> {
+            self.resend(t).map(|r| r.to_proto())
+        }
+    }
 
     /// A controller's `EgmRobot` (V1.1 fields) for tests.
     pub(crate) fn robot(seq: u32, tm: u32, q_deg: [f64; 6], ready: bool) -> EgmRobot {
@@ -716,11 +722,11 @@ pub(crate) mod tests {
             1
         );
         // Seqno 0 again: new session, reply seqno restarts.
-        s.reply(&[0.0; 6], &[0.0; 6], 0.015).unwrap();
+        s.reply_p(&[0.0; 6], &[0.0; 6], 0.015).unwrap();
         let f = s.on_robot(&robot(0, 0, q, true), 0.02).unwrap();
         assert!(f.events.contains(&SessionEvent::Restarted));
         assert_eq!(s.stats().sessions, 2);
-        let r = s.reply(&[0.0; 6], &[0.0; 6], 0.021).unwrap();
+        let r = s.reply_p(&[0.0; 6], &[0.0; 6], 0.021).unwrap();
         assert_eq!(r.header.unwrap().seqno, Some(0));
     }
 
@@ -751,7 +757,7 @@ pub(crate) mod tests {
         s.on_robot(&robot(0, 0, meas, true), 0.0).unwrap();
         let q = [0.1, -0.2, 0.3, 0.0, 1.0, -1.0];
         let qd = [0.0, 0.0, 0.0, 0.0, 0.0, 0.5];
-        let r = s.reply(&q, &qd, 1.2345).unwrap();
+        let r = s.reply_p(&q, &qd, 1.2345).unwrap();
         let h = r.header.as_ref().unwrap();
         assert_eq!(h.seqno, Some(0));
         assert_eq!(h.tm, Some(1234));
@@ -769,19 +775,19 @@ pub(crate) mod tests {
             .unwrap()
             .joints;
         assert!((sj[5] - 0.5f64.to_degrees()).abs() < 1e-12);
-        let r = s.reply(&q, &qd, 1.3).unwrap();
+        let r = s.reply_p(&q, &qd, 1.3).unwrap();
         assert_eq!(r.header.unwrap().seqno, Some(1));
         // NaN / Inf → the last sent reference resent unchanged (never the measured position).
-        let sent = s.reply(&q, &qd, 1.35).unwrap();
+        let sent = s.reply_p(&q, &qd, 1.35).unwrap();
         let mut bad = q;
         bad[2] = f64::NAN;
-        let r = s.reply(&bad, &qd, 1.4).unwrap();
+        let r = s.reply_p(&bad, &qd, 1.4).unwrap();
         assert_eq!(r.planned, sent.planned);
         assert_eq!(r.speed_ref, sent.speed_ref);
         assert_ne!(r.planned.unwrap().joints.unwrap().joints, meas.to_vec());
         let mut badv = qd;
         badv[0] = f64::INFINITY;
-        let r = s.reply(&q, &badv, 1.5).unwrap();
+        let r = s.reply_p(&q, &badv, 1.5).unwrap();
         assert_eq!(r.planned, sent.planned);
         assert_eq!(s.stats().replaced_non_finite, 2);
         // Without speedRef configured, none is sent.
@@ -790,10 +796,10 @@ pub(crate) mod tests {
             ..P
         });
         n.on_robot(&robot(0, 0, meas, true), 0.0).unwrap();
-        assert!(n.reply(&q, &qd, 0.0).unwrap().speed_ref.is_none());
+        assert!(n.reply_p(&q, &qd, 0.0).unwrap().speed_ref.is_none());
         // Nothing known → no reply at all rather than a NaN.
         let mut e = EgmSession::new(P);
-        assert!(e.reply(&[f64::NAN; 6], &[0.0; 6], 0.0).is_none());
+        assert!(e.reply_p(&[f64::NAN; 6], &[0.0; 6], 0.0).is_none());
     }
 
     #[test]
@@ -802,7 +808,7 @@ pub(crate) mod tests {
         let mut r = robot(0, 0, [0.0; 6], true);
         r.feed_back = None;
         assert_eq!(s.on_robot(&r, 0.0), Err(FeedbackError::NoJoints));
-        assert!(s.resend(0.0).is_none());
+        assert!(s.resend_p(0.0).is_none());
         let mut r = robot(1, 4, [1.0; 6], true);
         r.feed_back.as_mut().unwrap().joints = Some(joints(&[1.0; 7]));
         assert_eq!(s.on_robot(&r, 0.004), Err(FeedbackError::JointCount(7)));
@@ -816,9 +822,9 @@ pub(crate) mod tests {
         );
         s.on_robot(&robot(3, 12, [1.0; 6], true), 0.012).unwrap();
         let first = s
-            .reply(&[0.5f64.to_radians(); 6], &[0.1; 6], 0.0125)
+            .reply_p(&[0.5f64.to_radians(); 6], &[0.1; 6], 0.0125)
             .unwrap();
-        let h = s.resend(0.013).unwrap();
+        let h = s.resend_p(0.013).unwrap();
         assert_eq!(h.planned, first.planned);
         assert_eq!(h.speed_ref, first.speed_ref);
         assert_eq!(
@@ -840,7 +846,7 @@ pub(crate) mod tests {
         );
         let f = s.on_robot(&r, 0.0).unwrap();
         assert_eq!(f.schema, SchemaGuess::Newer);
-        assert_eq!(f.force.unwrap().force[2], 3.0);
+        assert_eq!(f.force.unwrap().force.as_slice()[2], 3.0);
         let mut r = robot(1, 4, [0.0; 6], true);
         r.feed_back.as_mut().unwrap().time = None;
         assert_eq!(s.on_robot(&r, 0.004).unwrap().schema, SchemaGuess::V10);
@@ -857,7 +863,7 @@ pub(crate) mod tests {
         for k in 0..100u32 {
             let t = 10.0 + f64::from(k) * 0.004 + if k % 2 == 1 { 0.0005 } else { 0.0 };
             s.on_robot(&robot(k, 4 * k, [0.0; 6], true), t).unwrap();
-            s.reply(&[0.0; 6], &[0.0; 6], t + 0.0001).unwrap();
+            s.reply_p(&[0.0; 6], &[0.0; 6], t + 0.0001).unwrap();
             s.on_reply_sent(t + 0.0001);
         }
         let st = s.stats();
@@ -889,13 +895,16 @@ pub(crate) mod tests {
                     Ok(f) => f.events.iter().any(|e| matches!(e, SessionEvent::Started | SessionEvent::Restarted)),
                     Err(_) => false,
                 };
-                if let Some(reply) = s.reply(r, r, t) {
+                if let Some(reply) = s.reply_p(r, r, t) {
                     let h = reply.header.clone().unwrap();
                     if let (Some(prev), false) = (last_reply_seq, restarted) {
                         prop_assert_eq!(h.seqno, Some(prev.wrapping_add(1)));
                     }
                     last_reply_seq = h.seqno;
                     let bytes = crate::egm::proto::encode_sensor(&reply);
+                    let mut buf = [0u8; crate::egm::frame::SENSOR_REPLY_MAX];
+                    let raw = s.resend(t).map(|r| r.encode(&mut buf).len());
+                    prop_assert!(raw.is_some_and(|n| n > 0));
                     let back = crate::egm::proto::decode_sensor(&bytes).unwrap();
                     for v in back.planned.unwrap().joints.unwrap().joints
                         .iter().chain(back.speed_ref.unwrap().joints.unwrap().joints.iter()) {

@@ -296,7 +296,7 @@ fn v11_robot_with_force_decodes() {
         let f = r.force().unwrap().unwrap();
         assert_eq!(f.schema, ForceSchema::V11);
         assert_eq!(f.fc_active, None);
-        assert_eq!(f.force, vec![1.0, 2.0, 0.5, 0.0, 0.0, -1.0]);
+        assert_eq!(f.force.as_slice(), &[1.0, 2.0, 0.5, 0.0, 0.0, -1.0]);
         assert!(f.valid());
         // Re-encoding (planned joints now unpacked: +4 bytes) decodes to the same message.
         let again = encode_robot(&r);
@@ -326,7 +326,7 @@ fn newer_schema_robot_with_force_decodes() {
     let f = r.force().unwrap().unwrap();
     assert_eq!(f.schema, ForceSchema::Newer);
     assert_eq!(f.fc_active, Some(true));
-    assert_eq!(f.force, vec![1.0, 2.0, 0.5, 0.0, 0.0, -1.0]);
+    assert_eq!(f.force.as_slice(), &[1.0, 2.0, 0.5, 0.0, 0.0, -1.0]);
     assert!(f.valid());
     assert_eq!(r.move_index, Some(5));
     let c = r.collision_info.as_ref().unwrap();
@@ -339,7 +339,7 @@ fn newer_schema_robot_with_force_decodes() {
     let off = cat(&[&[0x08, 0x00, 0x11], &D1, &[0x18, 0x07]]);
     let f = MeasuredForce::parse(&off).unwrap();
     assert_eq!(f.schema, ForceSchema::Newer);
-    assert_eq!(f.force, vec![1.0]);
+    assert_eq!(f.force.as_slice(), &[1.0]);
     assert!(!f.valid());
 }
 
