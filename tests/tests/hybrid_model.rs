@@ -249,6 +249,83 @@ fn ramp_disturbance_on_the_model() {
     assert!(rms <= 1.0 && max <= 2.5, "RMS {rms} max {max}");
 }
 
+/// Fig. 8 on the model with the shipped task's gains (`tasks/rc-fig8-ramp-disturbance.toml`),
+/// the ramp's start moved through the law's period (0–8 ms) and through the boom's slow
+/// stick-slip cycle before the ramp (0.1–0.9 s later): how much of the max error is the state
+/// the ramp finds the boom in. The task's gains hold the max error ≤ 1 N at every start (the
+/// step-response defaults: 0.65–2.01 N, `DEFAULT_GAINS=1`). `FRICTION=k` scales the plant's
+/// friction (reported, not asserted: doubled, the max reaches 4.9 N at some starts).
+#[test]
+fn ramp_disturbance_phase_sensitivity_on_the_model() {
+    let rate = std::env::var("RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(120.0);
+    let shipped = control::taskfile::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tasks/rc-fig8-ramp-disturbance.toml"),
+    )
+    .expect("task");
+    let g = if std::env::var("DEFAULT_GAINS").is_ok() {
+        gains()
+    } else {
+        shipped.gains.expect("the task's gains")
+    };
+    let mut maxes = vec![];
+    let starts: Vec<f64> = (0..9)
+        .map(|k| 1.0 + 1e-3 * f64::from(k))
+        .chain((1..10).map(|k| 1.0 + 0.1 * f64::from(k)))
+        .collect();
+    // FRICTION=k scales the prismatic joint's friction (robustness runs).
+    let scale = std::env::var("FRICTION")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(1.0);
+    for start in starts {
+        let nominal = params();
+        let nominal = RcPlantParams {
+            static_friction: nominal.static_friction.map(|v| v * scale),
+            coulomb_friction: nominal.coulomb_friction.map(|v| v * scale),
+            ..nominal
+        };
+        let p = RcPlantParams {
+            surface: RcSurface {
+                motion: Some(PlanarRamp {
+                    velocity_m_s: [0.0065, 0.0],
+                    start_s: start,
+                    duration_s: 3.0,
+                    ..Default::default()
+                }),
+                ..nominal.surface
+            },
+            ..nominal
+        };
+        let r = simulate(p, task(Profile::Constant(5.0), rate, 6.0), g, 0.5);
+        let f = lowpass_zero_phase(&r.contact, 12.0, 1000.0);
+        let t0 = start;
+        let (mut max, mut ss, mut n, mut at) = (0.0f64, 0.0, 0usize, 0.0);
+        for (t, fi) in r.t.iter().zip(&f) {
+            if *t >= t0 + 0.1 && *t <= t0 + 2.9 {
+                if (fi - 5.0).abs() > max {
+                    max = (fi - 5.0).abs();
+                    at = *t - t0;
+                }
+                ss += (fi - 5.0).powi(2);
+                n += 1;
+            }
+        }
+        let rms = (ss / n as f64).sqrt();
+        eprintln!("Fig. 8 model @ {rate} Hz, ramp at {start:.3} s: RMS {rms:.3} N, max {max:.3} N at {at:.2} s into the ramp");
+        maxes.push(max.max(if rms > 1.0 { f64::INFINITY } else { 0.0 }));
+    }
+    let lo = maxes.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = maxes.iter().copied().fold(0.0, f64::max);
+    eprintln!("Fig. 8 model @ {rate} Hz: max error over the ramp's start {lo:.2}–{hi:.2} N");
+    if scale == 1.0 && rate == 120.0 && std::env::var("DEFAULT_GAINS").is_err() {
+        assert!(hi <= 1.0, "max error up to {hi} N (∞: an RMS above 1 N)");
+    }
+}
+
 /// R&C Fig. 9 on the model, scaled to 3 cm: c_y(t) = 3 − 3 cos(0.75 π t) cm with a force step
 /// 10 → 20 N at t = 1 s; runs to the end (the law never aborts) and reports the errors. At the
 /// paper's 30 cm (`AMP=0.3`) the force loop diverges once the hand slides faster than

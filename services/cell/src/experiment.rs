@@ -309,7 +309,7 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
                     t(
                         "max_force_error_n",
                         "<=",
-                        json!(3.0),
+                        json!(1.25),
                         true,
                         "tests/hybrid.rs bound",
                     ),
