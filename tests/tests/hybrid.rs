@@ -85,7 +85,16 @@ fn window_error(v: &[(f64, f64)], r: f64, a: f64, b: f64) -> (f64, f64) {
 }
 
 fn table_cell(name: &str) -> TestCell {
-    TestCell::start(name, &["sim.scenario=\"scenarios/table-contact.toml\""])
+    // HYBRID_EGM_JITTER_MS=J: the emulated IRC5 delays each EgmRobot by up to J ms (uniform),
+    // as a loaded controller or network would.
+    let jitter = std::env::var("HYBRID_EGM_JITTER_MS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|j| format!("sim.egm.jitter_ms={j}"));
+    let mut sets = vec!["sim.scenario=\"scenarios/table-contact.toml\"".to_string()];
+    sets.extend(jitter);
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    TestCell::start(name, &sets)
 }
 
 /// Identify the table's stiffness, then press 10 N while moving 100 mm at 20 mm/s with gains
