@@ -107,7 +107,15 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
     ]);
     assert!(ok, "{out} {err}");
     place_and_tare(c, [350.0, 0.0, 208.0]).await;
-    let (ok, out, err) = c.cli(&["identify", "stiffness", "--into=-z"]);
+    let (mut ok, mut out, mut err) = c.cli(&["identify", "stiffness", "--into=-z"]);
+    if !ok && err.contains("Stale") {
+        // A host stall longer than the wrench's staleness bound (50 ms; seen on this 2-core VM
+        // when its host is loaded) ends the approach with a hold, as it must. That is the
+        // safety path working, not the identification failing: once more, from the start.
+        eprintln!("{name}: identification held on a stale wrench ({err}); retrying once");
+        place_and_tare(c, [350.0, 0.0, 208.0]).await;
+        (ok, out, err) = c.cli(&["identify", "stiffness", "--into=-z"]);
+    }
     assert!(ok, "identify: {err}\n{}", c.log_text());
     let v: serde_json::Value = serde_json::from_str(&out).expect("identify JSON");
     let k = v["stiffness_n_per_m"].as_f64().expect("K");
