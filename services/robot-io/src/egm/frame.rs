@@ -167,7 +167,7 @@ fn err(what: &'static str) -> ProtoError {
 }
 
 /// A varint of at most 10 bytes whose 10th byte is 0 or 1.
-fn varint(b: &mut &[u8]) -> Result<u64, ProtoError> {
+pub(super) fn varint(b: &mut &[u8]) -> Result<u64, ProtoError> {
     let mut v: u64 = 0;
     for i in 0..10 {
         let (&byte, rest) = b.split_first().ok_or(err("invalid varint"))?;
@@ -201,7 +201,7 @@ fn fixed64(b: &mut &[u8]) -> Result<f64, ProtoError> {
 }
 
 /// (field number, wire type).
-fn key(b: &mut &[u8]) -> Result<(u32, u8), ProtoError> {
+pub(super) fn key(b: &mut &[u8]) -> Result<(u32, u8), ProtoError> {
     let k = varint(b)?;
     if k > u64::from(u32::MAX) {
         return Err(err("invalid key value"));
@@ -223,7 +223,7 @@ fn length_delimited<'a>(b: &mut &'a [u8]) -> Result<&'a [u8], ProtoError> {
 }
 
 /// Skips one field's value (groups to their matching end).
-fn skip(b: &mut &[u8], tag: u32, wire: u8, depth: u32) -> Result<(), ProtoError> {
+pub(super) fn skip(b: &mut &[u8], tag: u32, wire: u8, depth: u32) -> Result<(), ProtoError> {
     if depth >= RECURSION_LIMIT {
         return Err(err("recursion limit reached"));
     }
@@ -264,7 +264,11 @@ fn expect(wire: u8, want: u8) -> Result<(), ProtoError> {
 }
 
 /// One value (fixed64) or a packed run (length-delimited) of a repeated double.
-fn doubles(b: &mut &[u8], wire: u8, mut push: impl FnMut(f64)) -> Result<(), ProtoError> {
+pub(super) fn doubles(
+    b: &mut &[u8],
+    wire: u8,
+    mut push: impl FnMut(f64),
+) -> Result<(), ProtoError> {
     match wire {
         WIRE_FIXED64 => push(fixed64(b)?),
         WIRE_LEN => {

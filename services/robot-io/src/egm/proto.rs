@@ -25,7 +25,7 @@
 
 use prost::Message;
 
-use super::frame::Doubles;
+use super::frame::{self, Doubles};
 
 /// What went wrong decoding an EGM datagram.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -376,27 +376,27 @@ impl MeasuredForce {
             fc_active: None,
             force: Doubles::default(),
         };
+        // The wire rules are `frame`'s (prost's); the errors say where they came from.
+        let in_force = |e: ProtoError| match e {
+            ProtoError::Wire(w) => ProtoError::Force(w),
+            other => other,
+        };
         while !b.is_empty() {
-            let key = read_varint(&mut b)?;
-            let tag = key >> 3;
-            let wire = (key & 7) as u8;
-            if tag == 0 {
-                return Err(ProtoError::Force("field number 0"));
-            }
+            let (tag, wire) = frame::key(&mut b).map_err(in_force)?;
             match (tag, wire) {
                 (1, 0) => {
-                    out.fc_active = Some(read_varint(&mut b)? != 0);
+                    out.fc_active = Some(frame::varint(&mut b).map_err(in_force)? != 0);
                     out.schema = ForceSchema::Newer;
                 }
                 (1, 1) | (1, 2) => {
-                    read_doubles(&mut b, wire, &mut out.force)?;
+                    frame::doubles(&mut b, wire, |v| out.force.push(v)).map_err(in_force)?;
                     out.schema = ForceSchema::V11;
                 }
                 (2, 1) | (2, 2) => {
-                    read_doubles(&mut b, wire, &mut out.force)?;
+                    frame::doubles(&mut b, wire, |v| out.force.push(v)).map_err(in_force)?;
                     out.schema = ForceSchema::Newer;
                 }
-                _ => skip_field(&mut b, wire)?,
+                _ => frame::skip(&mut b, tag, wire, 1).map_err(in_force)?,
             }
         }
         Ok(out)
@@ -406,80 +406,6 @@ impl MeasuredForce {
     pub fn valid(&self) -> bool {
         !self.force.is_empty() && self.fc_active != Some(false)
     }
-}
-
-fn read_varint(b: &mut &[u8]) -> Result<u64, ProtoError> {
-    let mut v: u64 = 0;
-    for i in 0..10 {
-        let (&byte, rest) = b
-            .split_first()
-            .ok_or(ProtoError::Force("truncated varint"))?;
-        *b = rest;
-        v |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err(ProtoError::Force("varint longer than 10 bytes"))
-}
-
-fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8], ProtoError> {
-    if b.len() < n {
-        return Err(ProtoError::Force("truncated field"));
-    }
-    let (head, rest) = b.split_at(n);
-    *b = rest;
-    Ok(head)
-}
-
-fn read_f64(b: &mut &[u8]) -> Result<f64, ProtoError> {
-    let bytes = take(b, 8)?;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(bytes);
-    Ok(f64::from_le_bytes(a))
-}
-
-/// One unpacked double (wire type 1) or a packed run (wire type 2).
-fn read_doubles<const N: usize>(
-    b: &mut &[u8],
-    wire: u8,
-    out: &mut Doubles<N>,
-) -> Result<(), ProtoError> {
-    if wire == 1 {
-        out.push(read_f64(b)?);
-        return Ok(());
-    }
-    let len = usize::try_from(read_varint(b)?).map_err(|_| ProtoError::Force("length"))?;
-    let mut body = take(b, len)?;
-    if body.len() % 8 != 0 {
-        return Err(ProtoError::Force(
-            "packed doubles: length not a multiple of 8",
-        ));
-    }
-    while !body.is_empty() {
-        out.push(read_f64(&mut body)?);
-    }
-    Ok(())
-}
-
-fn skip_field(b: &mut &[u8], wire: u8) -> Result<(), ProtoError> {
-    match wire {
-        0 => {
-            read_varint(b)?;
-        }
-        1 => {
-            take(b, 8)?;
-        }
-        2 => {
-            let len = usize::try_from(read_varint(b)?).map_err(|_| ProtoError::Force("length"))?;
-            take(b, len)?;
-        }
-        5 => {
-            take(b, 4)?;
-        }
-        _ => return Err(ProtoError::Force("unsupported wire type")),
-    }
-    Ok(())
 }
 
 impl EgmRobot {
