@@ -14,11 +14,8 @@ use std::{
     time::Duration,
 };
 
-use common::{
-    codec,
-    msg::{GuideState, JointCommand, SimTruth},
-    topic,
-};
+use cell::leadexp::{score, Pull, Rec, Recorder};
+use common::msg::{JointCommand, SimTruth};
 use nalgebra::Vector3;
 use tests::{up_all, wait_for, TestCell};
 
@@ -37,67 +34,6 @@ fn lead_cell(name: &str, extra: &[&str]) -> TestCell {
     TestCell::start(name, &sets)
 }
 
-/// Recorded topics.
-#[derive(Default)]
-struct Rec {
-    truth: Vec<SimTruth>,
-    guide: Vec<GuideState>,
-    joint_cmd: Vec<JointCommand>,
-}
-
-/// Subscribes to the scoring topics; returns the shared record (cleared with `clear`).
-async fn record(
-    s: &zenoh::Session,
-    c: &TestCell,
-) -> (Arc<Mutex<Rec>>, Vec<zenoh::pubsub::Subscriber<()>>) {
-    let rec = Arc::new(Mutex::new(Rec::default()));
-    let mut subs = Vec::new();
-    let r = rec.clone();
-    subs.push(
-        s.declare_subscriber(topic::SIM_TRUTH.key(&c.cell.id))
-            .callback(move |smp| {
-                if let Ok(m) = codec::decode::<SimTruth>(&smp.payload().to_bytes()) {
-                    if let Ok(mut g) = r.lock() {
-                        g.truth.push(m);
-                    }
-                }
-            })
-            .await
-            .expect("sub"),
-    );
-    let r = rec.clone();
-    subs.push(
-        s.declare_subscriber(topic::GUIDE_STATE.key(&c.cell.id))
-            .callback(move |smp| {
-                if let Ok(m) = codec::decode::<GuideState>(&smp.payload().to_bytes()) {
-                    if let Ok(mut g) = r.lock() {
-                        g.guide.push(m);
-                    }
-                }
-            })
-            .await
-            .expect("sub"),
-    );
-    let r = rec.clone();
-    subs.push(
-        s.declare_subscriber(topic::JOINT_COMMAND.key(&c.cell.id))
-            .callback(move |smp| {
-                if let Ok(m) = codec::decode::<JointCommand>(&smp.payload().to_bytes()) {
-                    if let Ok(mut g) = r.lock() {
-                        g.joint_cmd.push(m);
-                    }
-                }
-            })
-            .await
-            .expect("sub"),
-    );
-    (rec, subs)
-}
-
-fn take(rec: &Arc<Mutex<Rec>>) -> Rec {
-    std::mem::take(&mut *rec.lock().expect("lock"))
-}
-
 async fn scenario(s: &zenoh::Session, c: &TestCell, body: serde_json::Value) -> serde_json::Value {
     let key = format!("cell/{}/sim/rpc/scenario", c.cell.id);
     cell::cli::request(s, &key, Some(body.to_string()), Duration::from_secs(3))
@@ -111,19 +47,6 @@ async fn lead(
     body: serde_json::Value,
 ) -> anyhow::Result<serde_json::Value> {
     cell::lead::rpc(s, &c.cell, body).await
-}
-
-/// The TCP position from the simulator's truth (m).
-async fn tcp_now(rec: &Arc<Mutex<Rec>>) -> Vector3<f64> {
-    let p = wait_for(Duration::from_secs(5), || async {
-        rec.lock()
-            .ok()?
-            .truth
-            .last()
-            .map(|t| Vector3::from(t.tcp_in_base_m))
-    })
-    .await;
-    p.expect("sim truth")
 }
 
 /// Moves the tool (pointing down) to `xyz_mm`, waits, tares there.
@@ -190,136 +113,6 @@ fn hold_enable(s: &zenoh::Session, c: &TestCell) -> tokio::sync::oneshot::Sender
     tx
 }
 
-/// What one pull gave.
-#[derive(Debug, Clone, serde::Serialize)]
-struct Pull {
-    label: String,
-    /// Time from the hand force reaching 3 N to the TCP having moved 1 mm along the pull (s).
-    response_time_s: f64,
-    /// RMS and max distance of the TCP from the pull line while moving (m).
-    rms_path_deviation_m: f64,
-    max_path_deviation_m: f64,
-    /// Distance travelled along the pull (m).
-    path_length_m: f64,
-    /// Mean |hand force| while the TCP moved at 0.1 m/s ± 20 % (N).
-    guide_force_at_0_1_m_s_n: Option<f64>,
-    /// Largest commanded TCP speed (m/s), and the TCP speed from the truth (m/s).
-    max_cmd_speed_m_s: f64,
-    max_tcp_speed_m_s: f64,
-    /// Stepping laws: the step lengths (m) from the commanded positions at step ends.
-    steps_m: Vec<f64>,
-    /// RMS of the TCP velocity above 2 Hz (m/s), from the truth.
-    band_rms_above_2hz_m_s: f64,
-    max_damping_scale: f64,
-}
-
-/// RMS above `hz` of a uniformly sampled signal (DFT; `dt` the sample period).
-fn rms_above(x: &[f64], dt: f64, hz: f64) -> f64 {
-    let n = x.len();
-    if n < 8 {
-        return 0.0;
-    }
-    let mean = x.iter().sum::<f64>() / n as f64;
-    let mut power = 0.0;
-    let k0 = (hz * n as f64 * dt).ceil() as usize;
-    for k in k0.max(1)..n / 2 {
-        let (mut re, mut im) = (0.0, 0.0);
-        for (i, v) in x.iter().enumerate() {
-            let a = -2.0 * std::f64::consts::PI * (k * i) as f64 / n as f64;
-            re += (v - mean) * a.cos();
-            im += (v - mean) * a.sin();
-        }
-        power += 2.0 * (re * re + im * im) / (n as f64 * n as f64);
-    }
-    power.sqrt()
-}
-
-fn score(label: &str, rec: &Rec, from: &Vector3<f64>, dir: &Vector3<f64>) -> Pull {
-    let u = dir.normalize();
-    let tr: Vec<&SimTruth> = rec.truth.iter().collect();
-    assert!(
-        tr.len() > 100,
-        "{label}: too few truth samples ({})",
-        tr.len()
-    );
-    let t_force = tr
-        .iter()
-        .find(|t| Vector3::from(t.hand_force_base_n).norm() >= 3.0)
-        .map(|t| t.t_s);
-    let t_move = tr
-        .iter()
-        .find(|t| (Vector3::from(t.tcp_in_base_m) - from).dot(&u) >= 0.001)
-        .map(|t| t.t_s);
-    let response_time_s = match (t_force, t_move) {
-        (Some(a), Some(b)) => (b - a).max(0.0),
-        _ => f64::INFINITY,
-    };
-    let mut dev = Vec::new();
-    let mut along: f64 = 0.0;
-    let mut speeds = Vec::new();
-    let mut vx = Vec::new();
-    let mut forces = Vec::new();
-    for w in tr.windows(2) {
-        let p = Vector3::from(w[1].tcp_in_base_m) - from;
-        let a = p.dot(&u);
-        along = along.max(a);
-        let dt = w[1].t_s - w[0].t_s;
-        if dt <= 0.0 {
-            continue;
-        }
-        let v = (Vector3::from(w[1].tcp_in_base_m) - Vector3::from(w[0].tcp_in_base_m)) / dt;
-        speeds.push(v.norm());
-        vx.push(v.dot(&u));
-        if a > 0.002 {
-            dev.push((p - u * a).norm());
-        }
-        if (v.norm() - 0.1).abs() < 0.02 {
-            forces.push(Vector3::from(w[1].hand_force_base_n).norm());
-        }
-    }
-    let rms = (dev.iter().map(|d| d * d).sum::<f64>() / dev.len().max(1) as f64).sqrt();
-    let max_dev = dev.iter().fold(0.0f64, |m, d| m.max(*d));
-    let dt = (tr[tr.len() - 1].t_s - tr[0].t_s) / (tr.len() - 1) as f64;
-    // Steps: the commanded position each time the step counter rises.
-    let mut ends = Vec::new();
-    for w in rec.guide.windows(2) {
-        if w[1].steps > w[0].steps {
-            ends.push(Vector3::from(w[1].tcp_cmd_m));
-        }
-    }
-    let mut steps_m = Vec::new();
-    let mut prev = *from;
-    if let Some(first) = rec.guide.first() {
-        prev = Vector3::from(first.tcp_cmd_m);
-    }
-    for e in ends {
-        steps_m.push((e - prev).norm());
-        prev = e;
-    }
-    Pull {
-        label: label.into(),
-        response_time_s,
-        rms_path_deviation_m: rms,
-        max_path_deviation_m: max_dev,
-        path_length_m: along,
-        guide_force_at_0_1_m_s_n: (forces.len() > 20)
-            .then(|| forces.iter().sum::<f64>() / forces.len() as f64),
-        max_cmd_speed_m_s: rec
-            .guide
-            .iter()
-            .map(|g| Vector3::from(g.twist.linear_m_s).norm())
-            .fold(0.0, f64::max),
-        max_tcp_speed_m_s: speeds.iter().fold(0.0, |m, v| m.max(*v)),
-        steps_m,
-        band_rms_above_2hz_m_s: rms_above(&vx, dt, 2.0),
-        max_damping_scale: rec
-            .guide
-            .iter()
-            .map(|g| g.damping_scale)
-            .fold(1.0, f64::max),
-    }
-}
-
 fn write_trace(label: &str, rec: &Rec) {
     let mut s =
         String::from("t_s,tcp_x_m,tcp_y_m,tcp_z_m,hand_fx_n,hand_fy_n,hand_fz_n,hand_active\n");
@@ -344,7 +137,7 @@ fn write_trace(label: &str, rec: &Rec) {
 async fn pull(
     s: &zenoh::Session,
     c: &TestCell,
-    rec: &Arc<Mutex<Rec>>,
+    rec: &Recorder,
     label: &str,
     law: &str,
     dir: Vector3<f64>,
@@ -361,7 +154,7 @@ async fn pull(
 async fn pull_with(
     s: &zenoh::Session,
     c: &TestCell,
-    rec: &Arc<Mutex<Rec>>,
+    rec: &Recorder,
     label: &str,
     guide: serde_json::Value,
     dir: Vector3<f64>,
@@ -376,19 +169,19 @@ async fn pull_with(
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let from = tcp_now(rec).await;
+    let from = rec.tcp_now().await.expect("sim truth");
     let r = lead(s, c, serde_json::json!({ "guide": guide })).await;
     assert!(r.is_ok(), "{label}: guide refused: {r:?}\n{}", c.log_text());
     let en = hold_enable(s, c);
-    take(rec);
+    rec.take();
     scenario(s, c, hand(&from, &dir, length_m, speed_m_s, grasp)).await;
     // The pull takes length/speed; the hand lets go 2 s after; then settle.
     let secs = 0.3 + length_m / speed_m_s + 2.0 + 1.0;
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    let data = take(rec);
+    let data = rec.take();
     let _ = en.send(());
     write_trace(label, &data);
-    let p = score(label, &data, &from, &dir);
+    let p = score(label, &data, &from, &dir, length_m).expect("score");
     eprintln!("{label}: {}", serde_json::to_string(&p).unwrap_or_default());
     p
 }
@@ -399,7 +192,7 @@ async fn pull_with(
 async fn pulls_along_tool_axes_with_both_laws() {
     let c = lead_cell("axes", &[]);
     let s = up_all(&c).await;
-    let (rec, _subs) = record(&s, &c).await;
+    let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
     place_and_tare(&c, [400.0, 0.0, 400.0]).await;
     // Tool pointing down: tool x = base −x, tool y = base +y, tool z = base −z.
     let axes = [
@@ -447,7 +240,7 @@ async fn pulls_along_tool_axes_with_both_laws() {
 async fn pull_at_45_degrees_smooth_laws_versus_staircase() {
     let c = lead_cell("fortyfive", &[]);
     let s = up_all(&c).await;
-    let (rec, _subs) = record(&s, &c).await;
+    let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
     let dir = Vector3::new(-1.0, 1.0, 0.0).normalize();
     let mut all = Vec::new();
     for law in ["admittance", "stiffness", "staircase"] {
@@ -494,7 +287,7 @@ async fn pull_at_45_degrees_smooth_laws_versus_staircase() {
 async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
     let c = lead_cell("stable", &[]);
     let s = up_all(&c).await;
-    let (rec, _subs) = record(&s, &c).await;
+    let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
     let mut all = Vec::new();
     for mass in [0.5, 3.0] {
         for grasp in [300.0, 3000.0] {
@@ -547,10 +340,10 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
     assert!(r.is_ok(), "{r:?}");
     let en = hold_enable(&s, &c);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let p0 = tcp_now(&rec).await;
-    take(&rec);
+    let p0 = rec.tcp_now().await.expect("sim truth");
+    rec.take();
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let data = take(&rec);
+    let data = rec.take();
     let _ = en.send(());
     let drift = data
         .truth
@@ -577,7 +370,7 @@ const WALL_Y: f64 = 0.3;
 async fn speed_cap_walls_and_deadman() {
     let c = lead_cell("limits", &[]);
     let s = up_all(&c).await;
-    let (rec, _subs) = record(&s, &c).await;
+    let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
     place_and_tare(&c, [400.0, 100.0, 400.0]).await;
     let p = pull_with(
         &s,
@@ -622,11 +415,11 @@ async fn speed_cap_walls_and_deadman() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let from = tcp_now(&rec).await;
+    let from = rec.tcp_now().await.expect("sim truth");
     let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
     assert!(r.is_ok(), "guide: {r:?}");
     let en = hold_enable(&s, &c);
-    take(&rec);
+    rec.take();
     scenario(
         &s,
         &c,
@@ -637,7 +430,7 @@ async fn speed_cap_walls_and_deadman() {
     let released = std::time::Instant::now();
     let _ = en.send(());
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let data = take(&rec);
+    let data = rec.take();
     scenario(
         &s,
         &c,
@@ -702,7 +495,7 @@ async fn teach_save_restart_load_and_play() {
     {
         let c = lead_cell("teach", &[]);
         let s = up_all(&c).await;
-        let (rec, _subs) = record(&s, &c).await;
+        let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
         place_and_tare(&c, [400.0, -100.0, 400.0]).await;
         let (ok, out, err) = c.cli(&["teach", "clear"]);
         assert!(ok, "{out} {err}");
@@ -728,7 +521,7 @@ async fn teach_save_restart_load_and_play() {
             .await;
             let (ok, out, err) = c.cli(&["teach", "record", &format!("wp{i}")]);
             assert!(ok, "record: {out} {err}");
-            taught.push(tcp_now(&rec).await);
+            taught.push(rec.tcp_now().await.expect("sim truth"));
         }
         let (ok, out, err) = c.cli(&["payload", "identify"]);
         assert!(ok, "payload identify: {out} {err}");
@@ -738,7 +531,7 @@ async fn teach_save_restart_load_and_play() {
     // A new cell (the old one is stopped): load and play from elsewhere.
     let c = lead_cell("play", &[]);
     let s = up_all(&c).await;
-    let (rec, _subs) = record(&s, &c).await;
+    let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
     let (ok, _, err) = c.cli(&["move", "350", "100", "300", "0", "0", "1", "0", "--wait"]);
     assert!(ok, "{err}");
     let (ok, out, err) = c.cli(&["teach", "load", "three", "--dir", &dir_s]);
@@ -757,7 +550,7 @@ async fn teach_save_restart_load_and_play() {
             .expect("limited_cycles")
     };
     let limited_before = limited(&tests::statuses(&s, &c.cell).await.expect("status"));
-    take(&rec);
+    rec.take();
     // Play in the background; pause, check the arm stands, resume.
     let mut cmd = std::process::Command::new(tests::bin_dir().join("cell"));
     cmd.current_dir(tests::repo_root())
@@ -776,9 +569,9 @@ async fn teach_save_restart_load_and_play() {
     let (ok, out, err) = c.cli(&["playback", "pause"]);
     assert!(ok, "pause: {out} {err}");
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let a = tcp_now(&rec).await;
+    let a = rec.tcp_now().await.expect("sim truth");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let b = tcp_now(&rec).await;
+    let b = rec.tcp_now().await.expect("sim truth");
     assert!(
         (a - b).norm() < 1e-5,
         "paused arm moved {:.3} mm",
@@ -804,7 +597,7 @@ async fn teach_save_restart_load_and_play() {
         sent["peak_speed_ratio"].as_f64().expect("speed ratio"),
         sent["peak_accel_ratio"].as_f64().expect("accel ratio"),
     );
-    let cycles = rec.lock().map(|r| r.joint_cmd.len()).unwrap_or(0);
+    let cycles = rec.joint_commands();
     let n = cycles.max(1) as f64;
     let frac = (limited_after - limited_before) as f64 / n;
     eprintln!(
@@ -821,7 +614,7 @@ async fn teach_save_restart_load_and_play() {
         frac * 100.0
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let data = take(&rec);
+    let data = rec.take();
     let program = control::program::Program::load(&dir, "three").expect("program");
     for (i, w) in program.waypoints.iter().enumerate() {
         let wp = Vector3::from(w.tcp_position_m);
@@ -883,11 +676,11 @@ async fn teach_save_restart_load_and_play() {
 
     // On request: straight TCP lines between the waypoints (from the last one, so with an
     // approach line to the first).
-    take(&rec);
+    rec.take();
     let (ok, out, err) = c.cli(&["play", "three", "--dir", &dir_s, "--cartesian"]);
     assert!(ok, "cartesian play: {out} {err}\n{}", c.log_text());
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let data = take(&rec);
+    let data = rec.take();
     for (i, w) in program.waypoints.iter().enumerate() {
         let wp = Vector3::from(w.tcp_position_m);
         let closest = data

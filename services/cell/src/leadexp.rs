@@ -245,6 +245,11 @@ impl Recorder {
             .unwrap_or_default()
     }
 
+    /// Joint commands recorded since the last `take`.
+    pub fn joint_commands(&self) -> usize {
+        self.rec.lock().map_or(0, |g| g.joint_cmd.len())
+    }
+
     /// The TCP position from the newest truth sample (m); waits up to 5 s for one.
     pub async fn tcp_now(&self) -> anyhow::Result<Vector3<f64>> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -350,7 +355,32 @@ pub struct Pull {
     pub max_tcp_speed_m_s: f64,
     /// Stepping laws: the step lengths (m) from the commanded positions at step ends.
     pub steps_m: Vec<f64>,
+    /// RMS of the TCP velocity along the pull above 2 Hz (m/s), from the truth: jitter a
+    /// hand would feel.
+    pub band_rms_above_2hz_m_s: f64,
     pub max_damping_scale: f64,
+}
+
+/// RMS above `hz` of a uniformly sampled signal (a DFT; `dt` the sample period; the mean
+/// removed). Pure.
+pub fn rms_above(x: &[f64], dt: f64, hz: f64) -> f64 {
+    let n = x.len();
+    if n < 8 || dt.is_nan() || dt <= 0.0 {
+        return 0.0;
+    }
+    let mean = x.iter().sum::<f64>() / n as f64;
+    let mut power = 0.0;
+    let k0 = (hz * n as f64 * dt).ceil() as usize;
+    for k in k0.max(1)..n / 2 {
+        let (mut re, mut im) = (0.0, 0.0);
+        for (i, v) in x.iter().enumerate() {
+            let a = -2.0 * std::f64::consts::PI * (k * i) as f64 / n as f64;
+            re += (v - mean) * a.cos();
+            im += (v - mean) * a.sin();
+        }
+        power += 2.0 * (re * re + im * im) / (n as f64 * n as f64);
+    }
+    power.sqrt()
 }
 
 /// One pull with the guide session of `p`, from the current TCP; returns its score and the
@@ -412,6 +442,7 @@ pub fn score(
     let mut dev = Vec::new();
     let mut along: f64 = 0.0;
     let mut speeds = Vec::new();
+    let mut vu = Vec::new();
     let mut forces = Vec::new();
     for w in tr.windows(2) {
         let p = Vector3::from(w[1].tcp_in_base_m) - from;
@@ -423,6 +454,7 @@ pub fn score(
         }
         let v = (Vector3::from(w[1].tcp_in_base_m) - Vector3::from(w[0].tcp_in_base_m)) / dt;
         speeds.push(v.norm());
+        vu.push(v.dot(&u));
         if a > 0.002 {
             dev.push((p - u * a).norm());
         }
@@ -460,6 +492,11 @@ pub fn score(
             .fold(0.0, f64::max),
         max_tcp_speed_m_s: speeds.iter().fold(0.0, |m, v| m.max(*v)),
         steps_m,
+        band_rms_above_2hz_m_s: rms_above(
+            &vu,
+            (tr[tr.len() - 1].t_s - tr[0].t_s) / (tr.len() - 1) as f64,
+            2.0,
+        ),
         max_damping_scale: rec
             .guide
             .iter()
