@@ -1516,3 +1516,27 @@ fn slug(label: &str) -> String {
     }
     s.trim_matches('-').to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::rms_above;
+
+    #[test]
+    fn rms_above_keeps_what_is_above_the_cut_and_drops_what_is_below() {
+        let dt = 1e-3;
+        let sine = |hz: f64, amp: f64| -> Vec<f64> {
+            (0..2000)
+                .map(|i| 3.0 + amp * (2.0 * std::f64::consts::PI * hz * i as f64 * dt).sin())
+                .collect()
+        };
+        // 10 Hz, amplitude 0.2: RMS 0.2/√2 above 2 Hz; the offset is not counted.
+        let hi = rms_above(&sine(10.0, 0.2), dt, 2.0);
+        assert!((hi - 0.2 / 2f64.sqrt()).abs() < 1e-3, "{hi}");
+        // 1 Hz (below the cut): nothing.
+        let lo = rms_above(&sine(1.0, 0.2), dt, 2.0);
+        assert!(lo < 1e-3, "{lo}");
+        // Too short or a bad period: 0, never NaN.
+        assert_eq!(rms_above(&[1.0, 2.0], dt, 2.0), 0.0);
+        assert_eq!(rms_above(&sine(10.0, 0.2), f64::NAN, 2.0), 0.0);
+    }
+}
