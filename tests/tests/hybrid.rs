@@ -97,6 +97,17 @@ fn table_cell(name: &str) -> TestCell {
     TestCell::start(name, &sets)
 }
 
+/// A hold that a host stall causes, not the task: a wrench older than its staleness bound
+/// (50 ms), the robot silent for its timeout (50 ms), or commands older than theirs. Seen on
+/// this 2-core VM when its host is loaded (twice in four runs one afternoon, once in a CI
+/// run), each time with every service stalled at once. The hold is the safety path working;
+/// a test that checks something else retries once from the start, and fails on a second.
+fn host_stall_hold(why: &str) -> bool {
+    ["Stale", "RobotSilent", "CommandStale"]
+        .iter()
+        .any(|k| why.contains(k))
+}
+
 /// Identify the table's stiffness, then press 10 N while moving 100 mm at 20 mm/s with gains
 /// from the identified stiffness: during the move force RMS ≤ 1 N, max ≤ 3 N, contact never
 /// lost; the first-contact peak stays below twice the setpoint.
@@ -108,11 +119,8 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
     assert!(ok, "{out} {err}");
     place_and_tare(c, [350.0, 0.0, 208.0]).await;
     let (mut ok, mut out, mut err) = c.cli(&["identify", "stiffness", "--into=-z"]);
-    if !ok && err.contains("Stale") {
-        // A host stall longer than the wrench's staleness bound (50 ms; seen on this 2-core VM
-        // when its host is loaded) ends the approach with a hold, as it must. That is the
-        // safety path working, not the identification failing: once more, from the start.
-        eprintln!("{name}: identification held on a stale wrench ({err}); retrying once");
+    if !ok && host_stall_hold(&err) {
+        eprintln!("{name}: identification held by a host stall ({err}); retrying once");
         place_and_tare(c, [350.0, 0.0, 208.0]).await;
         (ok, out, err) = c.cli(&["identify", "stiffness", "--into=-z"]);
     }
@@ -127,13 +135,24 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
         (k / stiffness - 1.0).abs() < 0.1,
         "identified {k} vs {stiffness}"
     );
+    let press = || {
+        hybrid(
+            c,
+            "tasks/press-table.toml",
+            &["--stiffness-n-per-m", &k.to_string()],
+            name,
+        )
+    };
     place_and_tare(c, [350.0, 0.0, 208.0]).await;
-    let (ok, m, dir) = hybrid(
-        c,
-        "tasks/press-table.toml",
-        &["--stiffness-n-per-m", &k.to_string()],
-        name,
-    );
+    let (mut ok, mut m, mut dir) = press();
+    if !ok && host_stall_hold(m["aborted"].as_str().unwrap_or("")) {
+        eprintln!(
+            "{name}: press held by a host stall ({}); retrying once",
+            m["aborted"]
+        );
+        place_and_tare(c, [350.0, 0.0, 208.0]).await;
+        (ok, m, dir) = press();
+    }
     assert!(ok, "{name}: task failed: {m}\n{}", c.log_text());
     let contact = m["contact_at_s"].as_f64().expect("contact made");
     let fz = column(&dir.join("trace.csv"), "force_z");
