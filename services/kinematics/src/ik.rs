@@ -229,6 +229,10 @@ pub struct IkSolution {
     pub speed_ratio: Option<f64>,
 }
 
+/// Below this `|sin q5|` (outside the lock band) q6 comes from the well-conditioned θ4 ± θ6
+/// of the wrist's x column instead of its own O(sin q5) components.
+const WRIST_SUM_BAND: f64 = 1e-6;
+
 /// acos with a small tolerance outside [−1, 1] (clamped); None if beyond or NaN.
 #[inline(always)]
 fn acos_tol(x: f64) -> Option<f64> {
@@ -388,7 +392,20 @@ impl Arm {
                 let (m20, m21) = (z0.dot(&rx), z0.dot(&ry));
                 th4 = m12.atan2(m02);
                 th5 = sin5.atan2(m22);
-                th6 = m21.atan2(-m20);
+                th6 = if sin5 < WRIST_SUM_BAND {
+                    // Near the wrist singularity θ4 and θ6 from atan2 of O(sin θ5) components
+                    // each lose ε/sin θ5 of precision (8e-9 rad of pose error at
+                    // |q5| = 4e-9). Whatever θ4 came out, the x column gives θ4 ± θ6 to
+                    // O(θ5²): θ6 from it keeps the pose exact.
+                    let (m00, m10) = (x0.dot(&rx), y0.dot(&rx));
+                    if m22 >= 0.0 {
+                        m10.atan2(m00) - th4
+                    } else {
+                        th4 - (-m10).atan2(-m00)
+                    }
+                } else {
+                    m21.atan2(-m20)
+                };
             }
             let thetas = [
                 [th1, th2, th3, th4, th5, th6],

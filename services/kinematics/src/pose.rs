@@ -39,7 +39,11 @@ pub fn pose_error(current: &Isometry3<f64>, target: &Isometry3<f64>) -> Vector6<
 /// Position (m) and orientation (rad) distance between two poses.
 pub fn pose_distance(a: &Isometry3<f64>, b: &Isometry3<f64>) -> (f64, f64) {
     let dp = (a.translation.vector - b.translation.vector).norm();
-    (dp, a.rotation.angle_to(&b.rotation))
+    // 2·atan2(|v|, |w|) of the relative quaternion: accurate for small angles, where the
+    // acos of `w` (nalgebra's `angle_to`) floors at ≈ 1e-8 rad (√ of the rounding of w ≈ 1).
+    let q = a.rotation.inverse() * b.rotation;
+    let dr = 2.0 * q.imag().norm().atan2(q.scalar().abs());
+    (dp, dr)
 }
 
 /// Pose with translation (m) and roll-pitch-yaw (rad, `Rz(yaw)·Ry(pitch)·Rx(roll)`).

@@ -64,7 +64,7 @@ proptest! {
         for s in sols.all_within_limits(&arm) {
             prop_assert!(arm.limits().contains(&s));
             let (dp, dr) = kinematics::pose::pose_distance(&arm.fk(&s).unwrap(), &pose);
-            prop_assert!(dp < 1e-9 && dr < 1e-9);
+            prop_assert!(dp < 1e-9 && dr < 1e-9, "dp {dp:e} dr {dr:e} for {s:?}");
         }
         match arm.ik_nearest(&pose, &cur) {
             Ok(s) => {
