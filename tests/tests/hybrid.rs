@@ -97,15 +97,13 @@ fn table_cell(name: &str) -> TestCell {
     TestCell::start(name, &sets)
 }
 
-/// A hold that a host stall causes, not the task: a wrench older than its staleness bound
-/// (50 ms), the robot silent for its timeout (50 ms), or commands older than theirs. Seen on
-/// this 2-core VM when its host is loaded (twice in four runs one afternoon, once in a CI
-/// run), each time with every service stalled at once. The hold is the safety path working;
-/// a test that checks something else retries once from the start, and fails on a second.
+/// A hold that a host stall causes, not the task ([`cell::leadexp::host_stall`]): a wrench
+/// older than its staleness bound (50 ms), the robot silent for its timeout (50 ms), or
+/// commands older than theirs. Seen on this 2-core VM when its host is loaded, each time with
+/// every service stalled at once. The hold is the safety path working; a test that checks
+/// something else retries once from the start, and fails on a second.
 fn host_stall_hold(why: &str) -> bool {
-    ["Stale", "RobotSilent", "CommandStale"]
-        .iter()
-        .any(|k| why.contains(k))
+    cell::leadexp::host_stall(why)
 }
 
 /// Identify the table's stiffness, then press 10 N while moving 100 mm at 20 mm/s with gains

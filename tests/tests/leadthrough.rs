@@ -14,13 +14,12 @@ use std::{
     time::Duration,
 };
 
-use cell::leadexp::{score, Pull, Rec, Recorder};
+use cell::leadexp::{self, hand_request, Pull, PullSpec, Rec, Recorder};
 use common::msg::{JointCommand, SimTruth};
 use nalgebra::Vector3;
 use tests::{up_all, wait_for, TestCell};
 
 const TOOL_DOWN: [&str; 4] = ["0", "0", "1", "0"];
-const MUSCLE_N_PER_M: f64 = 300.0;
 
 fn out_dir() -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("leadthrough-{}", std::process::id()));
@@ -74,45 +73,6 @@ async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
     );
 }
 
-/// A hand pull from the TCP along `dir` for `length_m` at `speed_m_s`, released 2 s after
-/// the end of its path (the hand leads the tool by its arm's and grasp's compliance).
-fn hand(
-    from: &Vector3<f64>,
-    dir: &Vector3<f64>,
-    length_m: f64,
-    speed_m_s: f64,
-    grasp: f64,
-) -> serde_json::Value {
-    let to = from + dir.normalize() * length_m;
-    serde_json::json!({
-        "set": {
-            "hand.enabled": true,
-            "hand.path": [[from.x, from.y, from.z], [to.x, to.y, to.z]],
-            "hand.speed_m_s": speed_m_s,
-            "hand.stiffness_n_per_m": grasp,
-            "hand.release_after_s": 2.0,
-            "hand.start_s": 0.3,
-            // An operator pulling on purpose: a firmer arm than the scenario's relaxed 100 N/m
-            // (human endpoint stiffness is a few hundred N/m in posture tasks).
-            "hand.muscle_stiffness_n_per_m": MUSCLE_N_PER_M,
-        },
-        "reset": true,
-    })
-}
-
-/// Streams the deadman keep-alive from this test until the returned sender is dropped/sent.
-fn hold_enable(s: &zenoh::Session, c: &TestCell) -> tokio::sync::oneshot::Sender<()> {
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let (s, cell) = (s.clone(), c.cell.clone());
-    tokio::spawn(async move {
-        let stop = async {
-            let _ = rx.await;
-        };
-        let _ = cell::lead::stream_enable(&s, &cell, None, stop).await;
-    });
-    tx
-}
-
 fn write_trace(label: &str, rec: &Rec) {
     let mut s =
         String::from("t_s,tcp_x_m,tcp_y_m,tcp_z_m,hand_fx_n,hand_fy_n,hand_fz_n,hand_active\n");
@@ -132,7 +92,9 @@ fn write_trace(label: &str, rec: &Rec) {
     let _ = std::fs::write(out_dir().join(format!("{label}.csv")), s);
 }
 
-/// One pull with `law` from the current TCP along `dir`; returns its score.
+/// One pull with `law` from the current TCP along `dir` (cell::leadexp's pull: repeated
+/// once when a host stall held the session); returns its score. A guide session that ended
+/// during the pull fails the test with control's reason and the cell's log.
 #[allow(clippy::too_many_arguments)]
 async fn pull(
     s: &zenoh::Session,
@@ -162,27 +124,22 @@ async fn pull_with(
     speed_m_s: f64,
     grasp: f64,
 ) -> Pull {
-    scenario(
-        s,
-        c,
-        serde_json::json!({ "set": { "hand.enabled": false } }),
-    )
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let from = rec.tcp_now().await.expect("sim truth");
-    let r = lead(s, c, serde_json::json!({ "guide": guide })).await;
-    assert!(r.is_ok(), "{label}: guide refused: {r:?}\n{}", c.log_text());
-    let en = hold_enable(s, c);
-    rec.take();
-    scenario(s, c, hand(&from, &dir, length_m, speed_m_s, grasp)).await;
-    // The pull takes length/speed; the hand lets go 2 s after; then settle.
-    let secs = 0.3 + length_m / speed_m_s + 2.0 + 1.0;
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    let data = rec.take();
-    let _ = en.send(());
+    let mut spec = PullSpec::new(label, "admittance", dir, length_m);
+    spec.guide = guide;
+    spec.speed_m_s = speed_m_s;
+    spec.grasp_n_per_m = grasp;
+    let (p, data) = match leadexp::pull(s, &c.cell, rec, &spec).await {
+        Ok(r) => r,
+        Err(e) => panic!("{label}: {e:#}\n{}", c.log_text()),
+    };
     write_trace(label, &data);
-    let p = score(label, &data, &from, &dir, length_m).expect("score");
     eprintln!("{label}: {}", serde_json::to_string(&p).unwrap_or_default());
+    assert!(
+        p.ended.is_none(),
+        "{label}: guiding ended during the pull: {:?}\n{}",
+        p.ended,
+        c.log_text()
+    );
     p
 }
 
@@ -338,7 +295,7 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
     assert!(r.is_ok(), "{r:?}");
-    let en = hold_enable(&s, &c);
+    let en = leadexp::hold_enable(&s, &c.cell);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let p0 = rec.tcp_now().await.expect("sim truth");
     rec.take();
@@ -418,14 +375,11 @@ async fn speed_cap_walls_and_deadman() {
     let from = rec.tcp_now().await.expect("sim truth");
     let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
     assert!(r.is_ok(), "guide: {r:?}");
-    let en = hold_enable(&s, &c);
+    let en = leadexp::hold_enable(&s, &c.cell);
     rec.take();
-    scenario(
-        &s,
-        &c,
-        hand(&from, &Vector3::new(0.0, 1.0, 0.0), 0.3, 0.15, 300.0),
-    )
-    .await;
+    let mut spec = PullSpec::new("deadman", "admittance", Vector3::new(0.0, 1.0, 0.0), 0.3);
+    spec.speed_m_s = 0.15;
+    scenario(&s, &c, hand_request(&from, &spec)).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let released = std::time::Instant::now();
     let _ = en.send(());

@@ -315,7 +315,17 @@ async fn run_steps(
                 force,
                 tg.recorded
             );
-            st.pass = Some(worst_resp <= 0.2 && min_len >= 0.04 && tg.recorded == 3);
+            // Said, never hidden: a pull repeated after a host-stall hold, a session that ended.
+            for (i, p) in tg.pulls.iter().enumerate() {
+                if let Some(why) = &p.retried_after {
+                    st.figures += &format!("; pull {} repeated after a hold ({why})", i + 1);
+                }
+                if let Some(why) = &p.ended {
+                    st.figures += &format!("; pull {}: guiding ended ({why})", i + 1);
+                }
+            }
+            let ended = tg.pulls.iter().any(|p| p.ended.is_some());
+            st.pass = Some(worst_resp <= 0.2 && min_len >= 0.04 && tg.recorded == 3 && !ended);
             let fig = guiding_figure(&tg);
             match plot::write(&fig, out, "guiding", (1200, 560)) {
                 Ok(()) => st.png = Some("guiding.png".into()),

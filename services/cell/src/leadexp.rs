@@ -338,6 +338,8 @@ pub fn hold_enable(s: &Session, cell: &CellSection) -> tokio::sync::oneshot::Sen
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Pull {
     pub label: String,
+    /// Where the TCP stood when the pull began (base, m): the origin of every distance below.
+    pub from_m: [f64; 3],
     /// From the hand force reaching 3 N to the TCP having moved 1 mm along the pull (s).
     pub response_time_s: f64,
     /// RMS and max distance of the TCP from the pull line while moving (m).
@@ -359,6 +361,11 @@ pub struct Pull {
     /// hand would feel.
     pub band_rms_above_2hz_m_s: f64,
     pub max_damping_scale: f64,
+    /// The guide session ended during the pull: control's stop reason (`None`: still
+    /// guiding when the pull's record ended).
+    pub ended: Option<String>,
+    /// This is a second pull: the first ended on this host-stall hold ([`host_stall`]).
+    pub retried_after: Option<String>,
 }
 
 /// RMS above `hz` of a uniformly sampled signal (a DFT; `dt` the sample period; the mean
@@ -383,9 +390,41 @@ pub fn rms_above(x: &[f64], dt: f64, hz: f64) -> f64 {
     power.sqrt()
 }
 
+/// A stop reason a host stall leaves behind: every process of the cell frozen for longer
+/// than a 50 ms staleness bound at once (seen on a loaded 2-vCPU VM: the wrench estimate,
+/// the robot's messages or the joint commands go stale together). The hold is the safety
+/// path working as designed; an experiment that measures something else may repeat the
+/// step once, and says so. Pure.
+pub fn host_stall(why: &str) -> bool {
+    ["Stale", "RobotSilent", "CommandStale"]
+        .iter()
+        .any(|k| why.contains(k))
+}
+
 /// One pull with the guide session of `p`, from the current TCP; returns its score and the
-/// record (truth time starts at 0 with the hand's reset).
+/// record (truth time starts at 0 with the hand's reset). When the guide session ended
+/// during the pull on a [`host_stall`] hold, the pull is repeated once from where the arm
+/// stands (`Pull::retried_after` names the first stop); any other end, or a second one, is
+/// returned in `Pull::ended` for the caller to judge.
 pub async fn pull(
+    s: &Session,
+    cell: &CellSection,
+    rec: &Recorder,
+    p: &PullSpec,
+) -> anyhow::Result<(Pull, Rec)> {
+    let (mut score, mut data) = pull_once(s, cell, rec, p).await?;
+    if let Some(why) = score.ended.clone().filter(|w| host_stall(w)) {
+        eprintln!(
+            "{}: the guide session ended on a host stall ({why}); pulling once more",
+            p.label
+        );
+        (score, data) = pull_once(s, cell, rec, p).await?;
+        score.retried_after = Some(why);
+    }
+    Ok((score, data))
+}
+
+async fn pull_once(
     s: &Session,
     cell: &CellSection,
     rec: &Recorder,
@@ -403,9 +442,25 @@ pub async fn pull(
     let secs = 0.3 + p.length_m / p.speed_m_s + p.release_after_s + p.settle_s;
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
     let data = rec.take();
+    // Still guiding (the deadman keeps the session), or ended during the pull, and why.
+    let ended = guide_ended(s, cell).await;
     let _ = en.send(());
-    let score = score(&p.label, &data, &from, &p.dir, p.length_m)?;
+    let mut score = score(&p.label, &data, &from, &p.dir, p.length_m)?;
+    score.ended = ended;
     Ok((score, data))
+}
+
+/// `Some(reason)` when control is no longer in lead-through (its stop reason, or its mode).
+async fn guide_ended(s: &Session, cell: &CellSection) -> Option<String> {
+    let st = cli::status(s, cell, Some("control")).await.ok()?;
+    let d = &st.first()?["detail"];
+    let mode = d["mode"].as_str().unwrap_or("?");
+    (mode != "LeadThrough").then(|| {
+        d["stop_reason"].as_str().map_or_else(
+            || format!("control left lead-through (mode {mode})"),
+            str::to_string,
+        )
+    })
 }
 
 /// Scores a pull from `from` along `dir`.
@@ -478,6 +533,7 @@ pub fn score(
     }
     Ok(Pull {
         label: label.into(),
+        from_m: [from.x, from.y, from.z],
         response_time_s,
         rms_path_deviation_m: rms,
         max_path_deviation_m: max_dev,
@@ -502,6 +558,8 @@ pub fn score(
             .iter()
             .map(|g| g.damping_scale)
             .fold(1.0, f64::max),
+        ended: None,
+        retried_after: None,
     })
 }
 
@@ -755,6 +813,13 @@ fn pull_metrics(p: &Pull) -> serde_json::Map<String, Value> {
                 .fold(0.0, f64::max)),
         );
     }
+    // Only when they happened: a session that ended, a pull repeated after a host stall.
+    if let Some(why) = &p.ended {
+        m.insert("guide_ended".into(), json!(why));
+    }
+    if let Some(why) = &p.retried_after {
+        m.insert("repeated_after_hold".into(), json!(why));
+    }
     m
 }
 
@@ -858,8 +923,8 @@ async fn axes(
                 );
             }
             let spec = PullSpec::new(&label, law, *dir, 0.06);
-            let from = rec.tcp_now().await?;
             let (p, data) = pull(s, cell, rec, &spec).await?;
+            let from = Vector3::from(p.from_m);
             let dir_out = opts.out.join(slug(&label));
             std::fs::create_dir_all(&dir_out)?;
             write_truth_csv(&dir_out.join("truth.csv"), &data)?;
@@ -997,9 +1062,9 @@ async fn forty_five(
             eprintln!("[{}/{}] lead-through-45: {label}", i + 1, laws.len());
         }
         place_and_tare(s, cell, START, 150.0).await?;
-        let from = rec.tcp_now().await?;
         let spec = PullSpec::new(&label, law, dir, LENGTH);
         let (p, data) = pull(s, cell, rec, &spec).await?;
+        let from = Vector3::from(p.from_m);
         let d = opts.out.join(slug(&label));
         std::fs::create_dir_all(&d)?;
         write_truth_csv(&d.join("truth.csv"), &data)?;
@@ -1228,8 +1293,8 @@ pub async fn teach(
         let mut spec = PullSpec::new(&label, "admittance", *d, 0.07);
         spec.release_after_s = release_after_s;
         spec.settle_s = settle_s;
-        let from = rec.tcp_now().await?;
         let (p, data) = pull(s, cell, rec, &spec).await?;
+        let from = Vector3::from(p.from_m);
         std::fs::create_dir_all(dir)?;
         write_truth_csv(&dir.join(format!("{label}.csv")), &data)?;
         taught_path.extend(data.truth.iter().map(|t| t.tcp_in_base_m));
@@ -1519,7 +1584,28 @@ fn slug(label: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::rms_above;
+    use super::{host_stall, rms_above};
+
+    #[test]
+    fn host_stall_holds_are_told_from_other_ends() {
+        // The reasons a host stall leaves, as control and robot-io word them.
+        for why in [
+            "lead-through ended: wrench not usable: Stale (no usable estimate for 54 ms)",
+            "robot-io holds: RobotSilent",
+            "robot-io holds: CommandStale",
+        ] {
+            assert!(host_stall(why), "{why}");
+        }
+        // A limit, a fault, an operator stop: never repeated.
+        for why in [
+            "lead-through ended: wrench not usable: Saturated",
+            "e-stop: operator",
+            "maximum contact force 40.0 N exceeded",
+            "control left lead-through (mode Idle)",
+        ] {
+            assert!(!host_stall(why), "{why}");
+        }
+    }
 
     #[test]
     fn rms_above_keeps_what_is_above_the_cut_and_drops_what_is_below() {
