@@ -599,7 +599,33 @@ pub(crate) async fn tare(s: &Session, cell: &CellSection) -> anyhow::Result<()> 
     crate::leadexp::tare(s, cell).await
 }
 
+/// One case; run once more when a host stall held it ([`crate::leadexp::host_stall`]: every
+/// process frozen past a 50 ms staleness bound is the safety path, not the law under test).
+/// The repeat is recorded in the metrics (`repeated_after_hold`).
 async fn run_case(
+    s: &Session,
+    cell: &CellSection,
+    scenario_key: &str,
+    case: &Case,
+    opts: &Options,
+    dir: &Path,
+) -> anyhow::Result<CaseResult> {
+    let r = run_case_once(s, cell, scenario_key, case, opts, dir).await?;
+    let stall = r.metrics["aborted"]
+        .as_str()
+        .filter(|w| crate::leadexp::host_stall(w))
+        .map(str::to_string);
+    let Some(why) = stall else { return Ok(r) };
+    eprintln!(
+        "      {}: held by a host stall ({why}); running the case once more",
+        case.label
+    );
+    let mut r = run_case_once(s, cell, scenario_key, case, opts, dir).await?;
+    r.metrics.insert("repeated_after_hold".into(), json!(why));
+    Ok(r)
+}
+
+async fn run_case_once(
     s: &Session,
     cell: &CellSection,
     scenario_key: &str,

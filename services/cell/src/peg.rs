@@ -813,7 +813,17 @@ pub async fn run(s: &Session, cell: &CellSection, opts: &Options) -> anyhow::Res
                 clearance * 1e3
             );
         }
-        let c = run_case(s, cell, &scenario_key, clearance, gate, opts).await?;
+        let mut c = run_case(s, cell, &scenario_key, clearance, gate, opts).await?;
+        // Held by a host stall (the safety path, not the search): once more, and said.
+        let stall = c.metrics["aborted"]
+            .as_str()
+            .filter(|w| crate::leadexp::host_stall(w))
+            .map(str::to_string);
+        if let Some(why) = stall {
+            eprintln!("      held by a host stall ({why}); running the case once more");
+            c = run_case(s, cell, &scenario_key, clearance, gate, opts).await?;
+            c.metrics.insert("repeated_after_hold".into(), json!(why));
+        }
         write_csv(
             &opts.out.join(format!("clearance-{:.3}mm", clearance * 1e3)),
             &c,

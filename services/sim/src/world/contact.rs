@@ -212,9 +212,10 @@ struct PegPenetration {
 const WALL_MAX_TILT_COS: f64 = 0.866_025_403_784_438_6;
 /// The end face is modelled while it faces the plate within 60°.
 const FACE_MAX_TILT_COS: f64 = 0.5;
-/// Pressure-centre sampling of the end face: rings × points per ring.
-const FACE_RINGS: usize = 8;
-const FACE_SPOKES: usize = 32;
+/// Pressure-centre sampling of the end face: rays from its centre × points on each stretch of a
+/// ray over the solid.
+const FACE_SPOKES: usize = 128;
+const FACE_RAY_POINTS: usize = 4;
 
 /// A plate with a hole at one instant (base): top face through `o` with outward normal `n`.
 #[derive(Debug, Clone, Copy)]
@@ -323,23 +324,43 @@ impl Plate {
         if h_min >= 0.0 {
             return None;
         }
-        // Pressure centre: the overlap sampled, each sample weighted by its area and depth.
+        // Pressure centre: along FACE_SPOKES rays from the face's centre, the stretches of the
+        // ray over the solid (outside the hole, from the roots of |c + ρ·d| = r) sampled at
+        // FACE_RAY_POINTS midpoints each, every sample weighted by its depth and its area
+        // (ρ·dρ). The hole's edge is found exactly on every ray, so a crescent by the rim is
+        // resolved however thin (a fixed polar grid misses one narrower than its outer ring's
+        // gap, and then the centre jumped to a rim/hole crossing, ~70° off the offset).
         let mut centre = deepest;
         if rp > 0.0 {
             let e1 = perpendicular(&self.n);
             let e2 = self.n.cross(&e1);
             let (mut sw, mut sy) = (0.0, Vector3::zeros());
-            for i in 0..FACE_RINGS {
-                let rho = rp * (i as f64 + 0.5) / FACE_RINGS as f64;
-                for j in 0..FACE_SPOKES {
-                    let th = std::f64::consts::TAU * j as f64 / FACE_SPOKES as f64;
-                    let y = c_lat + (e1 * th.cos() + e2 * th.sin()) * rho;
-                    if y.norm() < r {
-                        continue;
-                    }
-                    let w = (-h(&y)).max(0.0) * rho;
+            let mut add = |d: &Vector3<f64>, lo: f64, hi: f64| {
+                let step = (hi - lo) / FACE_RAY_POINTS as f64;
+                for k in 0..FACE_RAY_POINTS {
+                    let rho = lo + step * (k as f64 + 0.5);
+                    let y = c_lat + d * rho;
+                    let w = (-h(&y)).max(0.0) * rho * step;
                     sw += w;
                     sy += y * w;
+                }
+            };
+            for j in 0..FACE_SPOKES {
+                let th = std::f64::consts::TAU * (j as f64 + 0.5) / FACE_SPOKES as f64;
+                let d = e1 * th.cos() + e2 * th.sin();
+                // Inside the hole for ρ in (ρ1, ρ2): ρ² + 2(c·d)ρ + e² − r² < 0.
+                let cd = c_lat.dot(&d);
+                let disc = cd * cd - e * e + r * r;
+                if disc <= 0.0 {
+                    add(&d, 0.0, rp);
+                    continue;
+                }
+                let (r1, r2) = (-cd - disc.sqrt(), -cd + disc.sqrt());
+                if r1 > 0.0 {
+                    add(&d, 0.0, r1.min(rp));
+                }
+                if r2 < rp {
+                    add(&d, r2.max(0.0), rp);
                 }
             }
             if sw > 0.0 {
@@ -1239,6 +1260,72 @@ mod tests {
                 .contacts,
             0
         );
+    }
+
+    /// The centroid's distance from the face's centre (away from the hole) of a disc of radius
+    /// `rp` whose centre is `e` from the axis of a hole of radius `r`, minus the hole: exact,
+    /// from the two circular segments that make up the lens where they overlap.
+    fn crescent_centroid(e: f64, rp: f64, r: f64) -> f64 {
+        // Area and first moment (about its circle's centre, along the axis) of the part of a
+        // disc of radius R beyond a chord at signed distance d.
+        let seg = |big_r: f64, d: f64| {
+            let s = (big_r * big_r - d * d).max(0.0);
+            (
+                big_r * big_r * (d / big_r).clamp(-1.0, 1.0).acos() - d * s.sqrt(),
+                2.0 / 3.0 * s.powf(1.5),
+            )
+        };
+        let x0 = (e * e + r * r - rp * rp) / (2.0 * e); // the chord, from the hole's axis
+        let (a1, m1) = seg(r, x0); // the hole's cap beyond the chord (towards the face)
+        let (a2, m2) = seg(rp, e - x0); // the face's cap on the hole's side
+        let lens_area = a1 + a2;
+        let lens_moment = m1 + (a2 * e - m2); // both about the hole's axis
+        let area = std::f64::consts::PI * rp * rp - lens_area;
+        let moment = std::f64::consts::PI * rp * rp * e - lens_moment;
+        moment / area - e
+    }
+
+    #[test]
+    fn peg_face_pressure_centre_matches_the_crescent_however_thin() {
+        let m = plate(0.0, 0.0);
+        let (rp, r) = (0.005, 0.0051);
+        // From just beyond the clearance (a crescent 10 µm wide) to 3 mm, in six directions.
+        for e in [0.00011, 0.00015, 0.0002, 0.0003, 0.0005, 0.001, 0.003] {
+            let want = crescent_centroid(e, rp, r);
+            for k in 0..6 {
+                let phi = 0.37 + k as f64 * std::f64::consts::TAU / 6.0;
+                let (dx, dy) = (e * phi.cos(), e * phi.sin());
+                // 1 µm into the plate: less than the way out sideways (the wall), so the face
+                // bears (0.1 N).
+                let s = m.evaluate_at(&peg_at(0.4 + dx, dy, 0.1 - 1e-6), &still(), 0.0);
+                let (f, tau) = (s.wrench_at_tcp.force, s.wrench_at_tcp.torque);
+                assert!(
+                    (f - Vector3::new(0.0, 0.0, 0.1)).norm() < 1e-9,
+                    "e {e}: {f}"
+                );
+                // τ = r × F with F along z: r_x = −τ_y/F_z, r_y = τ_x/F_z.
+                let (rx, ry) = (-tau.y / f.z, tau.x / f.z);
+                let along = rx * phi.cos() + ry * phi.sin();
+                let across = -rx * phi.sin() + ry * phi.cos();
+                assert!(
+                    (along - want).abs() <= 0.01 * want,
+                    "e {:.2} mm, φ {phi:.2}: pressure centre {:.4} mm along the offset, want {:.4}",
+                    e * 1e3,
+                    along * 1e3,
+                    want * 1e3
+                );
+                assert!(
+                    across.abs() <= 0.01 * want,
+                    "e {:.2} mm, φ {phi:.2}: {:.4} mm across the offset",
+                    e * 1e3,
+                    across * 1e3
+                );
+            }
+        }
+        // The reference itself: a thin crescent's centre lies by the rim; 3 mm off, the face
+        // bears on most of its area and its centre is well inside.
+        assert!(crescent_centroid(0.00011, rp, r) > 0.004);
+        assert!(crescent_centroid(0.003, rp, r) < 0.004);
     }
 
     #[test]
