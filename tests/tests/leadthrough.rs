@@ -54,7 +54,15 @@ async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
     let mut args = vec!["move", &x, &y, &z];
     args.extend_from_slice(&TOOL_DOWN);
     args.push("--wait");
-    let (ok, _, err) = c.cli(&args);
+    let (mut ok, _, mut err) = c.cli(&args);
+    if !ok && leadexp::host_stall(&err) {
+        // A host stall held the move (the safety path): command it once more.
+        eprintln!(
+            "move held by a host stall ({}); moving once more",
+            err.trim()
+        );
+        (ok, _, err) = c.cli(&args);
+    }
     assert!(ok, "move: {err}\n{}", c.log_text());
     let last = Arc::new(Mutex::new(String::new()));
     let tared = wait_for(Duration::from_secs(30), || async {
