@@ -206,7 +206,7 @@ async fn payload_identification_and_gravity_compensation() {
         ],
     );
     let s = up(&c).await;
-    let (ok, out, err) = c.cli(&["payload", "identify", "--speed-mm-s", "300"]);
+    let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify", "--speed-mm-s", "300"]);
     assert!(ok, "identify failed: {err}\n{}", c.log_text());
     let id: serde_json::Value = serde_json::from_str(&out).unwrap();
     let m = id["payload"]["mass_kg"].as_f64().unwrap();

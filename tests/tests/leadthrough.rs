@@ -54,15 +54,7 @@ async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
     let mut args = vec!["move", &x, &y, &z];
     args.extend_from_slice(&TOOL_DOWN);
     args.push("--wait");
-    let (mut ok, _, mut err) = c.cli(&args);
-    if !ok && leadexp::host_stall(&err) {
-        // A host stall held the move (the safety path): command it once more.
-        eprintln!(
-            "move held by a host stall ({}); moving once more",
-            err.trim()
-        );
-        (ok, _, err) = c.cli(&args);
-    }
+    let (ok, _, err) = c.cli_repeat_after_stall(&args);
     assert!(ok, "move: {err}\n{}", c.log_text());
     let last = Arc::new(Mutex::new(String::new()));
     let tared = wait_for(Duration::from_secs(30), || async {
@@ -264,7 +256,7 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
                     serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": mass } }),
                 )
                 .await;
-                let (ok, out, err) = c.cli(&["payload", "identify"]);
+                let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify"]);
                 assert!(ok, "payload identify ({mass} kg): {out} {err}");
             }
             place_and_tare(&c, [400.0, -50.0, 400.0]).await;
@@ -297,7 +289,7 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
         serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": 0.5 } }),
     )
     .await;
-    let (ok, out, err) = c.cli(&["payload", "identify"]);
+    let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify"]);
     assert!(ok, "payload identify: {out} {err}");
     place_and_tare(&c, [400.0, 0.0, 400.0]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -485,7 +477,7 @@ async fn teach_save_restart_load_and_play() {
             assert!(ok, "record: {out} {err}");
             taught.push(rec.tcp_now().await.expect("sim truth"));
         }
-        let (ok, out, err) = c.cli(&["payload", "identify"]);
+        let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify"]);
         assert!(ok, "payload identify: {out} {err}");
         let (ok, out, err) = c.cli(&["teach", "save", "three", "--dir", &dir_s]);
         assert!(ok, "save: {out} {err}");
@@ -498,7 +490,7 @@ async fn teach_save_restart_load_and_play() {
     assert!(ok, "{err}");
     let (ok, out, err) = c.cli(&["teach", "load", "three", "--dir", &dir_s]);
     assert!(ok, "load: {out} {err}");
-    let (ok, out, err) = c.cli(&["payload", "identify"]);
+    let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify"]);
     assert!(ok, "payload identify: {out} {err}");
     // A program taught with another tool is refused, saying what differs.
     let mut other = control::program::Program::load(&dir, "three").expect("program");

@@ -375,7 +375,7 @@ pub async fn control_errors(s: &Session, cell: &CellSection) -> (Option<String>,
     }
 }
 
-/// `cell move --wait`: follows the TCP to `target` with a progress line; fails when control
+/// `cell move --wait`: follows the TCP to `target` (with a progress line when `progress`); fails when control
 /// refuses the move, the motion ends without reaching it (an outage, a stop), or `timeout`
 /// passes. `before` is control's (last_error, stop_reason) from before the move was sent.
 pub async fn wait_move(
@@ -384,6 +384,7 @@ pub async fn wait_move(
     target: &Pose,
     before: (Option<String>, Option<String>),
     timeout: Duration,
+    progress: bool,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     let mut last_check = Instant::now();
@@ -391,7 +392,9 @@ pub async fn wait_move(
         let slice = Duration::from_millis(500);
         match wait_at_pose(s, cell, target, slice).await {
             Ok(()) => {
-                eprintln!("at the target");
+                if progress {
+                    eprintln!("at the target");
+                }
                 return Ok(());
             }
             Err(_) if Instant::now() >= deadline => {
@@ -411,6 +414,9 @@ pub async fn wait_move(
                 if let Some(r) = &now.1 {
                     anyhow::bail!("the move ended: {r}");
                 }
+            }
+            if !progress {
+                continue;
             }
             if let Ok(p) = latest_tcp(s, cell, Duration::from_millis(200)).await {
                 let d: f64 = (0..3)

@@ -273,6 +273,9 @@ async fn run_steps(
                 "mass {m:.4} kg (simulated tool {true_m:.3} kg), CoM error {:.2} mm",
                 com_err * 1e3
             );
+            if let Some(why) = v["repeated_after_hold"].as_str() {
+                st.figures += &format!("; repeated after a hold ({why})");
+            }
             st.tolerance = "mass ± 5 g, CoM ± 1 mm (tests/hardware.rs)".into();
             st.pass = Some((m - true_m).abs() <= 0.005 && com_err <= 0.001);
         }
@@ -364,6 +367,9 @@ async fn run_steps(
                     p.worst_accel_fraction * 100.0,
                     p.program_file.display()
                 );
+                if let Some(why) = &p.repeated_after_hold {
+                    st.figures += &format!("; repeated after a hold ({why})");
+                }
                 st.pass = Some(
                     err <= 0.0005
                         && p.progress >= 0.999

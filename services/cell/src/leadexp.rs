@@ -78,8 +78,9 @@ pub fn arm_and_poses() -> anyhow::Result<(Arm, Vec<[f64; 6]>)> {
     Ok((arm, force.identification_poses_deg))
 }
 
-/// `cell payload identify`: visits the poses, captures a static average at each, identifies
-/// (mass, centre of mass, offsets). Returns the force service's answer.
+/// `cell payload identify` with the configured arm and poses; a scripted run's: when a host
+/// stall held one of its moves ([`host_stall`]) it runs once more, and the answer says so
+/// (`repeated_after_hold`). Returns the force service's answer.
 pub async fn payload_identify(
     s: &Session,
     cell: &CellSection,
@@ -87,22 +88,50 @@ pub async fn payload_identify(
     progress: bool,
 ) -> anyhow::Result<Value> {
     let (arm, poses) = arm_and_poses()?;
+    let report = |k: usize, _: &[f64; 6], _: &Value| {
+        if progress {
+            eprintln!("      payload pose {}/{} captured", k + 1, poses.len());
+        }
+    };
+    match identify_payload_at(s, cell, &arm, &poses, speed_mm_s, report).await {
+        Err(e) if host_stall(&format!("{e:#}")) => {
+            let why = format!("{e:#}");
+            eprintln!("      payload identification held by a host stall ({why}); once more");
+            let mut v = identify_payload_at(s, cell, &arm, &poses, speed_mm_s, report).await?;
+            v["repeated_after_hold"] = json!(why);
+            Ok(v)
+        }
+        r => r,
+    }
+}
+
+/// Visits the identification poses (joint angles, degrees) at `speed_mm_s`, captures a static
+/// average at each (`report(k, pose, capture)` after each), identifies (mass, centre of mass,
+/// offsets). A move that ends before its pose (control's stop reason, e.g. a hold) fails with
+/// that reason. Returns the force service's answer.
+pub async fn identify_payload_at(
+    s: &Session,
+    cell: &CellSection,
+    arm: &Arm,
+    poses: &[[f64; 6]],
+    speed_mm_s: f64,
+    report: impl Fn(usize, &[f64; 6], &Value),
+) -> anyhow::Result<Value> {
     let timeout = Duration::from_secs(10);
     cli::request(s, &force::node::rpc_key(&cell.id, "clear"), None, timeout).await?;
     for (k, q_deg) in poses.iter().enumerate() {
         let q = q_deg.map(f64::to_radians);
         let target = arm.fk(&q).map_err(|e| anyhow::anyhow!("pose {k}: {e}"))?;
         let pose = kinematics::node::to_msg_pose(&target);
+        let before = cli::control_errors(s, cell).await;
         cli::move_to(s, cell, pose, speed_mm_s * 1e-3, 60f64.to_radians()).await?;
-        cli::wait_at_pose(s, cell, &pose, Duration::from_secs(30))
+        cli::wait_move(s, cell, &pose, before, Duration::from_secs(30), false)
             .await
             .with_context(|| format!("pose {k} {q_deg:?}"))?;
-        cli::request(s, &force::node::rpc_key(&cell.id, "capture"), None, timeout)
+        let v = cli::request(s, &force::node::rpc_key(&cell.id, "capture"), None, timeout)
             .await
             .with_context(|| format!("capture at pose {k}"))?;
-        if progress {
-            eprintln!("      payload pose {}/{} captured", k + 1, poses.len());
-        }
+        report(k, q_deg, &v);
     }
     cli::request(
         s,
@@ -132,18 +161,27 @@ pub async fn place(
         kinematics::pose::pose_from_abb(xyz_mm, [0.0, 0.0, 1.0, 0.0]).context("placement pose")?;
     let target = kinematics::node::to_msg_pose(&pose);
     let mut last = None;
-    // A second attempt when the first move ended early (e.g. robot-io held on an EGM
-    // silence of the loaded host: the motion ends and must be commanded again).
+    // A second attempt when a host stall's hold ended the first move (robot-io held on an EGM
+    // silence of the loaded host: the motion ends and must be commanded again), or it did not
+    // settle in time. Any other end (a stop, a refusal) fails at once.
     for attempt in 0..2 {
+        let before = cli::control_errors(s, cell).await;
         cli::move_to(s, cell, target, speed_mm_s * 1e-3, 45f64.to_radians()).await?;
-        match cli::wait_at_pose(s, cell, &target, Duration::from_secs(20)).await {
+        match cli::wait_move(s, cell, &target, before, Duration::from_secs(20), false).await {
             Ok(()) => return Ok(()),
             Err(e) => {
-                if attempt == 0 {
-                    eprintln!("      move to {xyz_mm:?} mm not settled ({e}); commanding it again");
+                let why = format!("{e:#}");
+                let again = host_stall(&why) || why.contains("did not reach the target");
+                if attempt == 0 && again {
+                    eprintln!(
+                        "      move to {xyz_mm:?} mm ended early ({why}); commanding it again"
+                    );
                     tokio::time::sleep(Duration::from_millis(500)).await;
+                    last = Some(e);
+                    continue;
                 }
                 last = Some(e);
+                break;
             }
         }
     }
@@ -1253,6 +1291,8 @@ pub struct Played {
     pub program_file: PathBuf,
     /// The payload the program records.
     pub payload: control::program::PayloadSpec,
+    /// This is a second playback: the first was aborted by this host-stall hold.
+    pub repeated_after_hold: Option<String>,
 }
 
 /// What teach → save → play gave.
@@ -1338,7 +1378,20 @@ pub async fn save_and_play(
     }
     let program = lead::load(s, cell, &programs, name).await?;
     rec.take();
-    let out = lead::play(s, cell, &program, 1.0, false, progress).await?;
+    let mut out = lead::play(s, cell, &program, 1.0, false, progress).await?;
+    let mut repeated_after_hold = None;
+    if out.phase == PlaybackPhase::Aborted {
+        // Aborted by a host stall's hold (the safety path, not the playback): once more, from
+        // where the arm stands (playback plans its approach from the measured joints).
+        if let (_, Some(why)) = cli::control_errors(s, cell).await {
+            if host_stall(&why) {
+                eprintln!("      playback held by a host stall ({why}); playing once more");
+                rec.take();
+                out = lead::play(s, cell, &program, 1.0, false, progress).await?;
+                repeated_after_hold = Some(why);
+            }
+        }
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let data = rec.take();
     let waypoints: Vec<[f64; 3]> = program.waypoints.iter().map(|w| w.tcp_position_m).collect();
@@ -1381,6 +1434,7 @@ pub async fn save_and_play(
         worst_accel_fraction: worst_a,
         program_file: file,
         payload: program.payload,
+        repeated_after_hold,
     })
 }
 

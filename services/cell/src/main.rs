@@ -715,7 +715,7 @@ async fn run(
             .await?;
             if wait {
                 let t = cli::latest_move_time(&s, &cell, &target, speed_mm_s * 1e-3).await;
-                cli::wait_move(&s, &cell, &target, before, t).await?;
+                cli::wait_move(&s, &cell, &target, before, t, true).await?;
             }
         }
         Cmd::Tare => {
@@ -853,30 +853,15 @@ async fn payload_identify(
     force_cfg: &force::node::ForceConfig,
     speed_mm_s: f64,
 ) -> anyhow::Result<serde_json::Value> {
-    let timeout = Duration::from_secs(10);
-    cli::request(s, &force::node::rpc_key(&cell.id, "clear"), None, timeout).await?;
-    for (k, q_deg) in force_cfg.identification_poses_deg.iter().enumerate() {
-        let q = q_deg.map(f64::to_radians);
-        let target = arm.fk(&q).map_err(|e| anyhow::anyhow!("pose {k}: {e}"))?;
-        let pose = kinematics::node::to_msg_pose(&target);
-        cli::move_to(s, cell, pose, speed_mm_s * 1e-3, 60f64.to_radians()).await?;
-        let settle = Duration::from_secs(30);
-        cli::wait_at_pose(s, cell, &pose, settle)
-            .await
-            .with_context(|| format!("pose {k} {q_deg:?}"))?;
-        let v = cli::request(s, &force::node::rpc_key(&cell.id, "capture"), None, timeout)
-            .await
-            .with_context(|| format!("capture at pose {k}"))?;
-        eprintln!("pose {k} {q_deg:?}: {v}");
-    }
-    let id = cli::request(
+    cell::leadexp::identify_payload_at(
         s,
-        &force::node::rpc_key(&cell.id, "identify"),
-        None,
-        timeout,
+        cell,
+        arm,
+        &force_cfg.identification_poses_deg,
+        speed_mm_s,
+        |k, q_deg, v| eprintln!("pose {k} {q_deg:?}: {v}"),
     )
-    .await?;
-    Ok(id)
+    .await
 }
 
 fn kin_cmd(mut arm: Arm, cmd: &KinCmd) -> anyhow::Result<()> {
