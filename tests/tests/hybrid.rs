@@ -18,8 +18,9 @@ use tests::{repo_root, wait_for, TestCell};
 /// Moves the tool (pointing down) to `xyz_mm` and tares there once it is still.
 async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
     let [x, y, z] = xyz_mm.map(|v| v.to_string());
-    let (ok, _, err) = c.cli(&["move", &x, &y, &z, "0", "0", "1", "0"]);
-    assert!(ok, "move: {err}");
+    let (ok, _, err) =
+        c.cli_repeat_after_stall(&["move", &x, &y, &z, "0", "0", "1", "0", "--wait"]);
+    assert!(ok, "move: {err}\n{}", c.log_text());
     let tared = wait_for(Duration::from_secs(30), || async {
         tokio::time::sleep(Duration::from_millis(500)).await;
         c.cli(&["tare"]).0.then_some(())
