@@ -1378,20 +1378,32 @@ pub async fn save_and_play(
     }
     let program = lead::load(s, cell, &programs, name).await?;
     rec.take();
-    let mut out = lead::play(s, cell, &program, 1.0, false, progress).await?;
+    let first = lead::play(s, cell, &program, 1.0, false, progress).await;
     let mut repeated_after_hold = None;
-    if out.phase == PlaybackPhase::Aborted {
-        // Aborted by a host stall's hold (the safety path, not the playback): once more, from
-        // where the arm stands (playback plans its approach from the measured joints).
-        if let (_, Some(why)) = cli::control_errors(s, cell).await {
-            if host_stall(&why) {
-                eprintln!("      playback held by a host stall ({why}); playing once more");
-                rec.take();
-                out = lead::play(s, cell, &program, 1.0, false, progress).await?;
-                repeated_after_hold = Some(why);
-            }
+    // Aborted (or control's states stopped) by a host stall's hold — the safety path, not
+    // the playback: once more, from where the arm stands (playback plans its approach from
+    // the measured joints). Any other end is returned as it is.
+    let ended = match &first {
+        Ok(o) => o.phase == PlaybackPhase::Aborted,
+        Err(_) => true,
+    };
+    let stall = if ended {
+        cli::control_errors(s, cell)
+            .await
+            .1
+            .filter(|why| host_stall(why))
+    } else {
+        None
+    };
+    let out = match stall {
+        Some(why) => {
+            eprintln!("      playback held by a host stall ({why}); playing once more");
+            rec.take();
+            repeated_after_hold = Some(why);
+            lead::play(s, cell, &program, 1.0, false, progress).await?
         }
-    }
+        None => first?,
+    };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let data = rec.take();
     let waypoints: Vec<[f64; 3]> = program.waypoints.iter().map(|w| w.tcp_position_m).collect();
