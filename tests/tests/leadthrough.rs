@@ -108,7 +108,9 @@ async fn pull(
     grasp: f64,
 ) -> Pull {
     let guide = serde_json::json!({ "law": law });
-    pull_with(s, c, rec, label, guide, dir, length_m, speed_m_s, grasp).await
+    pull_with(s, c, rec, label, guide, dir, length_m, speed_m_s, grasp)
+        .await
+        .0
 }
 
 /// A pull with a guide request of its own (law and parameter overrides).
@@ -123,7 +125,7 @@ async fn pull_with(
     length_m: f64,
     speed_m_s: f64,
     grasp: f64,
-) -> Pull {
+) -> (Pull, Rec) {
     let mut spec = PullSpec::new(label, "admittance", dir, length_m);
     spec.guide = guide;
     spec.speed_m_s = speed_m_s;
@@ -140,7 +142,7 @@ async fn pull_with(
         p.ended,
         c.log_text()
     );
-    p
+    (p, data)
 }
 
 /// Cai Figs. 6–7: pulls along tool x, y and z with both laws. The TCP starts following within
@@ -329,7 +331,7 @@ async fn speed_cap_walls_and_deadman() {
     let s = up_all(&c).await;
     let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
     place_and_tare(&c, [400.0, 100.0, 400.0]).await;
-    let p = pull_with(
+    let (p, data) = pull_with(
         &s,
         &c,
         &rec,
@@ -351,9 +353,27 @@ async fn speed_cap_walls_and_deadman() {
         "commanded {:.3} m/s",
         p.max_cmd_speed_m_s
     );
-    // The measured TCP: the robot's own servo may overshoot the reference a little.
+    // What the cell put on the wire for the robot: the joint references per robot cycle
+    // (kin/joint_cmd), as TCP speed through the arm's FK with the mounted tool.
+    let arm = {
+        let cfg = tests::repo_root().join("deploy/config/sim.toml");
+        leadexp::set_config(Some(&cfg), &c.sets);
+        leadexp::arm_and_poses().expect("arm").0
+    };
+    let tcp = |q: &[f64; 6]| arm.fk(q).map(|t| t.translation.vector).ok();
+    let ref_speed = data
+        .joint_cmd
+        .windows(2)
+        .filter(|w| w[1].cycle == w[0].cycle + 1)
+        .filter_map(|w| Some((tcp(&w[1].q_rad)? - tcp(&w[0].q_rad)?).norm() / 0.004))
+        .fold(0.0f64, f64::max);
+    eprintln!("wall: references on the wire up to {ref_speed:.3} m/s (TCP)");
+    assert!(ref_speed <= 0.25 * 1.02, "references at {ref_speed:.3} m/s");
+    // The simulated robot's servo tracks them with its own overshoot (0.27–0.28 m/s on a quiet
+    // host; 0.29 once in a loaded CI run, catching up after a late reference): reported, and
+    // bounded loosely as a check of the simulator, not of the cell.
     assert!(
-        p.max_tcp_speed_m_s <= 0.25 * 1.15,
+        p.max_tcp_speed_m_s <= 0.25 * 1.3,
         "TCP {:.3} m/s",
         p.max_tcp_speed_m_s
     );
@@ -688,5 +708,50 @@ async fn teach_save_restart_load_and_play() {
         worst_line <= 0.002,
         "cartesian path left the line by {:.3} mm",
         worst_line * 1e3
+    );
+
+    // A hold mid-playback (the controller stops EGM for 0.3 s: robot-io holds on the silence)
+    // ends the playback for good, and `cell play` says so at once, with the reason: control
+    // publishes the last state as Aborted under the playback's motion. From away from the
+    // program, so that it is still approaching when the silence comes.
+    let (ok, _, err) =
+        c.cli_repeat_after_stall(&["move", "350", "100", "300", "0", "0", "1", "0", "--wait"]);
+    assert!(ok, "{err}");
+    let mut cmd = std::process::Command::new(tests::bin_dir().join("cell"));
+    cmd.current_dir(tests::repo_root())
+        .arg("--config")
+        .arg("deploy/config/sim.toml");
+    for st in &c.sets {
+        cmd.arg("--set").arg(st);
+    }
+    let child = cmd
+        .args(["play", "three", "--dir", &dir_s])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cell play");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    tests::sim_fault(&s, &c, serde_json::json!({ "controller_stopped": true })).await;
+    let stopped = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tests::sim_fault(&s, &c, serde_json::json!({ "controller_stopped": false })).await;
+    let done = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("cell play output");
+    let took = stopped.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&done.stderr).to_string();
+    eprintln!("aborted playback: cell play ended {took:.2} s after the silence began");
+    assert!(
+        !done.status.success(),
+        "an aborted playback exited 0: {err}"
+    );
+    assert!(
+        err.contains("Aborted") && err.contains("RobotSilent"),
+        "cell play should report the abort and its reason: {err}"
+    );
+    assert!(
+        took < 1.5,
+        "cell play noticed the abort only after {took:.2} s: {err}"
     );
 }

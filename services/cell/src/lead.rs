@@ -258,7 +258,12 @@ pub async fn play(
             r = tokio::time::timeout(Duration::from_millis(200), sub.recv_async()) => {
                 let Ok(Ok(sample)) = r else {
                     if quiet_since.elapsed() > Duration::from_secs(2) {
-                        anyhow::bail!("no playback state from control for 2 s (did the motion end? see `cell status control`)");
+                        // Say why when control knows (a hold ends the motion without a last
+                        // state on some paths).
+                        match crate::cli::control_errors(s, cell).await.1 {
+                            Some(why) => anyhow::bail!("the playback ended: {why}"),
+                            None => anyhow::bail!("no playback state from control for 2 s (did the motion end? see `cell status control`)"),
+                        }
                     }
                     continue;
                 };

@@ -1388,10 +1388,8 @@ pub async fn save_and_play(
         Err(_) => true,
     };
     let stall = if ended {
-        cli::control_errors(s, cell)
-            .await
-            .1
-            .filter(|why| host_stall(why))
+        let (err, stop) = cli::control_errors(s, cell).await;
+        stop.or(err).filter(|why| host_stall(why))
     } else {
         None
     };

@@ -615,6 +615,16 @@ async fn run(
             let p =
                 control::program::Program::load(&dir, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
             let out = lead::play(&s, &cell, &p, speed, cartesian, true).await?;
+            if out.phase == common::msg::PlaybackPhase::Aborted {
+                // The stop reason (status detail, refreshed periodically) or the error
+                // control set as the motion ended (at once).
+                let (err, stop) = cli::control_errors(&s, &cell).await;
+                let why = stop.or(err);
+                eprintln!(
+                    "playback aborted: {}",
+                    why.as_deref().unwrap_or("see `cell status control`")
+                );
+            }
             return Ok(out.phase == common::msg::PlaybackPhase::Done);
         }
         Cmd::Playback { cmd } => {

@@ -17,7 +17,7 @@ use kinematics::node::from_msg_pose;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    core::{ControlCore, HybridSetup, PlayCommand, PlayRun, WrenchInput},
+    core::{ControlCore, HybridSetup, PlayCommand, PlayReport, PlayRun, WrenchInput},
     guide::GuideParams,
     hybrid::{self, PlantInput, PlantRun, StepReport},
     program::{MountTolerance, PayloadSpec, Program, ToolSpec},
@@ -698,6 +698,31 @@ fn cartesian_play(
     Ok((PlayRun::Cartesian(pb), d, away))
 }
 
+/// The playback state to publish for program `name`'s report `r` under motion `motion_id`
+/// (the motion being played: an ended motion's id, not 0, so clients that follow it see the
+/// end); `q_fallback` when the report has no joint reference.
+fn play_state(
+    stamp: common::msg::Stamp,
+    motion_id: u64,
+    name: &str,
+    r: &PlayReport,
+    phase: common::msg::PlaybackPhase,
+    q_fallback: [f64; 6],
+) -> common::msg::PlaybackState {
+    common::msg::PlaybackState {
+        stamp,
+        motion_id,
+        program: name.to_string(),
+        phase,
+        waypoint: r.waypoint as u32,
+        waypoints: r.waypoints as u32,
+        progress: r.progress.clamp(0.0, 1.0),
+        t_s: r.t_s,
+        duration_s: r.duration_s,
+        q_ref_rad: r.q_ref.unwrap_or(q_fallback),
+    }
+}
+
 fn playback_phase(
     st: crate::trajectory::PlaybackState,
     approach: bool,
@@ -902,8 +927,24 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             }
             Some(s) = safety.rx.recv() => {
                 let before = core.mode();
+                let motion_before = core.motion_tag().map_or(0, |m| m.motion_id);
                 core.on_safety(&s.msg);
+                // The reason first (status' last_error), then the last state.
                 report_end(&node, &core, before);
+                if before == Mode::Playback && core.mode() != Mode::Playback {
+                    // A hold ended the playback: its last state says so.
+                    if let (Some((name, r)), Some(p)) = (core.play_report(), last_pose.as_ref()) {
+                        let stamp = play_pub.next_stamp();
+                        play_pub.put(&play_state(
+                            stamp,
+                            motion_before,
+                            name,
+                            r,
+                            common::msg::PlaybackPhase::Aborted,
+                            p.q_rad,
+                        ));
+                    }
+                }
                 if initial_hold {
                     initial_hold = false;
                     if let Err(e) = core.request_mode(Mode::Hold) {
@@ -969,6 +1010,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
         if let Some((pose, arrived_ns, time_ns)) = pose_in.take() {
             let now_s = robot_clock.time(pose.cycle, time_ns as f64 * 1e-9);
             let before = core.mode();
+            let motion_before = core.motion_tag().map_or(0, |m| m.motion_id);
             last_robot_s = now_s;
             last_pose = Some(pose);
             let newest_wrench = wrench.get();
@@ -1054,18 +1096,14 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         common::msg::PlaybackPhase::Aborted
                     };
                     let stamp = play_pub.next_stamp();
-                    play_pub.put(&common::msg::PlaybackState {
+                    play_pub.put(&play_state(
                         stamp,
-                        motion_id,
-                        program: name.to_string(),
+                        motion_before,
+                        name,
+                        r,
                         phase,
-                        waypoint: r.waypoint as u32,
-                        waypoints: r.waypoints as u32,
-                        progress: r.progress.clamp(0.0, 1.0),
-                        t_s: r.t_s,
-                        duration_s: r.duration_s,
-                        q_ref_rad: r.q_ref.unwrap_or(pose.q_rad),
-                    });
+                        pose.q_rad,
+                    ));
                 }
             }
             if before == Mode::Hybrid {
