@@ -450,6 +450,22 @@ async fn speed_cap_walls_and_deadman() {
     );
 }
 
+/// `cell play three --dir DIR` against the cell, in the background (output piped).
+fn spawn_play(c: &TestCell, dir: &str) -> std::process::Child {
+    let mut cmd = std::process::Command::new(tests::bin_dir().join("cell"));
+    cmd.current_dir(tests::repo_root())
+        .arg("--config")
+        .arg("deploy/config/sim.toml");
+    for st in &c.sets {
+        cmd.arg("--set").arg(st);
+    }
+    cmd.args(["play", "three", "--dir", dir])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cell play")
+}
+
 fn rec_max_y(csv: &std::path::Path) -> f64 {
     let text = std::fs::read_to_string(csv).expect("trace");
     text.lines()
@@ -526,19 +542,7 @@ async fn teach_save_restart_load_and_play() {
     let limited_before = limited(&tests::statuses(&s, &c.cell).await.expect("status"));
     rec.take();
     // Play in the background; pause, check the arm stands, resume.
-    let mut cmd = std::process::Command::new(tests::bin_dir().join("cell"));
-    cmd.current_dir(tests::repo_root())
-        .arg("--config")
-        .arg("deploy/config/sim.toml");
-    for st in &c.sets {
-        cmd.arg("--set").arg(st);
-    }
-    let child = cmd
-        .args(["play", "three", "--dir", &dir_s])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("cell play");
+    let child = spawn_play(&c, &dir_s);
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let (ok, out, err) = c.cli(&["playback", "pause"]);
     assert!(ok, "pause: {out} {err}");
@@ -717,19 +721,7 @@ async fn teach_save_restart_load_and_play() {
     let (ok, _, err) =
         c.cli_repeat_after_stall(&["move", "350", "100", "300", "0", "0", "1", "0", "--wait"]);
     assert!(ok, "{err}");
-    let mut cmd = std::process::Command::new(tests::bin_dir().join("cell"));
-    cmd.current_dir(tests::repo_root())
-        .arg("--config")
-        .arg("deploy/config/sim.toml");
-    for st in &c.sets {
-        cmd.arg("--set").arg(st);
-    }
-    let child = cmd
-        .args(["play", "three", "--dir", &dir_s])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("cell play");
+    let child = spawn_play(&c, &dir_s);
     tokio::time::sleep(Duration::from_millis(700)).await;
     tests::sim_fault(&s, &c, serde_json::json!({ "controller_stopped": true })).await;
     let stopped = std::time::Instant::now();

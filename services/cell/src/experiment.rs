@@ -611,11 +611,9 @@ async fn run_case(
     dir: &Path,
 ) -> anyhow::Result<CaseResult> {
     let r = run_case_once(s, cell, scenario_key, case, opts, dir).await?;
-    let stall = r.metrics["aborted"]
-        .as_str()
-        .filter(|w| crate::leadexp::host_stall(w))
-        .map(str::to_string);
-    let Some(why) = stall else { return Ok(r) };
+    let Some(why) = crate::leadexp::stall_abort(&r.metrics["aborted"]) else {
+        return Ok(r);
+    };
     eprintln!(
         "      {}: held by a host stall ({why}); running the case once more",
         case.label

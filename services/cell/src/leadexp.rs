@@ -439,6 +439,14 @@ pub fn host_stall(why: &str) -> bool {
         .any(|k| why.contains(k))
 }
 
+/// A case's `aborted` metric, when a host stall ([`host_stall`]) caused it.
+pub fn stall_abort(aborted: &Value) -> Option<String> {
+    aborted
+        .as_str()
+        .filter(|w| host_stall(w))
+        .map(str::to_string)
+}
+
 /// One pull with the guide session of `p`, from the current TCP; returns its score and the
 /// record (truth time starts at 0 with the hand's reset). When the guide session ended
 /// during the pull on a [`host_stall`] hold, the pull is repeated once from where the arm

@@ -815,11 +815,7 @@ pub async fn run(s: &Session, cell: &CellSection, opts: &Options) -> anyhow::Res
         }
         let mut c = run_case(s, cell, &scenario_key, clearance, gate, opts).await?;
         // Held by a host stall (the safety path, not the search): once more, and said.
-        let stall = c.metrics["aborted"]
-            .as_str()
-            .filter(|w| crate::leadexp::host_stall(w))
-            .map(str::to_string);
-        if let Some(why) = stall {
+        if let Some(why) = crate::leadexp::stall_abort(&c.metrics["aborted"]) {
             eprintln!("      held by a host stall ({why}); running the case once more");
             c = run_case(s, cell, &scenario_key, clearance, gate, opts).await?;
             c.metrics.insert("repeated_after_hold".into(), json!(why));
