@@ -8,7 +8,7 @@
 use serde::{de::DeserializeOwned, Serialize};
 
 /// Bumped whenever any message's encoding changes (postcard is positional).
-pub const WIRE_VERSION: u8 = 6;
+pub const WIRE_VERSION: u8 = 7;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -219,6 +219,7 @@ mod tests {
                 external_control_active: true,
                 program_running: false,
             },
+            period_s: 0.004,
         };
         let bytes = enc(&js);
         assert_eq!(decode::<JointState>(&bytes), Ok(js));
@@ -282,7 +283,7 @@ mod tests {
 
     // Golden bytes: these freeze the encodings. If one fails, you changed the wire format:
     // bump WIRE_VERSION and update the vectors deliberately. Layout rules (postcard): the
-    // version byte 03; structs and arrays are their fields in order with no length or tag;
+    // version byte (WIRE_VERSION); structs and arrays are their fields in order with no length or tag;
     // u64/u32 are varints; f64 are 8 bytes little-endian; bool is one byte 00/01; an enum is
     // its variant index as a varint followed by the variant's fields.
 
@@ -292,15 +293,15 @@ mod tests {
             seq: 300,
             source_mono_ns: 1,
         };
-        // version 06, seq 300 = ac 02, ns 1 = 01.
-        golden(&s, "06 ac02 01");
+        // version 07, seq 300 = ac 02, ns 1 = 01.
+        golden(&s, "07 ac02 01");
         // u64::MAX: nine 7-bit groups of ones (ff ×9) and the last bit (01).
         golden(
             &Stamp {
                 seq: u64::MAX,
                 source_mono_ns: 0,
             },
-            "06 ffffffffffffffffff01 00",
+            "07 ffffffffffffffffff01 00",
         );
     }
 
@@ -319,11 +320,13 @@ mod tests {
                 external_control_active: false,
                 program_running: true,
             },
+            period_s: 0.25,
         };
-        // stamp 01 02 | cycle 05 | q_rad 6 f64 | qd_rad_s 6 f64 | robot: three bools 01 00 01.
+        // stamp 01 02 | cycle 05 | q_rad 6 f64 | qd_rad_s 6 f64 | robot: three bools 01 00 01 |
+        // period_s f64.
         golden(
             &js,
-            &format!("06 01 02 05 {ONE}{}{M2} {} 01 00 01", z(4), z(6)),
+            &format!("07 01 02 05 {ONE}{}{M2} {} 01 00 01 {QUARTER}", z(4), z(6)),
         );
     }
 
@@ -352,7 +355,7 @@ mod tests {
         golden(
             &c,
             &format!(
-                "06 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
+                "07 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
                 z(5),
                 z(5)
             ),
@@ -385,17 +388,18 @@ mod tests {
             },
             jacobian_base,
             manipulability: 1.5,
+            period_s: 0.5,
         };
         // Pose = position (3 f64) then quaternion (4 f64); the Jacobian is 36 f64, row-major.
         golden(
             &p,
             &format!(
-                "06 01 01 07 {Z}{MHALF}{} \
+                "07 01 01 07 {Z}{MHALF}{} \
                  {Z}{Z}{ONE} {ONE}{Z}{Z}{Z} \
                  {HALF}{Z}{ONE} {Z}{ONE}{Z}{Z} \
                  {Z}{Z}{QUARTER} {Z}{Z}{M1} \
                  {ONE}{}{M2} \
-                 {ONE_HALF}",
+                 {ONE_HALF} {HALF}",
                 z(4),
                 z(34)
             ),
@@ -428,7 +432,7 @@ mod tests {
             target,
         };
         // stamp 01 01 | cycle 09 | motion 02 03 | target.
-        let head = "06 01 01 09 02 03";
+        let head = "07 01 01 09 02 03";
         let hold = CartesianTarget::Hold;
         assert_eq!(target_index(&hold), "00");
         golden(&cmd(hold), &format!("{head} 00"));
@@ -480,7 +484,7 @@ mod tests {
         // (group 4, bit 3 → 0x08): 80 80 88 80 08.
         golden(
             &w,
-            &format!("06 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
+            &format!("07 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
         );
     }
 
@@ -536,10 +540,10 @@ mod tests {
             // stamp | sample_seq 128 = 80 01 | sample_mono_ns 3 | fault index | 3 wrenches × 6 f64.
             golden(
                 &e,
-                &format!("06 01 02 {V128} 03 {} {wrenches}", fault_index(fault)),
+                &format!("07 01 02 {V128} 03 {} {wrenches}", fault_index(fault)),
             );
         }
-        let beyond = format!("06 01 02 {V128} 03 08 {}", z(18));
+        let beyond = format!("07 01 02 {V128} 03 08 {}", z(18));
         assert!(decode::<WrenchEstimate>(&unhex(&beyond)).is_err());
     }
 
@@ -573,9 +577,9 @@ mod tests {
                 },
                 mode,
             };
-            golden(&m, &format!("06 {V300} 01 {}", mode_index(mode)));
+            golden(&m, &format!("07 {V300} 01 {}", mode_index(mode)));
         }
-        assert!(decode::<ModeCommand>(&unhex(&format!("06 {V300} 01 06"))).is_err());
+        assert!(decode::<ModeCommand>(&unhex(&format!("07 {V300} 01 06"))).is_err());
     }
 
     fn profile_index(p: &Profile) -> &'static str {
@@ -637,7 +641,7 @@ mod tests {
         // stamp | name: len 02 "ab" | robot 01 | frame_kind 02 | pose | 6 bools | 6 profiles
         // (variant index, fields; the series: length 02, points) | duration | from_contact 01
         // | rate | gains, limits: None 00 00.
-        let head = format!("06 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let head = format!("07 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let profiles = format!(
             "00 {ONE} 01 {Z}{TWO}{HALF} 02 {Z}{M1}{QUARTER}{ONE_HALF} \
              03 {HALF}{MHALF}{QUARTER}{ONE} 04 02 {Z}{ONE}{TWO}{THREE} 00 {Z}"
@@ -646,7 +650,7 @@ mod tests {
         for (kind, i) in [(FrameKind::Base, "00"), (FrameKind::Tool, "01")] {
             t.frame_kind = kind;
             t.robot = TaskRobot::Arm;
-            let head = format!("06 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+            let head = format!("07 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
             golden(&t, &format!("{head} {profiles} {TWO} 01 {HALF} 00 00"));
         }
         // Some gains and limits: 01 then the fields in order.
@@ -666,7 +670,7 @@ mod tests {
             contact_loss_s: 0.25,
             approach_timeout_s: 2.0,
         });
-        let head = format!("06 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let head = format!("07 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let gains = format!("01 {} {} {HALF} {}", ONE.repeat(6), z(36), z(6));
         let limits = format!("01 {QUARTER}{HALF}{ONE}{TWO}{THREE}{ONE_HALF}{ONE}{QUARTER}{TWO}");
         golden(
@@ -707,7 +711,7 @@ mod tests {
             golden(
                 &s,
                 &format!(
-                    "06 01 02 {V300} {HALF} {TWO} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
+                    "07 01 02 {V300} {HALF} {TWO} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
                      {ONE}{} {HALF}{} {}{M1} 04 {} {ONE}{}",
                     z(3),
                     z(3),
@@ -739,7 +743,7 @@ mod tests {
         golden(
             &t,
             &format!(
-                "06 01 02 {HALF} {Z}{Z}{TWO} {M1}{Z}{Z} 01 {QUARTER}{Z}{ONE_HALF} 01 {HALF}{Z}{ONE}"
+                "07 01 02 {HALF} {Z}{Z}{TWO} {M1}{Z}{Z} 01 {QUARTER}{Z}{ONE_HALF} 01 {HALF}{Z}{ONE}"
             ),
         );
     }
@@ -753,7 +757,7 @@ mod tests {
             },
             source: 300,
         };
-        golden(&e, "06 01 02 ac02");
+        golden(&e, "07 01 02 ac02");
     }
 
     #[test]
@@ -788,7 +792,7 @@ mod tests {
             golden(
                 &g,
                 &format!(
-                    "06 01 02 03 {idx} {HALF} 01 {ONE}{Z}{Z} {Z}{Z}{M1} {QUARTER}{Z}{Z} {Z}{Z}{Z} \
+                    "07 01 02 03 {idx} {HALF} 01 {ONE}{Z}{Z} {Z}{Z}{M1} {QUARTER}{Z}{Z} {Z}{Z}{Z} \
                      {HALF}{Z}{ONE} {TWO} 00 01 04 {V128}"
                 ),
             );
@@ -827,7 +831,7 @@ mod tests {
             golden(
                 &p,
                 &format!(
-                    "06 01 02 03 02 6162 {i:02x} 01 03 {HALF} {ONE} {TWO} {Z}{Z}{Z}{Z}{Z}{QUARTER}"
+                    "07 01 02 03 02 6162 {i:02x} 01 03 {HALF} {ONE} {TWO} {Z}{Z}{Z}{Z}{Z}{QUARTER}"
                 ),
             );
         }
@@ -849,7 +853,7 @@ mod tests {
         };
         golden(
             &m,
-            &format!("06 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
+            &format!("07 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
         );
     }
 
@@ -899,7 +903,7 @@ mod tests {
     fn golden_safety_state_every_level_and_reason() {
         // stamp | level | reason | since_cycle ac 02 | rejected 02 | robot_boot c0 84 3d |
         // motion_id 00.
-        let vector = |l: &str, r: &str| format!("06 01 01 {l} {r} {V300} 02 {V1E6} 00");
+        let vector = |l: &str, r: &str| format!("07 01 01 {l} {r} {V300} 02 {V1E6} 00");
         let levels = [
             SafetyLevel::Active,
             SafetyLevel::Hold,
@@ -942,7 +946,7 @@ mod tests {
         };
         golden(
             &running,
-            &format!("06 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
+            &format!("07 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
         );
         // Exactly four levels and thirteen reasons.
         assert!(decode::<SafetyState>(&unhex(&vector("04", "00"))).is_err());
@@ -973,9 +977,9 @@ mod tests {
                 },
                 action,
             };
-            golden(&e, &format!("06 {V300} 01 {}", action_index(action)));
+            golden(&e, &format!("07 {V300} 01 {}", action_index(action)));
         }
-        assert!(decode::<EStop>(&unhex(&format!("06 {V300} 01 03"))).is_err());
+        assert!(decode::<EStop>(&unhex(&format!("07 {V300} 01 03"))).is_err());
     }
 
     #[test]
@@ -997,7 +1001,7 @@ mod tests {
         golden(
             &p,
             &format!(
-                "06 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
+                "07 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
                  {ONE_HALF}{Z}"
             ),
         );
@@ -1012,6 +1016,6 @@ mod tests {
             },
             effort: [3.0, -0.5],
         };
-        golden(&c, &format!("06 01 01 {THREE}{MHALF}"));
+        golden(&c, &format!("07 01 01 {THREE}{MHALF}"));
     }
 }

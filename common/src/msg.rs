@@ -112,6 +112,11 @@ pub struct JointState {
     pub q_rad: [f64; AXES],
     pub qd_rad_s: [f64; AXES],
     pub robot: RobotStatus,
+    /// The robot's cycle period (s) on the robot's own clock: the step of its timestamp per
+    /// cycle (EGM `header.tm`), else robot-io's nominal cycle (`robot_io.cycle_ms`). Laws
+    /// advance their references by this per cycle; the receive times carry the host's jitter
+    /// (and, on the simulator under load, wall time that the simulated robot does not live in).
+    pub period_s: f64,
 }
 
 /// Flags a kinematics answer carries instead of silently bad output.
@@ -179,6 +184,8 @@ pub struct ToolPose {
     pub jacobian_base: [[f64; AXES]; 6],
     /// Yoshikawa manipulability sqrt(det(J Jᵀ)).
     pub manipulability: f64,
+    /// The robot's cycle period (s), copied from [`JointState::period_s`].
+    pub period_s: f64,
 }
 
 /// What a Cartesian command asks the kinematics service to do.
@@ -771,13 +778,23 @@ fn wrench(name: &str, w: &Wrench) -> Result<(), String> {
     }
 }
 
+/// A robot cycle period: finite, in [0, 1] s (0: unknown).
+fn period(name: &str, v: f64) -> Result<(), String> {
+    if v.is_finite() && (0.0..=1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("{name} {v} is not a cycle period in [0, 1] s"))
+    }
+}
+
 impl Check for JointState {
     fn source_mono_ns(&self) -> Option<u64> {
         Some(self.stamp.source_mono_ns)
     }
     fn check(&self) -> Result<(), String> {
         finite("q_rad", &self.q_rad)?;
-        finite("qd_rad_s", &self.qd_rad_s)
+        finite("qd_rad_s", &self.qd_rad_s)?;
+        period("period_s", self.period_s)
     }
 }
 
@@ -804,7 +821,7 @@ impl Check for ToolPose {
         for row in &self.jacobian_base {
             finite("jacobian_base", row)?;
         }
-        Ok(())
+        period("period_s", self.period_s)
     }
 }
 

@@ -300,6 +300,7 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
                 q_rad: fb.q_rad,
                 qd_rad_s: fb.qd_rad_s.unwrap_or([0.0; 6]),
                 robot: fb.status,
+                period_s: fb.period_s,
             };
             if h.safety_changed || h.cycle % 25 == 1 {
                 let s = SafetyState {

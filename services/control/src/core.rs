@@ -48,8 +48,12 @@ pub const ACCEPT_TIMEOUT_S: f64 = 1.0;
 struct MoveState {
     from: Isometry3<f64>,
     to: Isometry3<f64>,
-    start_s: f64,
     duration_s: f64,
+    /// Move time elapsed (s): robot cycles × the robot's period when the shell gives them (as
+    /// playback), else robot-clock differences.
+    elapsed_s: f64,
+    last_cycle: Option<u64>,
+    last_s: f64,
 }
 
 /// Mode request outcome.
@@ -284,8 +288,8 @@ impl ControlCore {
     }
 
     /// Whether a move is done (or no move active).
-    pub fn move_done(&self, now_s: f64) -> bool {
-        self.mv.is_none_or(|m| now_s >= m.start_s + m.duration_s)
+    pub fn move_done(&self) -> bool {
+        self.mv.is_none_or(|m| m.elapsed_s >= m.duration_s)
     }
 
     fn end_motion(&mut self, why: String) {
@@ -578,12 +582,23 @@ impl ControlCore {
                     self.mv = Some(MoveState {
                         from: *tcp,
                         to,
-                        start_s: now_s,
                         duration_s,
+                        elapsed_s: 0.0,
+                        last_cycle: self.cycle.map(|c| c.0),
+                        last_s: now_s,
                     });
                 }
-                let m = self.mv?;
-                let tau = (now_s - m.start_s) / m.duration_s;
+                let cycle = self.cycle;
+                let m = self.mv.as_mut()?;
+                let dt = match (cycle, m.last_cycle) {
+                    (Some((c, p)), Some(lc)) => (c.wrapping_sub(lc) as f64 * p).clamp(0.0, 0.05),
+                    _ => (now_s - m.last_s).clamp(0.0, 0.05),
+                };
+                m.elapsed_s += dt;
+                m.last_cycle = cycle.map(|c| c.0);
+                m.last_s = now_s;
+                let m = *m;
+                let tau = m.elapsed_s / m.duration_s;
                 Some(CartesianTarget::Pose(to_msg_pose(&interpolate(
                     &m.from, &m.to, tau,
                 ))))
@@ -597,7 +612,6 @@ impl ControlCore {
                         setup.stiffness,
                         setup.loop_delay_s,
                         tcp,
-                        now_s,
                     ) {
                         Ok(run) => self.hybrid = Some(run),
                         Err(e) => {
@@ -611,6 +625,7 @@ impl ControlCore {
                     tcp,
                     wrench_base: wrench.clone(),
                     now_s,
+                    cycle_period_s: self.cycle.map(|(_, period)| period),
                 };
                 match run.step(&input) {
                     Ok((cmd, report)) => {
@@ -641,6 +656,7 @@ impl ControlCore {
                     tcp,
                     wrench_base: wrench.clone(),
                     now_s,
+                    cycle_period_s: self.cycle.map(|(_, period)| period),
                     enabled: self.deadman,
                 };
                 match g.step(&input) {
@@ -876,7 +892,52 @@ mod tests {
         assert!(
             (from_msg_pose(&end).translation.vector - target.translation.vector).norm() < 1e-12
         );
-        assert!(c.move_done(t));
+        assert!(c.move_done());
+    }
+
+    /// With the robot's cycles and period given, a move advances one period per cycle whatever
+    /// the robot clock does (jitter, a stall): its speed holds reference to reference.
+    #[test]
+    fn move_advances_by_robot_cycles_under_a_jittering_clock() {
+        let run = |cycles: bool| {
+            let mut c = ready();
+            let start = pose(0.374, 0.0, 0.63);
+            let v = 0.1;
+            c.request_move(MoveTarget {
+                tcp_in_base: to_msg_pose(&pose(0.374, 0.1, 0.53)),
+                max_speed_m_s: v,
+                max_rot_speed_rad_s: 1.0,
+                ..Default::default()
+            })
+            .expect("move");
+            let id = c.motion_tag().expect("a motion").motion_id;
+            c.on_safety(&safety(SafetyLevel::Active, SafetyReason::None, id));
+            let (mut prev, mut t, mut worst) = (start, 0.0, 0.0f64);
+            for k in 0..1000u64 {
+                if cycles {
+                    c.set_cycle(100 + k, 0.004);
+                }
+                let Some(CartesianTarget::Pose(p)) = c.step(&start, t) else {
+                    panic!("move must publish poses")
+                };
+                let iso = from_msg_pose(&p);
+                worst =
+                    worst.max((iso.translation.vector - prev.translation.vector).norm() / 0.004);
+                prev = iso;
+                t += 0.004
+                    + if k % 2 == 0 { 8e-4 } else { -8e-4 }
+                    + if k == 100 { 0.03 } else { 0.0 };
+            }
+            (worst / v, c.move_done())
+        };
+        let (ratio, done) = run(true);
+        assert!(ratio <= 1.0 + 1e-6 && ratio > 0.99, "{ratio}");
+        assert!(done);
+        let (ratio, _) = run(false);
+        assert!(
+            ratio > 1.5,
+            "the robot clock alone carries its jitter: {ratio}"
+        );
     }
 
     #[test]

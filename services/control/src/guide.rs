@@ -440,6 +440,14 @@ pub struct GuideInput<'a> {
     pub wrench_base: Result<(Vector3<f64>, Vector3<f64>), String>,
     /// Robot time (s).
     pub now_s: f64,
+    /// The robot's cycle period (s) when the shell knows it. Each step is one reference for one
+    /// robot cycle, so the law then advances by exactly one period per step: the speed cap holds
+    /// on the wire (reference to reference) whatever the host's timing. The robot-clock
+    /// difference instead carries the host's jitter and stalls into the reference (a phase
+    /// correction of 0.1 ms is a 2.5 % faster step; a 50 ms stall a 12.5 mm jump). A skipped
+    /// cycle then leaves the reference one cycle behind the hand, which the hand makes up.
+    /// `None`: the robot-clock difference (clamped to 50 ms).
+    pub cycle_period_s: Option<f64>,
     /// The deadman keep-alive is fresh.
     pub enabled: bool,
 }
@@ -535,9 +543,10 @@ impl GuideRun {
         }
         let p = self.params;
         let start = *self.start_s.get_or_insert(i.now_s);
-        let dt = match self.last_s {
-            Some(l) => (i.now_s - l).clamp(0.0, 0.05),
-            None => 0.0,
+        let dt = match (self.last_s, i.cycle_period_s) {
+            (None, _) => 0.0,
+            (Some(_), Some(p)) if p.is_finite() && p > 0.0 => p.min(0.05),
+            (Some(l), _) => (i.now_s - l).clamp(0.0, 0.05),
         };
         self.last_s = Some(i.now_s);
         let rot = self.cmd.rotation;
@@ -792,6 +801,7 @@ mod tests {
                     tcp: &cmd,
                     wrench_base: Ok((f, t)),
                     now_s: t0 + k as f64 * DT,
+                    cycle_period_s: None,
                     enabled: true,
                 })
                 .expect("step");
@@ -926,6 +936,7 @@ mod tests {
                     tcp: &cmd,
                     wrench_base: Ok((Vector3::new(0.0, 200.0, 0.0), Vector3::new(0.0, 0.0, 20.0))),
                     now_s: k as f64 * DT,
+                    cycle_period_s: None,
                     enabled: true,
                 })
                 .expect("step");
@@ -951,6 +962,7 @@ mod tests {
                     tcp: &cmd,
                     wrench_base: Ok((Vector3::new(40.0, 0.0, 0.0), Vector3::zeros())),
                     now_s: k as f64 * DT,
+                    cycle_period_s: None,
                     enabled: true,
                 })
                 .expect("step");
@@ -993,6 +1005,7 @@ mod tests {
                     tcp: &cmd,
                     wrench_base: Ok((f, Vector3::zeros())),
                     now_s: t,
+                    cycle_period_s: None,
                     enabled: false,
                 })
                 .expect("step");
@@ -1011,6 +1024,45 @@ mod tests {
         assert_eq!(g.command().translation.vector, held);
     }
 
+    /// The speed cap holds reference to reference when the robot's period is given, whatever
+    /// the robot clock does between steps (phase corrections, a stall); from the clock alone
+    /// it would not.
+    #[test]
+    fn speed_cap_holds_per_cycle_under_a_jittering_clock() {
+        let p = GuideParams::default();
+        let worst = |period: Option<f64>| {
+            let mut g = GuideRun::new(p, &tcp()).expect("params");
+            let mut t = 0.0;
+            let mut prev = g.command().translation.vector;
+            let mut worst: f64 = 0.0;
+            for k in 0..300 {
+                // A hard pull; the clock runs 4 ms ± 0.3 ms with a 40 ms stall at k = 200.
+                t += DT + if k % 2 == 0 { 3e-4 } else { -3e-4 } + if k == 200 { 0.04 } else { 0.0 };
+                let cmd = *g.command();
+                let (c, _) = g
+                    .step(&GuideInput {
+                        tcp: &cmd,
+                        wrench_base: Ok((Vector3::new(0.0, 80.0, 0.0), Vector3::zeros())),
+                        now_s: t,
+                        cycle_period_s: period,
+                        enabled: true,
+                    })
+                    .expect("step");
+                worst = worst.max((c.translation.vector - prev).norm() / DT);
+                prev = c.translation.vector;
+            }
+            worst
+        };
+        let per_cycle = worst(Some(DT));
+        assert!(per_cycle <= p.max_speed_m_s * (1.0 + 1e-9), "{per_cycle}");
+        assert!(
+            per_cycle > p.max_speed_m_s * 0.99,
+            "never reached the cap: {per_cycle}"
+        );
+        let by_clock = worst(None);
+        assert!(by_clock > p.max_speed_m_s * 2.0, "{by_clock}");
+    }
+
     #[test]
     fn nan_or_unusable_wrench_ends_the_session() {
         let mut g = GuideRun::new(GuideParams::default(), &tcp()).expect("params");
@@ -1018,6 +1070,7 @@ mod tests {
             tcp: &tcp(),
             wrench_base: Ok((Vector3::new(f64::NAN, 0.0, 0.0), Vector3::zeros())),
             now_s: 0.0,
+            cycle_period_s: None,
             enabled: true,
         });
         assert_eq!(bad.err(), Some(GuideError::NonFinite("wrench")));
@@ -1025,6 +1078,7 @@ mod tests {
             tcp: &tcp(),
             wrench_base: Err("Stale".into()),
             now_s: 0.0,
+            cycle_period_s: None,
             enabled: true,
         });
         assert!(matches!(stale, Err(GuideError::Wrench(_))));
@@ -1129,6 +1183,7 @@ mod tests {
                             Vector3::zeros(),
                         )),
                         now_s: k as f64 * DT,
+                        cycle_period_s: None,
                         enabled: true,
                     })
                     .expect("step");
@@ -1201,6 +1256,7 @@ mod tests {
                         tcp: &cmd,
                         wrench_base: Ok((Vector3::new(f, 0.0, 0.0), Vector3::zeros())),
                         now_s: t,
+                        cycle_period_s: None,
                         enabled: true,
                     })
                     .expect("step");

@@ -555,7 +555,13 @@ pub struct ArmInput<'a> {
     /// Contact wrench on the tool at the TCP, base axes (the force service's `base`):
     /// `Err(why)` when the estimate is faulted or stale.
     pub wrench_base: Result<(Vector3<f64>, Vector3<f64>), String>,
+    /// Robot time (s).
     pub now_s: f64,
+    /// The robot's cycle period (s) when the shell knows it: each step is one robot cycle, so
+    /// the task's time and integrals advance by exactly one period per step (the host's jitter
+    /// and stalls stay out of the references; see `guide::GuideInput::cycle_period_s`).
+    /// `None`: the robot-clock difference (clamped to 50 ms).
+    pub cycle_period_s: Option<f64>,
 }
 
 /// A hybrid task on the position-controlled arm.
@@ -564,8 +570,11 @@ pub struct ArmRun {
     pub task: HybridTask,
     pub law: HybridLaw,
     pub sup: Supervision,
-    start_s: f64,
-    last_s: f64,
+    /// Task time (s): the sum of the steps' dt.
+    t_s: f64,
+    /// The robot-clock time of the last step (`None`: the first step is yet to come; it
+    /// spans no time, as the task starts at the measured pose of that cycle).
+    last_s: Option<f64>,
     /// {C} in base (tracking: updated every step).
     frame: Isometry3<f64>,
     /// Desired pose (position axes integrate the references in it).
@@ -593,7 +602,7 @@ pub const TRACKING_TAU_S: f64 = 0.1;
 pub const TRACKING_MIN_SPEED_M_S: f64 = 0.005;
 
 impl ArmRun {
-    /// Starts a task at the measured TCP pose (`now_s`). `stiffness` = K_e per axis of {C}
+    /// Starts a task at the measured TCP pose (its first step spans no time). `stiffness` = K_e per axis of {C}
     /// (force feedforward, approach speed), `loop_delay_s` the effective loop delay.
     pub fn new(
         task: HybridTask,
@@ -602,7 +611,6 @@ impl ArmRun {
         stiffness: [f64; 6],
         loop_delay_s: f64,
         tcp: &Isometry3<f64>,
-        now_s: f64,
     ) -> Result<Self, TaskError> {
         check_task(&task)?;
         if task.robot != TaskRobot::Arm {
@@ -638,8 +646,8 @@ impl ArmRun {
         Ok(Self {
             law,
             sup: Supervision::new(limits),
-            start_s: now_s,
-            last_s: now_s,
+            t_s: 0.0,
+            last_s: None,
             frame,
             desired: *tcp,
             command: *tcp,
@@ -708,9 +716,14 @@ impl ArmRun {
         {
             return Err(Abort("non-finite measurement".into()));
         }
-        let dt = (i.now_s - self.last_s).clamp(0.0, 0.05);
-        self.last_s = i.now_s;
-        let t = i.now_s - self.start_s;
+        let dt = match (self.last_s, i.cycle_period_s) {
+            (None, _) => 0.0,
+            (Some(_), Some(p)) if p.is_finite() && p > 0.0 => p.min(0.05),
+            (Some(l), _) => (i.now_s - l).clamp(0.0, 0.05),
+        };
+        self.last_s = Some(i.now_s);
+        self.t_s += dt;
+        let t = self.t_s;
         let sel = self.task.force_axes;
         // The frame this cycle.
         match self.task.frame_kind {
@@ -1422,7 +1435,6 @@ mod tests {
             [k, k, k, 50.0, 50.0, 50.0],
             0.03,
             &tcp(cell.pos),
-            0.0,
         )
         .expect("task");
         let dt = 0.004;
@@ -1432,6 +1444,7 @@ mod tests {
                 tcp: &tcp(cell.pos),
                 wrench_base: Ok((cell.force(), Vector3::zeros())),
                 now_s: t,
+                cycle_period_s: None,
             };
             let (cmd, rep) = run.step(&input)?;
             assert!(cmd.translation.vector.iter().all(|v| v.is_finite()));
@@ -1514,7 +1527,6 @@ mod tests {
             [2e4; 6],
             0.03,
             &Isometry3::identity(),
-            0.0,
         )
         .expect("task");
         let e = run
@@ -1522,6 +1534,7 @@ mod tests {
                 tcp: &Isometry3::identity(),
                 wrench_base: Err("Stale".into()),
                 now_s: 0.004,
+                cycle_period_s: None,
             })
             .expect_err("stale");
         assert!(e.0.contains("Stale"));
@@ -1531,6 +1544,7 @@ mod tests {
                 tcp: &Isometry3::identity(),
                 wrench_base: Ok((Vector3::new(f64::NAN, 0.0, 0.0), Vector3::zeros())),
                 now_s: 0.008,
+                cycle_period_s: None,
             })
             .expect_err("nan");
         assert!(e.0.contains("non-finite"), "{e}");

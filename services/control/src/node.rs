@@ -1020,7 +1020,12 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     .is_some_and(|t| t.elapsed().as_secs_f64() <= cfg.guide.deadman_timeout_s),
             );
             let tcp = from_msg_pose(&pose.tcp_in_base);
-            if let Some(p) = robot_clock.period_s() {
+            // The robot's own period (its clock's step per cycle) when it gives one; else the
+            // estimate from receive times.
+            let period_s = Some(pose.period_s)
+                .filter(|p| p.is_finite() && *p > 0.0)
+                .or(robot_clock.period_s());
+            if let Some(p) = period_s {
                 core.set_cycle(pose.cycle, p);
             }
             let target = core.step_with_wrench(&tcp, now_s, &w);
@@ -1032,7 +1037,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                             node.set_error(why.clone());
                             tracing::warn!("{why}: control goes idle");
                             let _ = core.request_mode(Mode::Idle);
-                        } else if !d.command(&js, &target, motion, robot_clock.period_s()) {
+                        } else if !d.command(&js, &target, motion, period_s) {
                             node.set_error("servo produced a non-finite reference: not sent");
                         }
                     }

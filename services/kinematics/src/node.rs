@@ -187,6 +187,7 @@ pub fn tool_pose(
     Some(ToolPose {
         stamp,
         cycle: js.cycle,
+        period_s: js.period_s,
         q_rad: js.q_rad,
         tool0_in_base: to_msg_pose(&t0),
         tcp_in_base: to_msg_pose(&tcp),

@@ -225,6 +225,7 @@ impl Shell {
         q: [f64; 6],
         qd: [f64; 6],
         robot: common::msg::RobotStatus,
+        period_s: f64,
     ) {
         let js = JointState {
             stamp: self.js_pub.next_stamp(),
@@ -232,6 +233,7 @@ impl Shell {
             q_rad: q,
             qd_rad_s: qd,
             robot,
+            period_s,
         };
         self.js_pub.put(&js);
     }
@@ -358,7 +360,7 @@ async fn run_ideal(
         cycle += 1;
         let (q, qd, status) = robot.feedback();
         q_meas = q;
-        sh.publish_joints(cycle, q, qd, status);
+        sh.publish_joints(cycle, q, qd, status, dt_s);
 
         let out = sh.step(&mut sup, cycle, now, dt_s, q, status);
         if let Some(r) = out.q_ref {
@@ -465,6 +467,7 @@ impl EgmShell {
                     fb.q_rad,
                     fb.qd_rad_s.unwrap_or([0.0; 6]),
                     fb.status,
+                    fb.period_s,
                 );
             }
         }

@@ -127,6 +127,9 @@ pub struct Feedback {
     /// Time this reference step spans on the controller (s): Δtm since the previous datagram
     /// when plausible, else the nominal cycle.
     pub dt_s: f64,
+    /// The controller's cycle period (s): Δtm per cycle (over any lost datagrams) when
+    /// plausible, else the nominal cycle.
+    pub period_s: f64,
     /// Datagrams lost just before this one (seqno gap).
     pub lost_before: u32,
     pub schema: SchemaGuess,
@@ -529,6 +532,7 @@ impl EgmSession {
             status: states.status(),
             states,
             dt_s,
+            period_s: dtm_s.map_or(self.p.nominal_cycle_s, |d| d / f64::from(lost_before + 1)),
             lost_before,
             schema,
             force: force.filter(MeasuredForce::valid),
