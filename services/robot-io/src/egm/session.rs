@@ -695,7 +695,27 @@ pub(crate) mod tests {
         let qd = f.qd_rad_s.unwrap();
         assert!((qd[0] - 1000f64.to_radians()).abs() < 1e-9, "{qd:?}");
         assert!((f.dt_s - 0.004).abs() < 1e-12);
+        assert!((f.period_s - 0.004).abs() < 1e-12);
         assert!(f.events.is_empty());
+    }
+
+    /// The period published with each joint state is the robot clock's step per cycle, not
+    /// the receive times' (which carry the host's jitter), and spans lost datagrams.
+    #[test]
+    fn period_is_the_robot_clocks_step_per_cycle() {
+        let mut s = EgmSession::new(P);
+        let q = [0.0; 6];
+        let first = s.on_robot(&robot(1, 1000, q, true), 0.0).unwrap();
+        assert_eq!(first.period_s, P.nominal_cycle_s, "no step yet: nominal");
+        // A robot on a 5 ms clock, received 3.1 ms and 6.9 ms apart.
+        let f = s.on_robot(&robot(2, 1005, q, true), 0.0031).unwrap();
+        assert!((f.period_s - 0.005).abs() < 1e-12, "{}", f.period_s);
+        let f = s.on_robot(&robot(3, 1010, q, true), 0.0100).unwrap();
+        assert!((f.period_s - 0.005).abs() < 1e-12, "{}", f.period_s);
+        // A datagram lost: 10 ms of robot time over two cycles.
+        let f = s.on_robot(&robot(5, 1020, q, true), 0.0200).unwrap();
+        assert_eq!(f.lost_before, 1);
+        assert!((f.period_s - 0.005).abs() < 1e-12, "{}", f.period_s);
     }
 
     #[test]
