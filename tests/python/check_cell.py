@@ -14,8 +14,9 @@ import time
 
 import zenoh
 
-# common::codec::WIRE_VERSION (JointState's layout is the same in v2 to v6).
-WIRE_VERSION = 6
+# common::codec::WIRE_VERSION (v7 appended JointState.period_s; the fields before it are
+# unchanged since v2).
+WIRE_VERSION = 7
 
 
 def varint(buf, i):
@@ -84,8 +85,12 @@ def main():
         _mono, i = varint(buf, i)
         _cycle, i = varint(buf, i)
         q = struct.unpack_from("<6d", buf, i)
+        i += 2 * 6 * 8 + 3  # q_rad, qd_rad_s, three status bools
+        (period_s,) = struct.unpack_from("<d", buf, i)
         check("joint state decodes by hand from postcard",
-              version == WIRE_VERSION and seq > 0 and all(abs(x) < 7.0 for x in q), f"v={version} seq={seq} q={q}")
+              version == WIRE_VERSION and seq > 0 and all(abs(x) < 7.0 for x in q)
+              and 0.0 < period_s <= 0.1 and i + 8 == len(buf),
+              f"v={version} seq={seq} q={q} period_s={period_s} len={len(buf)}")
 
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
