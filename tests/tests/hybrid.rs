@@ -439,5 +439,9 @@ async fn contour_following_over_a_pipe_with_a_tracking_frame() {
         m["contact_losses"]
     );
     assert_eq!(m["contact_losses"], 0);
-    assert!(rms <= 1.5, "contour RMS {rms}");
+    // The issue asks ≤ 1.5 N. Before the tracking frame ignored the approach's travel, its
+    // normal turned towards the stray lateral force at first contact in about half the runs
+    // and the RMS came out 0.14–1.0 N; since, 0.145 N in 6/6 (ground truth, `cell experiment`).
+    assert!(rms <= 0.4, "contour RMS {rms}");
+    assert!(max <= 1.5, "contour max error {max}");
 }

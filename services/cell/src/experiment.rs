@@ -430,7 +430,14 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
                     to_s: 6.9,
                 },
                 targets: vec![
-                    t("rms_force_error_n", "<=", json!(1.5), true, "hybrid issue"),
+                    t(
+                        "rms_force_error_n",
+                        "<=",
+                        json!(0.4),
+                        true,
+                        "tests/hybrid.rs bound (0.145 N in 6/6 runs; 0.14–1.0 N before the tracking frame ignored approach travel)",
+                    ),
+                    t("rms_force_error_n", "<=", json!(1.5), false, "hybrid issue"),
                     t("contact_lost", "==", json!(false), true, "hybrid issue"),
                 ],
                 note: Some("law every EGM cycle (250 Hz); ground truth at the tool".into()),

@@ -600,6 +600,11 @@ pub struct ArmRun {
 pub const TRACKING_TAU_S: f64 = 0.1;
 /// Tracking frame: the normal is updated only while the TCP slides at least this fast (m/s).
 pub const TRACKING_MIN_SPEED_M_S: f64 = 0.005;
+/// Tracking frame: travel closer than 60° to the applied force's line (|cos| above this) is
+/// moving into or off the surface — the approach's last millimetres, a bounce — not sliding;
+/// the normal is not estimated from it. Sliding with friction μ keeps the travel within
+/// atan μ of 90° from the force (μ = 0.5: |cos| ≤ 0.45).
+pub const TRACKING_MAX_TRAVEL_COS: f64 = 0.5;
 
 impl ArmRun {
     /// Starts a task at the measured TCP pose (its first step spans no time). `stiffness` = K_e per axis of {C}
@@ -883,7 +888,7 @@ impl ArmRun {
     /// sliding, friction acts along the travel, so what is left is the normal force. At rest
     /// friction can point anywhere within its cone (±atan μ) and cannot be told from the
     /// normal, so the frame keeps its last estimate until the tool slides steadily
-    /// ([`TRACKING_MIN_SPEED_M_S`]).
+    /// ([`TRACKING_MIN_SPEED_M_S`]), along the surface ([`TRACKING_MAX_TRAVEL_COS`]).
     fn track(&mut self, tcp: &Isometry3<f64>, f_on_tool: &Vector3<f64>, dt: f64) {
         let applied = -f_on_tool;
         let p = tcp.translation.vector;
@@ -906,6 +911,11 @@ impl ArmRun {
             return;
         }
         let t = travel.normalize();
+        if t.dot(&applied.normalize()).abs() > TRACKING_MAX_TRAVEL_COS {
+            // Into or off the surface: removing the travel's direction would leave only the
+            // stray lateral force (found as a frame turned towards it at first contact).
+            return;
+        }
         let n = applied - t * applied.dot(&t);
         if n.norm() < 1e-9 {
             return;
@@ -1548,6 +1558,58 @@ mod tests {
             })
             .expect_err("nan");
         assert!(e.0.contains("non-finite"), "{e}");
+    }
+
+    /// The tracking frame keeps its normal while the tool moves into the surface (the
+    /// approach's velocity, still above the sliding threshold at first contact, is along the
+    /// force: removing it left the stray lateral force, and the frame turned towards it), and
+    /// follows a tilted surface once the tool slides along it.
+    #[test]
+    fn tracking_frame_ignores_approach_travel_and_follows_sliding() {
+        let mut task = press_task(10.0, 10.0);
+        task.frame_kind = FrameKind::Tracking;
+        let down = UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0);
+        let start = Isometry3::from_parts(Translation3::new(0.4, 0.0, 0.3), down);
+        let mut run = ArmRun::new(
+            task,
+            default_arm_gains([2e4; 3], [50.0; 3], 0.03),
+            default_limits(),
+            [2e4; 6],
+            0.03,
+            &start,
+        )
+        .expect("task");
+        let z0 = run.frame.rotation * Vector3::z();
+        let dt = 0.004;
+        // Approach at 10 mm/s into contact: the surface pushes up (5 N) with a stray 0.4 N on y.
+        let mut p = start.translation.vector;
+        for _ in 0..50 {
+            p.z -= 0.010 * dt;
+            let tcp = Isometry3::from_parts(Translation3::from(p), down);
+            run.track(&tcp, &Vector3::new(0.0, 0.4, 5.0), dt);
+        }
+        let z = run.frame.rotation * Vector3::z();
+        let turned = z.angle(&z0).to_degrees();
+        assert!(
+            turned < 0.01,
+            "the frame turned {turned:.2}° during the approach"
+        );
+        // Sliding along +y at 20 mm/s over a surface tilted 10° about y (normal in the x–z
+        // plane), friction 0.3 against the travel.
+        let tilt = 10f64.to_radians();
+        let normal_up = Vector3::new(tilt.sin(), 0.0, tilt.cos());
+        let on_tool = normal_up * 10.0 + Vector3::new(0.0, -3.0, 0.0);
+        for _ in 0..500 {
+            p.y += 0.020 * dt;
+            let tcp = Isometry3::from_parts(Translation3::from(p), down);
+            run.track(&tcp, &on_tool, dt);
+        }
+        let z = run.frame.rotation * Vector3::z();
+        let off = z.angle(&(-normal_up)).to_degrees();
+        assert!(
+            off < 0.5,
+            "{off:.2}° from the surface normal after 2 s of sliding"
+        );
     }
 
     #[test]
