@@ -43,17 +43,38 @@ pub type WrenchInput = Result<(Vector3<f64>, Vector3<f64>), String>;
 /// A motion robot-io has not accepted (level `Active` with its id) within this time ends.
 pub const ACCEPT_TIMEOUT_S: f64 = 1.0;
 
+/// Time that passes between steps of a timed motion (move, playback): robot cycles × the
+/// robot's period when the shell gives them, else robot-clock differences; 0 on the first step;
+/// at most 50 ms a step.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct StepClock {
+    last_cycle: Option<u64>,
+    last_s: Option<f64>,
+}
+
+impl StepClock {
+    /// The time since the previous step (s) for a step at `cycle` (cycle, period) and `now_s`.
+    fn advance(&mut self, cycle: Option<(u64, f64)>, now_s: f64) -> f64 {
+        let dt = match (cycle, self.last_cycle, self.last_s) {
+            (Some((c, p)), Some(lc), _) => (c.wrapping_sub(lc) as f64 * p).clamp(0.0, 0.05),
+            (None, _, Some(l)) => (now_s - l).clamp(0.0, 0.05),
+            _ => 0.0,
+        };
+        self.last_s = Some(now_s);
+        self.last_cycle = cycle.map(|c| c.0);
+        dt
+    }
+}
+
 /// A straight-line move in progress.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct MoveState {
     from: Isometry3<f64>,
     to: Isometry3<f64>,
     duration_s: f64,
-    /// Move time elapsed (s): robot cycles × the robot's period when the shell gives them (as
-    /// playback), else robot-clock differences.
+    /// Move time elapsed (s), by [`StepClock`].
     elapsed_s: f64,
-    last_cycle: Option<u64>,
-    last_s: f64,
+    clock: StepClock,
 }
 
 /// Mode request outcome.
@@ -140,12 +161,11 @@ pub struct ControlCore {
     pending_play: Option<(String, PlayRun)>,
     play: Option<(String, PlayRun)>,
     play_report: Option<PlayReport>,
-    play_last_s: Option<f64>,
+    play_clock: StepClock,
     /// The robot cycle of this step and the robot's cycle period (s), when the shell knows
     /// them: playback advances by whole cycles (uniform steps: the receive-time jitter left in
     /// the robot clock would show as acceleration spikes in the joint references).
     cycle: Option<(u64, f64)>,
-    play_last_cycle: Option<u64>,
 }
 
 /// Which wrench a force mode may use (pure; times are parameters, any epoch). A `Stale` flag
@@ -529,8 +549,7 @@ impl ControlCore {
         self.pending_guide = None;
         self.guide = None;
         self.pending_play = None;
-        self.play_last_s = None;
-        self.play_last_cycle = None;
+        self.play_clock = StepClock::default();
         // Idle keeps the last hybrid run and playback (name and final report for the status).
         if mode != Mode::Idle {
             self.hybrid = None;
@@ -584,19 +603,12 @@ impl ControlCore {
                         to,
                         duration_s,
                         elapsed_s: 0.0,
-                        last_cycle: self.cycle.map(|c| c.0),
-                        last_s: now_s,
+                        clock: StepClock::default(),
                     });
                 }
                 let cycle = self.cycle;
                 let m = self.mv.as_mut()?;
-                let dt = match (cycle, m.last_cycle) {
-                    (Some((c, p)), Some(lc)) => (c.wrapping_sub(lc) as f64 * p).clamp(0.0, 0.05),
-                    _ => (now_s - m.last_s).clamp(0.0, 0.05),
-                };
-                m.elapsed_s += dt;
-                m.last_cycle = cycle.map(|c| c.0);
-                m.last_s = now_s;
+                m.elapsed_s += m.clock.advance(cycle, now_s);
                 let m = *m;
                 let tau = m.elapsed_s / m.duration_s;
                 Some(CartesianTarget::Pose(to_msg_pose(&interpolate(
@@ -674,13 +686,7 @@ impl ControlCore {
                 if let Some(p) = self.pending_play.take() {
                     self.play = Some(p);
                 }
-                let dt = match (self.cycle, self.play_last_cycle, self.play_last_s) {
-                    (Some((c, p)), Some(lc), _) => (c.wrapping_sub(lc) as f64 * p).clamp(0.0, 0.05),
-                    (None, _, Some(l)) => (now_s - l).clamp(0.0, 0.05),
-                    _ => 0.0,
-                };
-                self.play_last_s = Some(now_s);
-                self.play_last_cycle = self.cycle.map(|c| c.0);
+                let dt = self.play_clock.advance(self.cycle, now_s);
                 let (_, run) = self.play.as_mut()?;
                 let (target, report) = match run {
                     PlayRun::Joint(pb) => {
@@ -857,22 +863,27 @@ mod tests {
         assert_eq!(a, b, "hold keeps the pose captured on entry");
     }
 
-    #[test]
-    fn move_is_speed_bounded_and_ends_at_target() {
+    /// A core moving to `target` at `v` (m/s), robot-io executing the motion.
+    fn moving_to(target: &Isometry3<f64>, v: f64) -> ControlCore {
         let mut c = ready();
-        let start = pose(0.374, 0.0, 0.63);
-        let target = pose(0.374, 0.1, 0.53);
-        let v = 0.1;
         c.request_move(MoveTarget {
-            tcp_in_base: to_msg_pose(&target),
+            tcp_in_base: to_msg_pose(target),
             max_speed_m_s: v,
             max_rot_speed_rad_s: 1.0,
             ..Default::default()
         })
         .expect("move");
-        // robot-io executes the motion.
         let id = c.motion_tag().expect("a motion").motion_id;
         c.on_safety(&safety(SafetyLevel::Active, SafetyReason::None, id));
+        c
+    }
+
+    #[test]
+    fn move_is_speed_bounded_and_ends_at_target() {
+        let start = pose(0.374, 0.0, 0.63);
+        let target = pose(0.374, 0.1, 0.53);
+        let v = 0.1;
+        let mut c = moving_to(&target, v);
         let dt = 0.004;
         let mut prev = start;
         let mut t = 0.0;
@@ -900,18 +911,9 @@ mod tests {
     #[test]
     fn move_advances_by_robot_cycles_under_a_jittering_clock() {
         let run = |cycles: bool| {
-            let mut c = ready();
             let start = pose(0.374, 0.0, 0.63);
             let v = 0.1;
-            c.request_move(MoveTarget {
-                tcp_in_base: to_msg_pose(&pose(0.374, 0.1, 0.53)),
-                max_speed_m_s: v,
-                max_rot_speed_rad_s: 1.0,
-                ..Default::default()
-            })
-            .expect("move");
-            let id = c.motion_tag().expect("a motion").motion_id;
-            c.on_safety(&safety(SafetyLevel::Active, SafetyReason::None, id));
+            let mut c = moving_to(&pose(0.374, 0.1, 0.53), v);
             let (mut prev, mut t, mut worst) = (start, 0.0, 0.0f64);
             for k in 0..1000u64 {
                 if cycles {

@@ -543,12 +543,7 @@ impl GuideRun {
         }
         let p = self.params;
         let start = *self.start_s.get_or_insert(i.now_s);
-        let dt = match (self.last_s, i.cycle_period_s) {
-            (None, _) => 0.0,
-            (Some(_), Some(p)) if p.is_finite() && p > 0.0 => p.min(0.05),
-            (Some(l), _) => (i.now_s - l).clamp(0.0, 0.05),
-        };
-        self.last_s = Some(i.now_s);
+        let dt = crate::law_step_dt(&mut self.last_s, i.now_s, i.cycle_period_s);
         let rot = self.cmd.rotation;
         let fm = self.masked(&f, 0, &rot);
         let tm = self.masked(&t, 3, &rot);

@@ -721,12 +721,7 @@ impl ArmRun {
         {
             return Err(Abort("non-finite measurement".into()));
         }
-        let dt = match (self.last_s, i.cycle_period_s) {
-            (None, _) => 0.0,
-            (Some(_), Some(p)) if p.is_finite() && p > 0.0 => p.min(0.05),
-            (Some(l), _) => (i.now_s - l).clamp(0.0, 0.05),
-        };
-        self.last_s = Some(i.now_s);
+        let dt = crate::law_step_dt(&mut self.last_s, i.now_s, i.cycle_period_s);
         self.t_s += dt;
         let t = self.t_s;
         let sel = self.task.force_axes;
