@@ -18,6 +18,7 @@ pub mod clock;
 pub mod codec;
 pub mod commander;
 pub mod config;
+pub mod errtext;
 pub mod latency;
 pub mod msg;
 pub mod service;

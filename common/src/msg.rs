@@ -261,7 +261,19 @@ pub struct WrenchEstimate {
     /// The same at the TCP, base axes. (A task's constraint frame is control's: control
     /// transforms this into {C}.)
     pub base: Wrench,
+    /// Force limits are checked on these, not on the filtered wrenches above (a 12 Hz filter
+    /// sees an impact after it is over): the largest magnitude of the *unfiltered* compensated
+    /// contact force (N) and torque at the TCP (N·m) over the samples of the last
+    /// [`PEAK_WINDOW_S`], each sample confirmed by the one before it (the smaller of the two,
+    /// so a single-sample spike does not count). Whichever estimate a subscriber reads, every
+    /// sample since its previous read is in it (wire v8). Zero when none is known.
+    pub peak_force_n: f64,
+    pub peak_torque_nm: f64,
 }
+
+/// The window of [`WrenchEstimate::peak_force_n`] (s): longer than two robot cycles of the
+/// slowest supported robot (EGM at 250 Hz), so a reader once per cycle misses no sample.
+pub const PEAK_WINDOW_S: f64 = 0.012;
 
 /// Control modes. Restart always comes up in `Idle`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -402,6 +414,22 @@ pub struct HybridLimits {
     pub contact_loss_s: f64,
     /// A `from_contact` task that finds no contact within this time (s) ends (hold, reason).
     pub approach_timeout_s: f64,
+    /// Longest travel (m) along the translational force axes before the first contact: past
+    /// it the task ends (hold, reason), whatever its kind or duration.
+    #[serde(default = "default_approach_travel_m")]
+    pub approach_travel_m: f64,
+    /// Longest travel (m) along the translational force axes after a contact is lost (off a
+    /// table's edge, into a hole) before the surface is found again: past it the task ends.
+    #[serde(default = "default_reapproach_travel_m")]
+    pub reapproach_travel_m: f64,
+}
+
+fn default_approach_travel_m() -> f64 {
+    0.05
+}
+
+fn default_reapproach_travel_m() -> f64 {
+    0.005
 }
 
 /// Raibert–Craig task in a constraint frame {C}. Starting one switches control to `Hybrid`.
@@ -431,8 +459,110 @@ pub struct HybridTask {
     pub rate_hz: f64,
     /// `None`: gains derived from the identified contact stiffness (control's config).
     pub gains: Option<HybridGains>,
-    /// `None`: control's configured defaults.
-    pub limits: Option<HybridLimits>,
+    /// Limits the task tightens, field by field; every field left `None` is the cell's
+    /// configured `[control.hybrid.limits]`, which are ceilings: a task asking for more than
+    /// one of them is refused before anything moves.
+    pub limits: LimitRequest,
+}
+
+/// A task's own limits, each `None` (the cell's) or a value at most the cell's
+/// (`[control.hybrid.limits]`, the ceiling). Every field bounds the task the more, the smaller
+/// it is: speeds, deviations, force and torque, the contact threshold (a larger one approaches
+/// at speed into more force), the time that declares a contact lost and the approach time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct LimitRequest {
+    pub force_axis_speed_m_s: Option<f64>,
+    pub force_axis_speed_rad_s: Option<f64>,
+    pub deviation_m: Option<f64>,
+    pub deviation_rad: Option<f64>,
+    pub max_force_n: Option<f64>,
+    pub max_torque_nm: Option<f64>,
+    pub contact_threshold_n: Option<f64>,
+    pub contact_loss_s: Option<f64>,
+    pub approach_timeout_s: Option<f64>,
+    pub approach_travel_m: Option<f64>,
+    pub reapproach_travel_m: Option<f64>,
+}
+
+impl LimitRequest {
+    /// The fields by name, in [`HybridLimits::fields_mut`]'s order.
+    pub fn fields(&self) -> [(&'static str, Option<f64>); 11] {
+        [
+            ("force_axis_speed_m_s", self.force_axis_speed_m_s),
+            ("force_axis_speed_rad_s", self.force_axis_speed_rad_s),
+            ("deviation_m", self.deviation_m),
+            ("deviation_rad", self.deviation_rad),
+            ("max_force_n", self.max_force_n),
+            ("max_torque_nm", self.max_torque_nm),
+            ("contact_threshold_n", self.contact_threshold_n),
+            ("contact_loss_s", self.contact_loss_s),
+            ("approach_timeout_s", self.approach_timeout_s),
+            ("approach_travel_m", self.approach_travel_m),
+            ("reapproach_travel_m", self.reapproach_travel_m),
+        ]
+    }
+
+    /// Every field given.
+    pub fn all(l: &HybridLimits) -> Self {
+        Self {
+            force_axis_speed_m_s: Some(l.force_axis_speed_m_s),
+            force_axis_speed_rad_s: Some(l.force_axis_speed_rad_s),
+            deviation_m: Some(l.deviation_m),
+            deviation_rad: Some(l.deviation_rad),
+            max_force_n: Some(l.max_force_n),
+            max_torque_nm: Some(l.max_torque_nm),
+            contact_threshold_n: Some(l.contact_threshold_n),
+            contact_loss_s: Some(l.contact_loss_s),
+            approach_timeout_s: Some(l.approach_timeout_s),
+            approach_travel_m: Some(l.approach_travel_m),
+            reapproach_travel_m: Some(l.reapproach_travel_m),
+        }
+    }
+
+    /// The limits a task runs with under the cell's `ceiling`: each requested field that is at
+    /// most its ceiling replaces it; every field above its ceiling (or not finite and > 0) is
+    /// listed, named with its value and the ceiling, and the task is refused.
+    pub fn within(&self, ceiling: &HybridLimits) -> Result<HybridLimits, Vec<String>> {
+        let mut out = *ceiling;
+        let mut problems = Vec::new();
+        for ((name, req), (_, slot)) in self.fields().into_iter().zip(out.fields_mut()) {
+            let Some(v) = req else { continue };
+            if !(v.is_finite() && v > 0.0) {
+                problems.push(format!("limits.{name} = {v} must be finite and > 0"));
+            } else if v > *slot {
+                problems.push(format!(
+                    "limits.{name} = {v} exceeds the cell's ceiling {slot} (a task may only \
+                     tighten it)"
+                ));
+            } else {
+                *slot = v;
+            }
+        }
+        if problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+impl HybridLimits {
+    /// The fields by name, mutable, in [`LimitRequest::fields`]'s order.
+    pub fn fields_mut(&mut self) -> [(&'static str, &mut f64); 11] {
+        [
+            ("force_axis_speed_m_s", &mut self.force_axis_speed_m_s),
+            ("force_axis_speed_rad_s", &mut self.force_axis_speed_rad_s),
+            ("deviation_m", &mut self.deviation_m),
+            ("deviation_rad", &mut self.deviation_rad),
+            ("max_force_n", &mut self.max_force_n),
+            ("max_torque_nm", &mut self.max_torque_nm),
+            ("contact_threshold_n", &mut self.contact_threshold_n),
+            ("contact_loss_s", &mut self.contact_loss_s),
+            ("approach_timeout_s", &mut self.approach_timeout_s),
+            ("approach_travel_m", &mut self.approach_travel_m),
+            ("reapproach_travel_m", &mut self.reapproach_travel_m),
+        ]
+    }
 }
 
 /// Phase of a running hybrid task.
@@ -602,13 +732,18 @@ pub struct SimTruth {
 }
 
 /// Deadman keep-alive for hand guiding (`control/enable`): guiding moves only while these
-/// keep arriving (any client may send them; `cell enable` streams them at 20 Hz). No enable for
-/// `[control.guide] deadman_timeout_s` (0.5 s) → the arm decelerates to a stop and holds.
+/// keep arriving with the session's token (`cell guide` streams them at 20 Hz). No accepted
+/// enable for `[control.guide] deadman_timeout_s` (0.5 s) → the arm decelerates to a stop and
+/// holds, and the token is void: guiding resumes only by a new guide request.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Enable {
     pub stamp: Stamp,
     /// Who sends it (free text id, e.g. a pendant's serial; for the log).
     pub source: u32,
+    /// The `enable_token` of the guide request's reply (`control/rpc/lead`): an enable without
+    /// the running session's token (0, an old session's, another client's) is ignored and
+    /// counted (`cell status control`: `detail.deadman.enables_ignored`).
+    pub token: u64,
 }
 
 /// Which hand-guiding law a lead-through session runs (`control::guide`).
@@ -858,7 +993,16 @@ impl Check for WrenchEstimate {
     fn check(&self) -> Result<(), String> {
         wrench("sensor", &self.sensor)?;
         wrench("tool", &self.tool)?;
-        wrench("base", &self.base)
+        wrench("base", &self.base)?;
+        for (name, v) in [
+            ("peak_force_n", self.peak_force_n),
+            ("peak_torque_nm", self.peak_torque_nm),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{name} {v} must be finite and ≥ 0"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -902,18 +1046,8 @@ impl Check for HybridTask {
                 return Err(format!("gains.feedforward {} not in [0, 1]", g.feedforward));
             }
         }
-        if let Some(l) = &self.limits {
-            for (name, v) in [
-                ("force_axis_speed_m_s", l.force_axis_speed_m_s),
-                ("force_axis_speed_rad_s", l.force_axis_speed_rad_s),
-                ("deviation_m", l.deviation_m),
-                ("deviation_rad", l.deviation_rad),
-                ("max_force_n", l.max_force_n),
-                ("max_torque_nm", l.max_torque_nm),
-                ("contact_threshold_n", l.contact_threshold_n),
-                ("contact_loss_s", l.contact_loss_s),
-                ("approach_timeout_s", l.approach_timeout_s),
-            ] {
+        for (name, v) in self.limits.fields() {
+            if let Some(v) = v {
                 if !(v.is_finite() && v > 0.0) {
                     return Err(format!("limits.{name} {v} must be > 0"));
                 }

@@ -161,7 +161,7 @@ topics! {
     },
     /// Deadman keep-alive for hand guiding: guiding moves only while it keeps arriving.
     ENABLE: msg::Enable = {
-        suffix: "control/enable", publisher: "cell enable, any pendant", subscribers: "control",
+        suffix: "control/enable", publisher: "cell guide, cell enable --token, a pendant", subscribers: "control",
         rate: "≥ 4 Hz while guiding (cell enable: 20 Hz)", qos: QOS_CMD, frame: "-",
     },
     /// Lead-through session state (law, wrench used, commanded twist, limits, waypoints).

@@ -14,9 +14,9 @@ import time
 
 import zenoh
 
-# common::codec::WIRE_VERSION (v7 appended JointState.period_s; the fields before it are
-# unchanged since v2).
-WIRE_VERSION = 7
+# common::codec::WIRE_VERSION (v7 appended JointState.period_s, v9 Enable.token; the
+# JointState fields before period_s are unchanged since v2).
+WIRE_VERSION = 9
 
 
 def varint(buf, i):

@@ -23,20 +23,12 @@ pub fn bin_dir() -> PathBuf {
         .and_then(|p| p.parent())
         .expect("target dir")
         .to_path_buf();
-    for b in [
-        "cell",
-        "cell-robot-io",
-        "cell-kinematics",
-        "cell-control",
-        "cell-force",
-        "cell-sensor",
-    ] {
-        assert!(
-            dir.join(b).exists(),
-            "{} missing: build with `cargo build --release --workspace` (cargo test --workspace builds it)",
-            dir.join(b).display()
-        );
-    }
+    // `cell up` runs every service as `cell service NAME` of this one binary.
+    assert!(
+        dir.join("cell").exists(),
+        "{} missing: build with `cargo build --release --workspace` (cargo test --workspace builds it)",
+        dir.join("cell").display()
+    );
     dir
 }
 
@@ -116,10 +108,7 @@ impl TestCell {
             .stdin(Stdio::null())
             .stdout(logf.try_clone().expect("log"))
             .stderr(logf)
-            .env("RUST_LOG", "info,zenoh=warn")
-            // The test build already made every binary; never run cargo from inside a test.
-            .env("CELL_NO_AUTOBUILD", "1")
-            .env_remove("CARGO");
+            .env("RUST_LOG", "info,zenoh=warn");
         let child = cmd.spawn().expect("spawn cell up");
         TestCell {
             child,

@@ -43,8 +43,7 @@ fn cell_cmd(cwd: &std::path::Path, sets: &[String]) -> Command {
     let mut cmd = Command::new(bin_dir().join("cell"));
     cmd.current_dir(cwd)
         .env_remove("CELL_CONFIG")
-        .env_remove("CARGO")
-        .env("CELL_NO_AUTOBUILD", "1");
+        .env_remove("CARGO");
     for s in sets {
         cmd.arg("--set").arg(s);
     }

@@ -189,7 +189,6 @@ fn starts_a_private_cell_when_none_runs() {
     let router = format!("cell.router=\"tcp/127.0.0.1:{}\"", free_port());
     let out = std::process::Command::new(tests::bin_dir().join("cell"))
         .current_dir(repo_root())
-        .env("CELL_NO_AUTOBUILD", "1")
         .env_remove("CARGO")
         .args([
             "--set",

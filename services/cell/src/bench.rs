@@ -482,7 +482,7 @@ pub async fn command(
     }
     let mut p = started?;
     let launcher = p.pid();
-    let s = match p.session(bus).await {
+    let s = match p.ready(bus, Duration::from_secs(90), !req.json).await {
         Ok(s) => s,
         Err(e) => {
             p.stop();
@@ -491,7 +491,6 @@ pub async fn command(
     };
     let cell = p.cell.clone();
     let run = async {
-        p.wait_ready(&s, Duration::from_secs(90)).await?;
         if !req.json {
             eprintln!("workload: a hybrid task pressing 10 N on the table");
         }

@@ -16,9 +16,13 @@ use zenoh::Session;
 /// A client session to the cell, through its router.
 pub async fn session(bus_args: &BusArgs, cell: &CellSection) -> anyhow::Result<Session> {
     let cfg = bus::zenoh_config(bus_args, cell, bus::SessionMode::Client)?;
-    zenoh::open(cfg)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach the cell at {}: {e}", cell.router))
+    zenoh::open(cfg).await.map_err(|e| {
+        tracing::debug!("zenoh open towards {}: {e}", cell.router);
+        anyhow::anyhow!(
+            "{}",
+            common::errtext::unreachable_router(&cell.router, &e.to_string())
+        )
+    })
 }
 
 /// Live services, from their liveliness tokens.

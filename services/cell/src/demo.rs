@@ -124,14 +124,7 @@ pub async fn command(
                 log.display()
             ));
             let mut p = experiment::PrivateCell::start(config, sets, &log)?;
-            let started = async {
-                let s = p.session(bus).await?;
-                if let Err(e) = p.wait_ready(&s, Duration::from_secs(90)).await {
-                    let _ = s.close().await;
-                    return Err(e);
-                }
-                Ok(s)
-            };
+            let started = p.ready(bus, Duration::from_secs(90), true);
             let r = tokio::select! {
                 r = started => r,
                 _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (Ctrl-C) while the cell started")),

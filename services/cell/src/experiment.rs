@@ -32,6 +32,7 @@ use zenoh::Session;
 use crate::{
     cli,
     hybrid::{self, Outcome, RunOptions},
+    launcher,
     plot::{self, Figure, Panel, Series},
 };
 
@@ -972,6 +973,7 @@ pub fn parse_world(items: &[String]) -> anyhow::Result<serde_json::Map<String, V
 pub struct PrivateCell {
     child: std::process::Child,
     pub cell: CellSection,
+    log: PathBuf,
 }
 
 impl PrivateCell {
@@ -1038,62 +1040,127 @@ impl PrivateCell {
                 router,
                 zenoh_config: None,
             },
+            log: log.to_path_buf(),
         })
     }
 
-    /// A session with the private cell's router, retried for up to 20 s while the router
-    /// starts listening.
-    pub async fn session(&self, bus: &common::bus::BusArgs) -> anyhow::Result<zenoh::Session> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    /// Waits until the private cell is ready — its router accepts a session, every service
+    /// is live, robot-io runs its robot session and the sensor streams — and returns the
+    /// session. Nothing is built at start (`cell up` runs each service as `cell service NAME`
+    /// of this executable), so the bound covers process start-up only. With `progress`, says
+    /// every 5 s what it still waits for. Fails at once when `cell up` exits, and at the bound
+    /// with what was missing; either error ends with the last lines of the cell's log.
+    pub async fn ready(
+        &mut self,
+        bus: &common::bus::BusArgs,
+        timeout: Duration,
+        progress: bool,
+    ) -> anyhow::Result<Session> {
+        let t0 = tokio::time::Instant::now();
+        let deadline = t0 + timeout;
+        let mut next_say = t0 + Duration::from_secs(5);
+        let mut session: Option<Session> = None;
+        let mut waiting_for = "the cell's router to accept a session".to_string();
         loop {
-            match cli::session(bus, &self.cell).await {
-                Ok(s) => return Ok(s),
-                Err(_) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+            if let Ok(Some(st)) = self.child.try_wait() {
+                if let Some(s) = session.take() {
+                    let _ = s.close().await;
                 }
-                Err(e) => return Err(e),
+                anyhow::bail!(
+                    "the private cell (cell up) exited at start ({st}); {}",
+                    self.log_tail(6)
+                );
             }
+            if session.is_none() {
+                if let Ok(s) = cli::session(bus, &self.cell).await {
+                    session = Some(s);
+                }
+            }
+            if let Some(s) = &session {
+                match self.readiness(s).await {
+                    None => return session.ok_or_else(|| anyhow::anyhow!("no session")),
+                    Some(w) => waiting_for = w,
+                }
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                if let Some(s) = session.take() {
+                    let _ = s.close().await;
+                }
+                anyhow::bail!(
+                    "the private cell was not ready within {:.0} s: still waiting for {waiting_for}; {}",
+                    timeout.as_secs_f64(),
+                    self.log_tail(6)
+                );
+            }
+            if progress && now >= next_say {
+                eprintln!(
+                    "  … waiting for {waiting_for} ({:.0} s)",
+                    (now - t0).as_secs_f64()
+                );
+                next_say = now + Duration::from_secs(5);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// What the cell still lacks (`None`: ready).
+    async fn readiness(&self, s: &Session) -> Option<String> {
+        let all = match cli::status(s, &self.cell, None).await {
+            Ok(a) => a,
+            Err(_) => return Some("the services' status".into()),
+        };
+        let live: Vec<&str> = all.iter().filter_map(|v| v["service"].as_str()).collect();
+        let missing: Vec<&str> = launcher::SERVICES
+            .iter()
+            .copied()
+            .filter(|n| !live.contains(n))
+            .collect();
+        if !missing.is_empty() {
+            return Some(format!("services to come up: {}", missing.join(", ")));
+        }
+        let rio = all.iter().find(|v| v["service"] == "robot-io");
+        let rio_ok = rio.is_some_and(|r| {
+            let d = &r["detail"];
+            d["cycles"]
+                .as_u64()
+                .or(d["cycle"]["cycles"].as_u64())
+                .unwrap_or(0)
+                > 10
+                && d["safety"]["reason"] != "RobotSilent"
+        });
+        if !rio_ok {
+            return Some("robot-io's robot session (EGM datagrams from the simulated IRC5)".into());
+        }
+        let sensor_ok = all
+            .iter()
+            .find(|v| v["service"] == "sensor")
+            .is_some_and(|v| v["state"].as_str().is_some_and(|t| t.contains("streaming")));
+        if !sensor_ok {
+            return Some("the F/T sensor to stream".into());
+        }
+        None
+    }
+
+    /// `last lines of LOG: a | b | c`, library source locations removed.
+    fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(common::errtext::operator_line)
+            .collect();
+        let tail = &lines[lines.len().saturating_sub(n)..];
+        if tail.is_empty() {
+            format!("its log {} is empty", self.log.display())
+        } else {
+            format!("last lines of {}: {}", self.log.display(), tail.join(" | "))
         }
     }
 
     /// The `cell up` process (the launcher with the embedded router).
     pub fn pid(&self) -> u32 {
         self.child.id()
-    }
-
-    /// Waits until every service is live and robot-io runs its robot session.
-    pub async fn wait_ready(&mut self, s: &Session, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                anyhow::bail!("the private cell exited ({st})");
-            }
-            if let Ok(all) = cli::status(s, &self.cell, None).await {
-                let rio = all.iter().find(|v| v["service"] == "robot-io");
-                let sensor = all.iter().find(|v| v["service"] == "sensor");
-                let ready = all.len() >= 6
-                    && rio.is_some_and(|r| {
-                        let d = &r["detail"];
-                        d["cycles"]
-                            .as_u64()
-                            .or(d["cycle"]["cycles"].as_u64())
-                            .unwrap_or(0)
-                            > 10
-                            && d["safety"]["reason"] != "RobotSilent"
-                    })
-                    && sensor.is_some_and(|v| {
-                        v["state"].as_str().is_some_and(|t| t.contains("streaming"))
-                    });
-                if ready {
-                    return Ok(());
-                }
-            }
-            anyhow::ensure!(
-                tokio::time::Instant::now() < deadline,
-                "the private cell did not come up within {timeout:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
     }
 
     /// SIGTERM, then SIGKILL after 10 s.
@@ -1339,18 +1406,13 @@ pub async fn command(
                 );
             }
             let mut p = PrivateCell::start(config, sets, &log)?;
-            let s = match p.session(bus).await {
+            let s = match p.ready(bus, Duration::from_secs(90), !req.json).await {
                 Ok(s) => s,
                 Err(e) => {
                     p.stop();
                     return Err(e);
                 }
             };
-            if let Err(e) = p.wait_ready(&s, Duration::from_secs(90)).await {
-                let _ = s.close().await;
-                p.stop();
-                return Err(e);
-            }
             let c = p.cell.clone();
             (s, c, Some(p))
         }

@@ -103,7 +103,7 @@ pub async fn run(
             Ok(Ok(s)) => s,
             Ok(Err(_)) => anyhow::bail!("subscription closed"),
             Err(_) => {
-                let why = control_error(s, cell).await;
+                let why = control_error(s, cell, rows.is_empty()).await;
                 if rows.is_empty() {
                     anyhow::bail!("the task did not start within {first_timeout:?}: {why}");
                 }
@@ -146,7 +146,7 @@ pub async fn run(
         match st.phase {
             HybridPhase::Done => break,
             HybridPhase::Aborted => {
-                aborted = Some(control_error(s, cell).await);
+                aborted = Some(control_error(s, cell, false).await);
                 break;
             }
             _ => {}
@@ -239,16 +239,23 @@ pub async fn wait_for_usable_wrench(s: &Session, cell: &CellSection, timeout: Du
     }
 }
 
-async fn control_error(s: &Session, cell: &CellSection) -> String {
+/// Control's word on why a task ended (its stop reason), or — `not_started`: a task that never
+/// started — why it was refused (its last error; an older stop reason would be another task's).
+async fn control_error(s: &Session, cell: &CellSection, not_started: bool) -> String {
     match crate::cli::status(s, cell, Some("control")).await {
         Ok(v) => v
             .first()
             .map(|c| {
-                c["detail"]["stop_reason"]
-                    .as_str()
-                    .or(c["last_error"].as_str())
-                    .unwrap_or("no reason given")
-                    .to_string()
+                let (stop, err) = (
+                    c["detail"]["stop_reason"].as_str(),
+                    c["last_error"].as_str(),
+                );
+                let why = if not_started {
+                    err.or(stop)
+                } else {
+                    stop.or(err)
+                };
+                why.unwrap_or("no reason given").to_string()
             })
             .unwrap_or_else(|| "control did not answer its status".into()),
         Err(e) => format!("control status: {e}"),

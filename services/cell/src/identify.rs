@@ -98,7 +98,12 @@ async fn average(
 }
 
 /// The approach: a hybrid task pressing 2 N along `n` (C_z = n), from contact for 1 s.
-fn approach_task(start: &Pose, n: &Vector3<f64>, max_approach_m: f64) -> msg::HybridTask {
+fn approach_task(
+    start: &Pose,
+    n: &Vector3<f64>,
+    max_approach_m: f64,
+    timeout_ceiling_s: f64,
+) -> msg::HybridTask {
     use nalgebra::{UnitQuaternion, Vector3 as V};
     let rot = UnitQuaternion::rotation_between(&V::z(), n)
         .unwrap_or_else(|| UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0));
@@ -122,12 +127,13 @@ fn approach_task(start: &Pose, n: &Vector3<f64>, max_approach_m: f64) -> msg::Hy
         gains: Some(control::hybrid::default_arm_gains(
             [1e6; 3], [50.0; 3], 0.03,
         )),
-        limits: Some(msg::HybridLimits {
-            force_axis_speed_m_s: speed,
-            max_force_n: 40.0,
-            approach_timeout_s: max_approach_m / speed,
-            ..control::hybrid::default_limits()
-        }),
+        // Tightens the cell's limits (a request above one of them is refused).
+        limits: msg::LimitRequest {
+            force_axis_speed_m_s: Some(speed),
+            max_force_n: Some(40.0),
+            approach_timeout_s: Some((max_approach_m / speed).min(timeout_ceiling_s)),
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -147,6 +153,9 @@ pub struct Probe {
     pub probe_force_n: f64,
     /// Longest approach before giving up (m).
     pub max_approach_m: f64,
+    /// The cell's `[control.hybrid.limits] approach_timeout_s` (the ceiling of the approach
+    /// task's own timeout): the approach ends at whichever bound comes first.
+    pub approach_timeout_ceiling_s: f64,
 }
 
 /// Runs the probe; returns the result as JSON (`stiffness_n_per_m`, `r2`, points, gains).
@@ -173,7 +182,12 @@ pub async fn stiffness(
     let press = |f: &Vector3<f64>| -(f - f_free).dot(&n);
     // 1. Approach under force control (a hybrid task: 2 N along `into`, the other axes held)
     //    at 0.2 mm/s — the first-contact overshoot is K·v·T, ≈ 6 N even on 10⁶ N/m.
-    let approach = approach_task(&start, &n, probe.max_approach_m);
+    let approach = approach_task(
+        &start,
+        &n,
+        probe.max_approach_m,
+        probe.approach_timeout_ceiling_s,
+    );
     let o = crate::hybrid::run(
         s,
         cell,

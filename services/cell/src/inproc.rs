@@ -180,7 +180,9 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
             )
             .map_err(|e| anyhow::anyhow!("task: {}", e.join("; ")))?;
             let hcfg = control::node::HybridConfig::default();
-            let setup = hcfg.arm_setup(&task, &control::hybrid::iso_of(&task.frame).rotation);
+            let setup = hcfg
+                .arm_setup(&task, &control::hybrid::iso_of(&task.frame).rotation)
+                .map_err(|e| anyhow::anyhow!("task: {e}"))?;
             let mut task = Some(task);
             let mut seq = 0u64;
             let t0 = Instant::now();
@@ -242,6 +244,7 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
             max_accel: robot_io::config::RobotIoConfig::default().max_accel_rad_s2(),
             robot_boot: boot,
             measured_limit_margin_rad: 0.05,
+            command_lead_s: dt,
         }),
     );
     let mut ctl_sim = sim::controller::Controller::new(sim::world::servo::ServoModel::new(

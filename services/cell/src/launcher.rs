@@ -1,5 +1,10 @@
 //! `cell up`: embedded zenoh router + every service as its own supervised process.
 //!
+//! - every service runs as `cell service NAME`, a new process of the launcher's own executable
+//!   (`/proc/self/exe`, so a rebuild while the cell runs changes nothing): there is nothing else
+//!   to build and no separate binary that could be stale. `[launcher] bin_dir` instead starts
+//!   installed `cell-NAME` binaries from that directory, and says so when one is older than
+//!   the launcher;
 //! - children get their own process group (a terminal's Ctrl-C reaches only the launcher, which
 //!   stops them in a safe order) and `PR_SET_PDEATHSIG = SIGTERM` (a killed launcher leaves no
 //!   orphans);
@@ -14,7 +19,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
 use common::config::{check_range, CellSection, ConfigErrors, Validate};
 use serde::{Deserialize, Serialize};
 use tokio::{
@@ -45,7 +49,8 @@ pub struct LauncherConfig {
     pub restart_backoff_max_ms: u64,
     /// Time a service gets to exit after SIGTERM before SIGKILL (ms).
     pub stop_timeout_ms: u64,
-    /// Directory of the service binaries (default: the directory of `cell`).
+    /// Start installed `cell-NAME` binaries from this directory instead of `cell service NAME`
+    /// (the launcher's own executable, the default).
     pub bin_dir: Option<String>,
 }
 
@@ -144,80 +149,94 @@ pub async fn open_router(cell: &CellSection) -> anyhow::Result<zenoh::Session> {
         .map_err(|e| anyhow::anyhow!("cannot start the cell router on {}: {e}", cell.router))
 }
 
-fn bin_dir(cfg: &LauncherConfig) -> anyhow::Result<PathBuf> {
-    match &cfg.bin_dir {
-        Some(d) => Ok(PathBuf::from(d)),
-        None => {
-            let exe = std::env::current_exe().context("locating the cell binary")?;
-            exe.parent()
-                .map(Path::to_path_buf)
-                .context("the cell binary has no parent directory")
+/// A service the launcher can run (`cell service NAME`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Service {
+    #[value(name = "robot-io")]
+    RobotIo,
+    Kinematics,
+    Control,
+    Force,
+    Sensor,
+    Sim,
+}
+
+impl Service {
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::RobotIo => "robot-io",
+            Service::Kinematics => "kinematics",
+            Service::Control => "control",
+            Service::Force => "force",
+            Service::Sensor => "sensor",
+            Service::Sim => "sim",
         }
     }
 }
 
-/// Variables `cargo run` sets for the binary it runs (besides `CARGO_PKG_*`), which a plain
-/// `cargo build` in a shell does not have.
-const CARGO_RUN_VARS: &[&str] = &[
-    "CARGO_MANIFEST_DIR",
-    "CARGO_MANIFEST_PATH",
-    "CARGO_MANIFEST_LINKS",
-    "CARGO_CRATE_NAME",
-    "CARGO_BIN_NAME",
-    "CARGO_PRIMARY_PACKAGE",
-    "CARGO_TARGET_TMPDIR",
-    "CARGO_RUSTC_CURRENT_DIR",
-];
+/// `cell service NAME`: this process becomes the service (same entry as `cell-NAME`). Its
+/// thread name becomes `cell-NAME`, so `ps`, `top` and `pgrep cell-control` tell the services
+/// apart as with separate binaries.
+pub fn service_main(
+    service: Service,
+    cfg: common::service::ConfigArgs,
+    bus: common::bus::BusArgs,
+) -> std::process::ExitCode {
+    if let Ok(name) = std::ffi::CString::new(format!("cell-{}", service.name())) {
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes (longer ones
+        // are truncated by the kernel); `name` outlives the call.
+        unsafe {
+            libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
+        }
+    }
+    match service {
+        Service::RobotIo => robot_io::node::service_main(cfg, bus),
+        Service::Kinematics => kinematics::node::service_main(cfg, bus),
+        Service::Control => control::node::service_main(cfg, bus),
+        Service::Force => force::node::service_main(cfg, bus),
+        Service::Sensor => sensor::node::service_main(cfg, bus),
+        Service::Sim => sim::node::service_main(cfg, bus),
+    }
+}
 
-/// On a fresh checkout `cargo run --bin cell` builds only `cell`. Under `cargo run` (the
-/// `CARGO` variable is set) and when a service binary is missing, build every binary of the
-/// workspace (same profile and target directory) before starting. After a code change,
-/// `cargo build --release --workspace` rebuilds them. `CELL_NO_AUTOBUILD=1` turns this off.
-fn build_services_if_missing(dir: &Path, services: &[String]) -> anyhow::Result<()> {
-    let exe = |s: &String| dir.join(format!("cell-{s}"));
-    let missing = services.iter().any(|s| !exe(s).exists());
-    let Ok(cargo) = std::env::var("CARGO") else {
-        return Ok(());
-    };
-    if std::env::var_os("CELL_NO_AUTOBUILD").is_some() {
-        return Ok(());
-    }
-    if !missing {
-        return Ok(());
-    }
-    // The workspace this binary was built from (services/cell → ../..).
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    if !root.join("Cargo.toml").exists() {
-        return Ok(());
-    }
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.current_dir(&root)
-        .args(["build", "--workspace", "--bins"]);
-    // `cargo run` gives this process the package's build-time variables (CARGO_MANIFEST_DIR,
-    // CARGO_PKG_*, …). Build scripts that declare `rerun-if-env-changed` on them (ring's does,
-    // on CARGO_MANIFEST_DIR) would see them changed from the outer build, where they are unset,
-    // and rerun: ring, rustls, zenoh and everything above were compiled a second time (found with
-    // CARGO_LOG=cargo::core::compiler::fingerprint=info: `EnvVarChanged { name:
-    // "CARGO_MANIFEST_DIR", old_value: None, … }`). The inner build gets the outer environment.
-    for (k, _) in std::env::vars_os() {
-        if let Some(k) = k.to_str() {
-            if CARGO_RUN_VARS.contains(&k) || k.starts_with("CARGO_PKG_") {
-                cmd.env_remove(k);
+/// Installed service binaries in `dir` that are older than `launcher_mtime`: each as
+/// `cell-NAME (N s older than the launcher)`. Missing ones are the caller's error.
+pub fn older_binaries(
+    dir: &Path,
+    services: &[String],
+    launcher_mtime: std::time::SystemTime,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in services {
+        let exe = dir.join(format!("cell-{s}"));
+        let Ok(m) = std::fs::metadata(&exe).and_then(|m| m.modified()) else {
+            continue;
+        };
+        if let Ok(d) = launcher_mtime.duration_since(m) {
+            if d > Duration::from_secs(1) {
+                out.push(format!(
+                    "{} ({:.0} s older than the launcher)",
+                    exe.display(),
+                    d.as_secs_f64()
+                ));
             }
         }
     }
-    if dir.ends_with("release") {
-        cmd.arg("--release");
+    out
+}
+
+/// How each service is started: `cell service NAME` from the launcher's own image, or the
+/// installed `cell-NAME` binaries of `[launcher] bin_dir`.
+fn service_command(cfg: &LauncherConfig, name: &str, common: &[String]) -> (PathBuf, Vec<String>) {
+    match &cfg.bin_dir {
+        Some(d) => (Path::new(d).join(format!("cell-{name}")), common.to_vec()),
+        None => {
+            let mut args = common.to_vec();
+            args.push("service".into());
+            args.push(name.into());
+            (PathBuf::from("/proc/self/exe"), args)
+        }
     }
-    tracing::info!("building the service binaries ({})", root.display());
-    let status = cmd
-        .status()
-        .context("running cargo build for the services")?;
-    anyhow::ensure!(
-        status.success(),
-        "cargo build of the service binaries failed"
-    );
-    Ok(())
 }
 
 /// Runs the cell until `shutdown` resolves. Returns after every child has exited.
@@ -228,22 +247,32 @@ pub async fn up(
     sets: Vec<String>,
     shutdown: common::service::Shutdown,
 ) -> anyhow::Result<()> {
-    let dir = bin_dir(&cfg)?;
-    if cfg.bin_dir.is_none() {
-        build_services_if_missing(&dir, &cfg.services)?;
-    }
-    let mut missing = Vec::new();
-    for s in &cfg.services {
-        let exe = dir.join(format!("cell-{s}"));
-        if !exe.exists() {
-            missing.push(exe.display().to_string());
+    if let Some(d) = &cfg.bin_dir {
+        let dir = Path::new(d);
+        let missing: Vec<String> = cfg
+            .services
+            .iter()
+            .map(|s| dir.join(format!("cell-{s}")))
+            .filter(|p| !p.exists())
+            .map(|p| p.display().to_string())
+            .collect();
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "[launcher] bin_dir: service binaries not found: {} (install every binary of one \
+                 build, or remove bin_dir to run them as `cell service NAME`)",
+                missing.join(", ")
+            );
         }
-    }
-    if !missing.is_empty() {
-        anyhow::bail!(
-            "service binaries not found: {} (build them with `cargo build --release --workspace`)",
-            missing.join(", ")
-        );
+        let launcher_mtime = std::env::current_exe()
+            .and_then(std::fs::metadata)
+            .and_then(|m| m.modified());
+        if let Ok(t) = launcher_mtime {
+            for old in older_binaries(dir, &cfg.services, t) {
+                tracing::warn!(
+                    "{old}: possibly a stale build; install every binary of one build together"
+                );
+            }
+        }
     }
     let router = open_router(&cell).await?;
     tracing::info!(router = %cell.router, zid = %router.zid(), "cell router up");
@@ -262,10 +291,11 @@ pub async fn up(
 
     let mut handles = Vec::new();
     for name in &cfg.services {
+        let (exe, args) = service_command(&cfg, name, &common_args);
         let spec = Spec {
             name: name.clone(),
-            exe: dir.join(format!("cell-{name}")),
-            args: common_args.clone(),
+            exe,
+            args,
             backoff: Duration::from_millis(cfg.restart_backoff_ms),
             backoff_max: Duration::from_millis(cfg.restart_backoff_max_ms),
             stop_timeout: Duration::from_millis(cfg.stop_timeout_ms),
@@ -298,7 +328,8 @@ pub async fn up(
 
 fn spawn(spec: &Spec) -> std::io::Result<Child> {
     let mut cmd = Command::new(&spec.exe);
-    cmd.args(&spec.args)
+    cmd.arg0(format!("cell-{}", spec.name))
+        .args(&spec.args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -416,6 +447,64 @@ async fn supervise(spec: Spec, mut stop: watch::Receiver<bool>) {
                 terminate(&spec.name, &mut child, spec.stop_timeout).await;
                 return;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_installed_binary_older_than_the_launcher_is_named() {
+        let dir = std::env::temp_dir().join(format!("launcher-bins-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        for s in ["control", "force"] {
+            std::fs::write(dir.join(format!("cell-{s}")), b"").expect("bin");
+        }
+        let old = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+        let f = std::fs::File::options()
+            .write(true)
+            .open(dir.join("cell-control"))
+            .expect("open");
+        f.set_modified(old).expect("mtime");
+        let services = vec![
+            "control".to_string(),
+            "force".to_string(),
+            "sim".to_string(),
+        ];
+        let launcher = std::time::SystemTime::now();
+        let found = older_binaries(&dir, &services, launcher);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("cell-control"), "{found:?}");
+        // Same build (not older): nothing named.
+        assert!(
+            older_binaries(&dir, &["force".into()], launcher - Duration::from_secs(60)).is_empty()
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn services_run_as_cell_service_of_the_launchers_own_image() {
+        let common = vec!["--connect".to_string(), "tcp/127.0.0.1:1".to_string()];
+        let (exe, args) = service_command(&LauncherConfig::default(), "control", &common);
+        assert_eq!(exe, PathBuf::from("/proc/self/exe"));
+        assert_eq!(
+            args[args.len() - 2..],
+            ["service".to_string(), "control".to_string()]
+        );
+        let installed = LauncherConfig {
+            bin_dir: Some("/opt/cell/bin".into()),
+            ..LauncherConfig::default()
+        };
+        let (exe, args) = service_command(&installed, "control", &common);
+        assert_eq!(exe, PathBuf::from("/opt/cell/bin/cell-control"));
+        assert_eq!(args, common);
+        for s in SERVICES {
+            use clap::ValueEnum;
+            let parsed = Service::from_str(s, false).expect("every launcher service parses");
+            assert_eq!(parsed.name(), *s);
         }
     }
 }

@@ -33,10 +33,20 @@ pub async fn rpc(
     cli::request(s, &key, Some(body.to_string()), Duration::from_secs(3)).await
 }
 
-/// Streams the deadman keep-alive until `stop` resolves (or `seconds` pass).
+/// The deadman token of a guide request's reply (`enable_token`).
+pub fn enable_token(reply: &serde_json::Value) -> anyhow::Result<u64> {
+    reply["enable_token"]
+        .as_u64()
+        .filter(|t| *t != 0)
+        .with_context(|| format!("the guide reply carries no enable_token: {reply}"))
+}
+
+/// Streams the deadman keep-alive, bound to the guide session's `token`, until `stop`
+/// resolves (or `seconds` pass).
 pub async fn stream_enable(
     s: &Session,
     cell: &CellSection,
+    token: u64,
     seconds: Option<f64>,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<u64> {
@@ -59,7 +69,7 @@ pub async fn stream_enable(
                 if end.is_some_and(|e| tokio::time::Instant::now() >= e) {
                     break;
                 }
-                let msg = Enable { stamp: cli::stamp(), source };
+                let msg = Enable { stamp: cli::stamp(), source, token };
                 let bytes = codec::encode(&msg).map_err(|e| anyhow::anyhow!("{e}"))?;
                 publisher.put(bytes).await.map_err(|e| anyhow::anyhow!("put: {e}"))?;
                 sent += 1;

@@ -359,15 +359,20 @@ pub fn hand_request(from: &Vector3<f64>, p: &PullSpec) -> Value {
     })
 }
 
-/// Streams the deadman keep-alive until the returned sender is sent or dropped.
-pub fn hold_enable(s: &Session, cell: &CellSection) -> tokio::sync::oneshot::Sender<()> {
+/// Streams the deadman keep-alive of the guide session `token` until the returned sender is
+/// sent or dropped.
+pub fn hold_enable(
+    s: &Session,
+    cell: &CellSection,
+    token: u64,
+) -> tokio::sync::oneshot::Sender<()> {
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let (s, cell) = (s.clone(), cell.clone());
     tokio::spawn(async move {
         let stop = async {
             let _ = rx.await;
         };
-        let _ = lead::stream_enable(&s, &cell, None, stop).await;
+        let _ = lead::stream_enable(&s, &cell, token, None, stop).await;
     });
     tx
 }
@@ -479,10 +484,10 @@ async fn pull_once(
     scenario(s, cell, json!({ "set": { "hand.enabled": false } })).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let from = rec.tcp_now().await?;
-    lead::rpc(s, cell, json!({ "guide": p.guide }))
+    let r = lead::rpc(s, cell, json!({ "guide": p.guide }))
         .await
         .with_context(|| format!("{}: guide refused", p.label))?;
-    let en = hold_enable(s, cell);
+    let en = hold_enable(s, cell, lead::enable_token(&r)?);
     rec.take();
     scenario(s, cell, hand_request(&from, p)).await?;
     let secs = 0.3 + p.length_m / p.speed_m_s + p.release_after_s + p.settle_s;

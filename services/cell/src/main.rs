@@ -64,6 +64,9 @@ enum BenchCmd {
 enum Cmd {
     /// Start the cell: embedded zenoh router + every service as a supervised process.
     Up,
+    /// Run one service in this process (what `cell up` starts for each service; the same code
+    /// as the `cell-<name>` binary): robot-io, kinematics, control, force, sensor or sim.
+    Service { name: launcher::Service },
     /// Run only the cell's zenoh router (for deployments where systemd or compose start the
     /// services).
     Router,
@@ -210,8 +213,12 @@ enum Cmd {
         #[arg(long)]
         seconds: Option<f64>,
     },
-    /// Stream the deadman keep-alive (20 Hz) until Ctrl-C or --seconds.
+    /// Stream the deadman keep-alive (20 Hz) until Ctrl-C or --seconds, for the guide session
+    /// whose reply gave TOKEN (`enable_token`; `cell guide` streams its own). Enables without
+    /// the running session's token are ignored by control.
     Enable {
+        #[arg(long)]
+        token: u64,
         #[arg(long)]
         seconds: Option<f64>,
     },
@@ -369,6 +376,11 @@ impl From<ModeArg> for Mode {
 
 fn main() -> ExitCode {
     let mut args = Args::parse();
+    // `cell service NAME`: this process becomes that service (its own config check, tracing,
+    // runtime and bus session), before anything of the operator CLI is set up.
+    if let Cmd::Service { name } = args.cmd {
+        return launcher::service_main(name, args.cfg, args.bus);
+    }
     // `cell --set world.<path>=VALUE experiment …`: world settings ride on the top-level
     // `--set` too (they are the scenario's, not the config's): moved to the experiment's world.
     if let Cmd::Experiment { world, .. } = &mut args.cmd {
@@ -439,6 +451,7 @@ fn main() -> ExitCode {
         }
     };
     let arm = arm_cfg.build().unwrap_or_else(|_| Arm::irb120());
+    let verbose = args.verbose;
     let result = rt.block_on(run(
         args,
         cell,
@@ -452,7 +465,15 @@ fn main() -> ExitCode {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(e) => {
-            eprintln!("cell: {e:#}");
+            // One line in the product's words; `-v` keeps the libraries' own text.
+            if verbose {
+                eprintln!("cell: {e:#}");
+            } else {
+                eprintln!(
+                    "cell: {}",
+                    common::errtext::operator_line(&format!("{e:#}"))
+                );
+            }
             1
         }
     };
@@ -554,6 +575,7 @@ async fn run(
     match args.cmd {
         Cmd::Up
         | Cmd::Router
+        | Cmd::Service { .. }
         | Cmd::Kin { .. }
         | Cmd::Experiment { .. }
         | Cmd::Demo { .. }
@@ -572,14 +594,18 @@ async fn run(
             let stop = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            let n = lead::stream_enable(&s, &cell, seconds, stop).await?;
-            eprintln!("enable released after {n} keep-alives: the arm stops and holds");
+            let token = lead::enable_token(&r)?;
+            let n = lead::stream_enable(&s, &cell, token, seconds, stop).await?;
+            eprintln!(
+                "enable released after {n} keep-alives: the arm stops and holds; guiding \
+                 resumes only by a new `cell guide`"
+            );
         }
-        Cmd::Enable { seconds } => {
+        Cmd::Enable { token, seconds } => {
             let stop = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            let n = lead::stream_enable(&s, &cell, seconds, stop).await?;
+            let n = lead::stream_enable(&s, &cell, token, seconds, stop).await?;
             eprintln!("enable released after {n} keep-alives");
         }
         Cmd::Teach { cmd } => {
@@ -690,7 +716,20 @@ async fn run(
         }
         Cmd::Echo { topic, count, json } => cli::echo(&s, &cell, &topic, count, json).await?,
         Cmd::Hz { topic, seconds } => cli::hz(&s, &cell, &topic, seconds).await?,
-        Cmd::Mode { mode } => cli::set_mode(&s, &cell, mode.into()).await?,
+        Cmd::Mode { mode } => match mode {
+            // Control refuses these as bare mode requests; say how they start instead.
+            ModeArg::LeadThrough => anyhow::bail!(
+                "lead-through is started by `cell guide` (its guide request binds the deadman \
+                 to the session's enable token)"
+            ),
+            ModeArg::Hybrid => {
+                anyhow::bail!("hybrid is started with a task: `cell hybrid TASK.toml`")
+            }
+            ModeArg::Playback => {
+                anyhow::bail!("playback is started with a program: `cell play NAME`")
+            }
+            _ => cli::set_mode(&s, &cell, mode.into()).await?,
+        },
         Cmd::Move {
             x_mm,
             y_mm,
@@ -811,6 +850,7 @@ async fn run(
                 into: dir,
                 probe_force_n,
                 max_approach_m: max_approach_mm * 1e-3,
+                approach_timeout_ceiling_s: control_cfg.hybrid.limits.approach_timeout_s,
             };
             let v = cell::identify::stiffness(&s, &cell, probe, control_cfg.hybrid.loop_delay_s)
                 .await?;

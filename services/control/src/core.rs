@@ -23,7 +23,7 @@ use kinematics::node::{from_msg_pose, to_msg_pose};
 use nalgebra::{Isometry3, Vector3};
 
 use crate::guide::{GuideInput, GuideParams, GuideReport, GuideRun};
-use crate::hybrid::{ArmInput, ArmRun, StepReport};
+use crate::hybrid::{ArmInput, ArmRun, StepReport, WrenchPeak};
 use crate::trajectory::{CartesianPlayback, Playback, PlaybackState, SegmentKind};
 
 /// What a hybrid task needs beyond its message: gains and limits resolved from the task or
@@ -93,6 +93,9 @@ pub enum ModeError {
     NeedsTask,
     /// `Playback` is entered with a program (`cell play NAME`).
     NeedsProgram,
+    /// `LeadThrough` is entered by a guide request (`control/rpc/lead`), whose reply carries
+    /// the token that binds the deadman; a bare mode request has no way to return it.
+    NeedsGuideRequest,
     /// A playback command without a playback running.
     NotPlaying,
 }
@@ -123,6 +126,11 @@ impl std::fmt::Display for ModeError {
                 write!(f, "playback is started with a program (cell play NAME)")
             }
             ModeError::NotPlaying => write!(f, "no playback is running"),
+            ModeError::NeedsGuideRequest => write!(
+                f,
+                "lead-through is started by a guide request (cell guide), whose reply binds \
+                 the deadman to its enable token"
+            ),
         }
     }
 }
@@ -166,6 +174,9 @@ pub struct ControlCore {
     /// them: playback advances by whole cycles (uniform steps: the receive-time jitter left in
     /// the robot clock would show as acceleration spikes in the joint references).
     cycle: Option<(u64, f64)>,
+    /// The unfiltered peaks of the wrench estimate in use (set by the shell before each step,
+    /// from [`WrenchGate::peak`]): the force limits' input.
+    wrench_peak: WrenchPeak,
 }
 
 /// Which wrench a force mode may use (pure; times are parameters, any epoch). A `Stale` flag
@@ -175,6 +186,8 @@ pub struct ControlCore {
 pub struct WrenchGate {
     pub max_age_s: f64,
     last_good: Option<(common::msg::WrenchEstimate, f64)>,
+    /// The last input was the last usable estimate bridged over a `Stale` gap.
+    bridging: bool,
 }
 
 impl WrenchGate {
@@ -182,6 +195,7 @@ impl WrenchGate {
         Self {
             max_age_s,
             last_good: None,
+            bridging: false,
         }
     }
 
@@ -191,10 +205,11 @@ impl WrenchGate {
         newest: Option<(&common::msg::WrenchEstimate, f64)>,
         now_s: f64,
     ) -> WrenchInput {
+        self.bridging = false;
         if let Some((w, at)) = newest {
             match w.fault {
                 WrenchFault::None => self.last_good = Some((*w, at)),
-                WrenchFault::Stale => {}
+                WrenchFault::Stale => self.bridging = true,
                 f => return Err(format!("{f:?}")),
             }
         }
@@ -210,6 +225,17 @@ impl WrenchGate {
         }
         let b = good.base;
         Ok((Vector3::from(b.force_n), Vector3::from(b.torque_nm)))
+    }
+
+    /// The unfiltered peaks carried by the estimate [`WrenchGate::input`] last accepted (zero
+    /// before the first).
+    pub fn peak(&self) -> WrenchPeak {
+        self.last_good
+            .map_or(WrenchPeak::default(), |(w, _)| WrenchPeak {
+                force_n: w.peak_force_n,
+                torque_nm: w.peak_torque_nm,
+                bridged: self.bridging,
+            })
     }
 }
 
@@ -295,6 +321,11 @@ impl ControlCore {
 
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// The unfiltered peaks of this cycle's wrench estimate ([`WrenchGate::peak`]).
+    pub fn set_wrench_peak(&mut self, peak: WrenchPeak) {
+        self.wrench_peak = peak;
     }
 
     /// Why the last motion ended without an operator asking (cleared by a new motion).
@@ -390,8 +421,8 @@ impl ControlCore {
                 self.enter(Mode::Idle);
                 Ok(())
             }
-            // Lead-through with the configured law: `request_guide` with the shell's defaults.
-            Mode::LeadThrough => Err(ModeError::NotAvailable(Mode::LeadThrough)),
+            // Lead-through: `request_guide`, through the guide request that binds the deadman.
+            Mode::LeadThrough => Err(ModeError::NeedsGuideRequest),
             Mode::Playback => Err(ModeError::NeedsProgram),
             Mode::Hybrid => Err(ModeError::NeedsTask),
             // Move needs a target (`request_move`); without one it holds where it is.
@@ -634,6 +665,7 @@ impl ControlCore {
                 }
                 let run = self.hybrid.as_mut()?;
                 let input = ArmInput {
+                    peak: self.wrench_peak,
                     tcp,
                     wrench_base: wrench.clone(),
                     now_s,
@@ -670,6 +702,7 @@ impl ControlCore {
                     now_s,
                     cycle_period_s: self.cycle.map(|(_, period)| period),
                     enabled: self.deadman,
+                    peak: self.wrench_peak,
                 };
                 match g.step(&input) {
                     Ok((cmd, report)) => {
@@ -803,7 +836,8 @@ mod tests {
             g.input(Some((&good, 0.0)), 0.001).map(|(f, _)| f.z),
             Ok(10.0)
         );
-        // A Stale flag 20 ms later: the last usable estimate is used…
+        assert!(!g.peak().bridged);
+        // A Stale flag 20 ms later: the last usable estimate is used, and said to be bridged…
         let stale = WrenchEstimate {
             fault: WrenchFault::Stale,
             ..Default::default()
@@ -812,6 +846,7 @@ mod tests {
             g.input(Some((&stale, 0.02)), 0.02).map(|(f, _)| f.z),
             Ok(10.0)
         );
+        assert!(g.peak().bridged);
         // …until it is older than the bound.
         let e = g.input(Some((&stale, 0.06)), 0.06).expect_err("too old");
         assert!(e.starts_with("Stale"), "{e}");
@@ -947,7 +982,7 @@ mod tests {
         let mut c = ready();
         assert_eq!(
             c.request_mode(Mode::LeadThrough),
-            Err(ModeError::NotAvailable(Mode::LeadThrough))
+            Err(ModeError::NeedsGuideRequest)
         );
         assert_eq!(c.request_mode(Mode::Hybrid), Err(ModeError::NeedsTask));
         c.request_mode(Mode::Hold).expect("hold");

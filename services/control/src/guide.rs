@@ -20,7 +20,8 @@
 //!   position increment of eq. 12, `Δx = K_f⁻¹ F` per command period (`kf_period_s`, the
 //!   paper's position-command loop), bounded by the speed cap. At the end of a step a new one
 //!   starts if the force is still above the threshold (direction predicted anew); otherwise the
-//!   robot stops there.
+//!   robot stops there. A hand that lets go mid-step (force below the dead band) brakes the
+//!   step at the acceleration limit and abandons it (not in the paper: a safety choice).
 //! * **Staircase** — the per-axis stepwise method Cai improves on (Liu et al. 2016): the same
 //!   stepping, along the single tool axis with the largest force. For comparisons only.
 //!
@@ -114,8 +115,21 @@ pub struct GuideParams {
     pub kf_n_per_m: [f64; 3],
     /// Period of the position increments `Δx = K_f⁻¹ F` (s).
     pub kf_period_s: f64,
-    /// Slowest step speed (m/s): a step once started always finishes.
+    /// Slowest step speed (m/s) while the hand pushes: such a step always finishes (a hand
+    /// that lets go brakes it instead).
     pub min_step_speed_m_s: f64,
+    // --- protective stop (issue 19 item 6) ---
+    /// The compensated force (N) and torque about the TCP (N·m) above which the session ends
+    /// with a protective stop: checked each cycle on the unfiltered peak (the force service's
+    /// confirmed window peak), well above a guiding hand and below the sensor's saturation.
+    pub max_force_n: f64,
+    pub max_torque_nm: f64,
+    /// Collision signature: a force of at least `collision_force_n` held `collision_time_s`
+    /// while the measured TCP moved less than `collision_travel_m` (the deadman held, not at a
+    /// virtual wall) — the tool is blocked and the law would push on — ends the session too.
+    pub collision_force_n: f64,
+    pub collision_time_s: f64,
+    pub collision_travel_m: f64,
     // --- deadman and teach ---
     pub deadman_timeout_s: f64,
     /// Record a waypoint when the TCP stays still this long (s); `None` = only on command.
@@ -159,6 +173,11 @@ impl Default for GuideParams {
             kf_n_per_m: [2.0e4; 3],
             kf_period_s: 0.004,
             min_step_speed_m_s: 0.01,
+            max_force_n: 60.0,
+            max_torque_nm: 6.0,
+            collision_force_n: 40.0,
+            collision_time_s: 0.2,
+            collision_travel_m: 0.002,
             deadman_timeout_s: 0.5,
             dwell_record_s: None,
             dwell_speed_m_s: 0.003,
@@ -198,6 +217,11 @@ impl GuideParams {
         pos("kf_period_s", self.kf_period_s, 1.0);
         pos("min_step_speed_m_s", self.min_step_speed_m_s, 0.25);
         pos("deadman_timeout_s", self.deadman_timeout_s, 5.0);
+        pos("max_force_n", self.max_force_n, 500.0);
+        pos("max_torque_nm", self.max_torque_nm, 50.0);
+        pos("collision_force_n", self.collision_force_n, 500.0);
+        pos("collision_time_s", self.collision_time_s, 5.0);
+        pos("collision_travel_m", self.collision_travel_m, 0.1);
         pos("dwell_speed_m_s", self.dwell_speed_m_s, 0.1);
         pos("dwell_min_distance_m", self.dwell_min_distance_m, 1.0);
         for (k, v) in self.kf_n_per_m.iter().enumerate() {
@@ -233,6 +257,10 @@ pub enum GuideError {
     Wrench(String),
     #[error("non-finite input: {0}")]
     NonFinite(&'static str),
+    /// A force ceiling or the collision signature: the session ends and robot-io holds; only a
+    /// new guide request (a new deadman token) guides again.
+    #[error("protective stop: {0}; guide again to resume")]
+    ProtectiveStop(String),
 }
 
 /// C¹ smooth dead band on a magnitude: 0 below `d`, `(x−d)²/(2d)` on `[d, 2d]`, `x − 1.5 d`
@@ -450,6 +478,9 @@ pub struct GuideInput<'a> {
     pub cycle_period_s: Option<f64>,
     /// The deadman keep-alive is fresh.
     pub enabled: bool,
+    /// The unfiltered peaks since the last cycle (the ceilings' input; `wrench_base` is the
+    /// filtered estimate). Zero when unknown.
+    pub peak: crate::hybrid::WrenchPeak,
 }
 
 /// One cycle's report.
@@ -490,6 +521,9 @@ pub struct GuideRun {
     /// Step speed (m/s), acceleration-limited.
     step_speed: f64,
     steps: u32,
+    /// Collision watch: since when (robot time) and from where (measured TCP) the force has
+    /// stayed at or above `collision_force_n`.
+    blocked: Option<(f64, Vector3<f64>)>,
 }
 
 /// Speed towards a wall allowed at `dist` from it (m) within `a` and one cycle.
@@ -519,6 +553,7 @@ impl GuideRun {
             step: None,
             step_speed: 0.0,
             steps: 0,
+            blocked: None,
         })
     }
 
@@ -542,6 +577,22 @@ impl GuideRun {
             return Err(GuideError::NonFinite("time"));
         }
         let p = self.params;
+        // The ceilings, on the unfiltered peak (an impact is over before the filter sees it).
+        let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
+        let f_peak = f.norm().max(finite(i.peak.force_n));
+        let t_peak = t.norm().max(finite(i.peak.torque_nm));
+        if f_peak > p.max_force_n {
+            return Err(GuideError::ProtectiveStop(format!(
+                "force {f_peak:.1} N > max {:.1} N",
+                p.max_force_n
+            )));
+        }
+        if t_peak > p.max_torque_nm {
+            return Err(GuideError::ProtectiveStop(format!(
+                "torque {t_peak:.2} N·m > max {:.2} N·m",
+                p.max_torque_nm
+            )));
+        }
         let start = *self.start_s.get_or_insert(i.now_s);
         let dt = crate::law_step_dt(&mut self.last_s, i.now_s, i.cycle_period_s);
         let rot = self.cmd.rotation;
@@ -567,6 +618,7 @@ impl GuideRun {
                 flags = self.admittance(&fd, &td, dt);
             }
         }
+        self.watch_collision(i, f.norm(), flags.1)?;
         let c = self.cmd.translation.vector;
         Ok((
             self.cmd,
@@ -586,6 +638,36 @@ impl GuideRun {
                 steps: self.steps,
             },
         ))
+    }
+
+    /// The collision signature: the force held at or above `collision_force_n` for
+    /// `collision_time_s` while the measured TCP stays within `collision_travel_m` — with the
+    /// deadman held and the command not stopped by a virtual wall, so the law is asking the
+    /// arm to move and it does not.
+    fn watch_collision(
+        &mut self,
+        i: &GuideInput,
+        force_n: f64,
+        wall_limited: bool,
+    ) -> Result<(), GuideError> {
+        let p = self.params;
+        if !(i.enabled && !wall_limited && force_n >= p.collision_force_n) {
+            self.blocked = None;
+            return Ok(());
+        }
+        let here = i.tcp.translation.vector;
+        let (since, from) = *self.blocked.get_or_insert((i.now_s, here));
+        let moved = (here - from).norm();
+        if moved >= p.collision_travel_m {
+            self.blocked = Some((i.now_s, here));
+        } else if i.now_s - since >= p.collision_time_s {
+            return Err(GuideError::ProtectiveStop(format!(
+                "collision: {force_n:.1} N for {:.2} s while the TCP moved {:.1} mm",
+                i.now_s - since,
+                moved * 1e3
+            )));
+        }
+        Ok(())
     }
 
     fn masked(&self, v: &Vector3<f64>, off: usize, rot: &UnitQuaternion<f64>) -> Vector3<f64> {
@@ -735,15 +817,27 @@ impl GuideRun {
             wanted.min((2.0 * p.max_accel_m_s2 * left).sqrt())
         };
         let a = p.max_accel_m_s2 * dt;
-        self.step_speed = target.clamp(self.step_speed - a, self.step_speed + a);
-        // At least the minimum speed: a step once started always finishes.
-        let speed = self.step_speed.max(p.min_step_speed_m_s);
+        // The hand let go (the force below the dead band): brake at the acceleration limit and
+        // abandon the step where the TCP stops (within v²/2a + v·dt), never completing it. A
+        // force still on the tool but under the start threshold finishes the step (Cai).
+        let released = f.norm() < p.deadband_force_n;
+        let speed = if released {
+            self.step_speed = (self.step_speed - a).max(0.0);
+            self.step_speed
+        } else {
+            self.step_speed = target.clamp(self.step_speed - a, self.step_speed + a);
+            // At least the minimum speed: a step the hand still pushes always finishes.
+            self.step_speed.max(p.min_step_speed_m_s)
+        };
         let s0 = st.s;
         st.s = (st.s + speed * dt).min(p.step_m);
         self.v = st.dir * ((st.s - s0) / dt);
         let point = st.from + st.dir * st.s;
         self.step = Some(st);
-        if st.s >= p.step_m {
+        if released && speed == 0.0 && st.s < p.step_m {
+            // Stopped short: the step is abandoned here.
+            self.step = None;
+        } else if st.s >= p.step_m {
             self.steps += 1;
             self.step = None;
             if pushing {
@@ -786,6 +880,110 @@ mod tests {
         )
     }
 
+    /// The law alone, without the protective stop (tests that drive it with forces far above
+    /// a hand's, to check the speed cap or the damping).
+    fn without_ceilings(p: GuideParams) -> GuideParams {
+        GuideParams {
+            max_force_n: 500.0,
+            max_torque_nm: 50.0,
+            collision_force_n: 500.0,
+            ..p
+        }
+    }
+
+    /// One cycle with the measured TCP at `meas`, a filtered force `f` and an unfiltered peak.
+    fn cycle(
+        g: &mut GuideRun,
+        meas: &Isometry3<f64>,
+        f: Vector3<f64>,
+        peak: (f64, f64),
+        k: usize,
+        enabled: bool,
+    ) -> Result<(Isometry3<f64>, GuideReport), GuideError> {
+        g.step(&GuideInput {
+            tcp: meas,
+            wrench_base: Ok((f, Vector3::zeros())),
+            now_s: k as f64 * DT,
+            cycle_period_s: Some(DT),
+            enabled,
+            peak: crate::hybrid::WrenchPeak {
+                force_n: peak.0,
+                torque_nm: peak.1,
+                bridged: false,
+            },
+        })
+    }
+
+    /// Issue 19 item 6: a wrench above the guide's ceiling ends the session with a protective
+    /// stop — on the unfiltered peak, which an impact reaches long before the 12 Hz estimate.
+    #[test]
+    fn a_wrench_above_the_ceiling_is_a_protective_stop() {
+        let p = GuideParams::default();
+        let mut g = GuideRun::new(p, &tcp()).expect("params");
+        let f = Vector3::new(10.0, 0.0, 0.0);
+        for k in 0..10 {
+            assert!(cycle(&mut g, &tcp(), f, (12.0, 0.5), k, true).is_ok());
+        }
+        // The filtered estimate still reads 10 N; the peak is 61 N.
+        let e = cycle(&mut g, &tcp(), f, (61.0, 0.5), 10, true).expect_err("ceiling");
+        assert!(
+            matches!(&e, GuideError::ProtectiveStop(w) if w.contains("61.0 N > max 60.0 N")),
+            "{e}"
+        );
+        let mut g = GuideRun::new(p, &tcp()).expect("params");
+        let e = cycle(&mut g, &tcp(), f, (12.0, 6.5), 0, true).expect_err("torque");
+        assert!(e.to_string().contains("torque 6.50 N·m"), "{e}");
+        // Also without the deadman: the ceiling is not a guiding command.
+        let mut g = GuideRun::new(p, &tcp()).expect("params");
+        assert!(cycle(&mut g, &tcp(), f * 7.0, (0.0, 0.0), 0, false).is_err());
+    }
+
+    /// The collision signature: 45 N held while the measured TCP does not follow ends the
+    /// session after `collision_time_s`; the same force with the arm following (the speed cap
+    /// reached) does not, nor at a virtual wall, nor with the deadman released.
+    #[test]
+    fn a_blocked_tool_is_a_protective_stop_a_following_one_is_not() {
+        let p = GuideParams::default();
+        let f = Vector3::new(45.0, 0.0, 0.0);
+        // Blocked: the measured TCP stays where it started.
+        let mut g = GuideRun::new(p, &tcp()).expect("params");
+        let mut ended = None;
+        for k in 0..200 {
+            if let Err(e) = cycle(&mut g, &tcp(), f, (45.0, 0.0), k, true) {
+                ended = Some((k, e));
+                break;
+            }
+        }
+        let (k, e) = ended.expect("a blocked tool was pushed on");
+        let t = k as f64 * DT;
+        assert!(
+            (p.collision_time_s..=p.collision_time_s + 2.0 * DT).contains(&t),
+            "ended at {t} s"
+        );
+        assert!(e.to_string().contains("collision: 45.0 N"), "{e}");
+        // Following: the measured TCP is the command of the cycle before.
+        let mut g = GuideRun::new(p, &tcp()).expect("params");
+        let mut meas = tcp();
+        for k in 0..250 {
+            let (c, _) = cycle(&mut g, &meas, f, (45.0, 0.0), k, true).expect("following");
+            meas = c;
+        }
+        // At a wall: the box ends 1 mm in front of the TCP along +x.
+        let mut at_wall = p;
+        at_wall.workspace_max_m[0] = tcp().translation.vector.x + 0.001;
+        let mut g = GuideRun::new(at_wall, &tcp()).expect("params");
+        let mut meas = tcp();
+        for k in 0..250 {
+            let (c, _) = cycle(&mut g, &meas, f, (45.0, 0.0), k, true).expect("at the wall");
+            meas = c;
+        }
+        // Deadman released: braking, not pushing.
+        let mut g = GuideRun::new(p, &tcp()).expect("params");
+        for k in 0..250 {
+            assert!(cycle(&mut g, &tcp(), f, (45.0, 0.0), k, false).is_ok());
+        }
+    }
+
     /// Runs `n` cycles with a constant wrench; returns the last report.
     fn run(g: &mut GuideRun, f: Vector3<f64>, t: Vector3<f64>, t0: f64, n: usize) -> GuideReport {
         let mut last = None;
@@ -798,6 +996,7 @@ mod tests {
                     now_s: t0 + k as f64 * DT,
                     cycle_period_s: None,
                     enabled: true,
+                    peak: Default::default(),
                 })
                 .expect("step");
             last = Some(r);
@@ -922,7 +1121,8 @@ mod tests {
 
     #[test]
     fn speed_cap_is_never_exceeded() {
-        let mut g = GuideRun::new(GuideParams::default(), &tcp()).expect("params");
+        let mut g =
+            GuideRun::new(without_ceilings(GuideParams::default()), &tcp()).expect("params");
         let mut max: f64 = 0.0;
         for k in 0..1000 {
             let cmd = *g.command();
@@ -933,6 +1133,7 @@ mod tests {
                     now_s: k as f64 * DT,
                     cycle_period_s: None,
                     enabled: true,
+                    peak: Default::default(),
                 })
                 .expect("step");
             max = max.max(Vector3::from(r.twist.linear_m_s).norm());
@@ -959,6 +1160,7 @@ mod tests {
                     now_s: k as f64 * DT,
                     cycle_period_s: None,
                     enabled: true,
+                    peak: Default::default(),
                 })
                 .expect("step");
             max_x = max_x.max(c.translation.x);
@@ -1002,6 +1204,7 @@ mod tests {
                     now_s: t,
                     cycle_period_s: None,
                     enabled: false,
+                    peak: Default::default(),
                 })
                 .expect("step");
             let v = Vector3::from(r.twist.linear_m_s).norm();
@@ -1024,7 +1227,7 @@ mod tests {
     /// it would not.
     #[test]
     fn speed_cap_holds_per_cycle_under_a_jittering_clock() {
-        let p = GuideParams::default();
+        let p = without_ceilings(GuideParams::default());
         let worst = |period: Option<f64>| {
             let mut g = GuideRun::new(p, &tcp()).expect("params");
             let mut t = 0.0;
@@ -1041,6 +1244,7 @@ mod tests {
                         now_s: t,
                         cycle_period_s: period,
                         enabled: true,
+                        peak: Default::default(),
                     })
                     .expect("step");
                 worst = worst.max((c.translation.vector - prev).norm() / DT);
@@ -1067,6 +1271,7 @@ mod tests {
             now_s: 0.0,
             cycle_period_s: None,
             enabled: true,
+            peak: Default::default(),
         });
         assert_eq!(bad.err(), Some(GuideError::NonFinite("wrench")));
         let stale = g.step(&GuideInput {
@@ -1075,6 +1280,7 @@ mod tests {
             now_s: 0.0,
             cycle_period_s: None,
             enabled: true,
+            peak: Default::default(),
         });
         assert!(matches!(stale, Err(GuideError::Wrench(_))));
     }
@@ -1142,14 +1348,57 @@ mod tests {
         );
         let v = Vector3::from(r.twist.linear_m_s).norm();
         assert!((v - 0.125).abs() < 1e-9, "{v}");
-        // Let go: the step in progress finishes on a multiple of d.
-        let r = run(&mut g, Vector3::zeros(), Vector3::zeros(), 2.0, 200);
+        // Below the start threshold but still pushing (2 N > the 1 N dead band): the step in
+        // progress finishes on a multiple of d (Cai).
+        let r = run(
+            &mut g,
+            Vector3::new(2.0, 0.0, 0.0),
+            Vector3::zeros(),
+            2.0,
+            400,
+        );
         let moved = g.command().translation.vector - x0;
         let n = (moved.x / p.step_m).round();
         assert!(n >= 3.0, "{moved:?}");
         assert!((moved.x - n * p.step_m).abs() < 1e-9, "{moved:?}");
         assert!(moved.y.abs() < 1e-12 && moved.z.abs() < 1e-12);
         assert_eq!(r.steps as f64, n);
+    }
+
+    /// Issue (force modes inside their bounds, item 8): the hand letting go mid-step stops the
+    /// TCP within the braking distance v²/2a + v·dt; the step is not completed (before: a
+    /// started step always ran its full 10 mm after the hand was gone).
+    #[test]
+    fn letting_go_mid_step_stops_within_the_braking_distance() {
+        let p = GuideParams {
+            law: GuideLaw::Stiffness,
+            ..Default::default()
+        };
+        let mut g = GuideRun::new(p, &tcp()).expect("params");
+        let x0 = tcp().translation.vector;
+        // 10 N along x: steps at 0.125 m/s; let go 0.12 s later, a few mm into the second.
+        let r = run(
+            &mut g,
+            Vector3::new(10.0, 0.0, 0.0),
+            Vector3::zeros(),
+            0.0,
+            30,
+        );
+        let v = Vector3::from(r.twist.linear_m_s).norm();
+        let at_release = g.command().translation.vector - x0;
+        let s_release = at_release.x - (at_release.x / p.step_m).floor() * p.step_m;
+        assert!(
+            s_release > 1e-3 && s_release < p.step_m - 2e-3,
+            "mid-step: {s_release}"
+        );
+        let r = run(&mut g, Vector3::zeros(), Vector3::zeros(), 1.0, 200);
+        let after = g.command().translation.vector - x0;
+        let braking = v * v / (2.0 * p.max_accel_m_s2) + v * DT;
+        let slid = after.x - at_release.x;
+        assert!(slid <= braking + 1e-9, "slid {slid} > braking {braking}");
+        let s_end = after.x - (after.x / p.step_m).floor() * p.step_m;
+        assert!(s_end > 1e-4, "completed the step: {after:?}");
+        assert_eq!(Vector3::from(r.twist.linear_m_s).norm(), 0.0);
     }
 
     /// A 45° pull: the stiffness law goes along it, the staircase baseline zig-zags.
@@ -1180,6 +1429,7 @@ mod tests {
                         now_s: k as f64 * DT,
                         cycle_period_s: None,
                         enabled: true,
+                        peak: Default::default(),
                     })
                     .expect("step");
                 let d = c.translation.vector - x0;
@@ -1230,11 +1480,11 @@ mod tests {
     #[test]
     fn variable_damping_stabilises_a_stiff_grasp() {
         let osc = |max_scale: f64| {
-            let p = GuideParams {
+            let p = without_ceilings(GuideParams {
                 max_damping_scale: max_scale,
                 workspace_max_m: [5.0, 5.0, 5.0],
                 ..Default::default()
-            };
+            });
             let mut g = GuideRun::new(p, &tcp()).expect("params");
             let lag = (0.03 / DT) as usize;
             let mut hist = vec![tcp().translation.x; lag + 1];
@@ -1253,6 +1503,7 @@ mod tests {
                         now_s: t,
                         cycle_period_s: None,
                         enabled: true,
+                        peak: Default::default(),
                     })
                     .expect("step");
                 hist.remove(0);

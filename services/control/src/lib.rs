@@ -4,6 +4,7 @@
 //! It does not talk to the robot (robot-io does) nor solve IK (kinematics does).
 
 pub mod core;
+pub mod deadman;
 pub mod guide;
 pub mod hybrid;
 pub mod metrics;

@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     core::{ControlCore, HybridSetup, PlayCommand, PlayReport, PlayRun, WrenchInput},
+    deadman::Deadman,
     guide::GuideParams,
-    hybrid::{self, PlantInput, PlantRun, StepReport},
+    hybrid::{self, PlantInput, PlantRun, StepReport, WrenchPeak},
     program::{MountTolerance, PayloadSpec, Program, ToolSpec},
     teach::{DwellRule, TeachBuffer},
     trajectory::{
@@ -40,8 +41,12 @@ pub struct HybridConfig {
     pub stiffness_nm_per_rad: [f64; 3],
     /// Effective force-loop delay of the arm (s): EGM + servo lag, ≈ 30 ms on an IRC5.
     pub loop_delay_s: f64,
-    /// Default limits of a task without its own (all fields).
+    /// The limits of an arm task, and their ceilings: a task may tighten any field (all
+    /// fields when the table is given; the travel bounds may be left out).
     pub limits: HybridLimits,
+    /// The same for tasks on the 2-DOF R&C plant, a machine of its own (its approach is
+    /// 50 mm/s: the paper's plant starts at the surface).
+    pub plant_limits: HybridLimits,
     /// A wrench estimate older than this is stale → a running task holds (ms).
     pub wrench_stale_ms: f64,
     /// The 2-DOF plant's joint effort bound [N·m, N].
@@ -55,6 +60,10 @@ impl Default for HybridConfig {
             stiffness_nm_per_rad: [50.0; 3],
             loop_delay_s: 0.03,
             limits: hybrid::default_limits(),
+            plant_limits: HybridLimits {
+                force_axis_speed_m_s: 0.05,
+                ..hybrid::default_limits()
+            },
             wrench_stale_ms: 50.0,
             plant_max_effort: [200.0, 200.0],
         }
@@ -99,23 +108,29 @@ impl Validate for HybridConfig {
             1000.0,
             "ms",
         );
-        let l = &self.limits;
-        for (name, v, hi) in [
-            ("force_axis_speed_m_s", l.force_axis_speed_m_s, 0.25),
-            ("force_axis_speed_rad_s", l.force_axis_speed_rad_s, 1.0),
-            ("deviation_m", l.deviation_m, 1.0),
-            ("deviation_rad", l.deviation_rad, 3.2),
-            ("max_force_n", l.max_force_n, 1000.0),
-            ("max_torque_nm", l.max_torque_nm, 100.0),
-            ("contact_threshold_n", l.contact_threshold_n, 100.0),
-            ("contact_loss_s", l.contact_loss_s, 10.0),
-            ("approach_timeout_s", l.approach_timeout_s, 600.0),
+        for (table, l) in [
+            ("limits", &self.limits),
+            ("plant_limits", &self.plant_limits),
         ] {
-            if !(v.is_finite() && v > 0.0 && v <= hi) {
-                errors.push(
-                    format!("{prefix}.limits.{name}"),
-                    format!("{v} must be in (0, {hi}]"),
-                );
+            for (name, v, hi) in [
+                ("force_axis_speed_m_s", l.force_axis_speed_m_s, 0.25),
+                ("force_axis_speed_rad_s", l.force_axis_speed_rad_s, 1.0),
+                ("deviation_m", l.deviation_m, 1.0),
+                ("deviation_rad", l.deviation_rad, 3.2),
+                ("max_force_n", l.max_force_n, 1000.0),
+                ("max_torque_nm", l.max_torque_nm, 100.0),
+                ("contact_threshold_n", l.contact_threshold_n, 100.0),
+                ("contact_loss_s", l.contact_loss_s, 10.0),
+                ("approach_timeout_s", l.approach_timeout_s, 600.0),
+                ("approach_travel_m", l.approach_travel_m, 1.0),
+                ("reapproach_travel_m", l.reapproach_travel_m, 0.1),
+            ] {
+                if !(v.is_finite() && v > 0.0 && v <= hi) {
+                    errors.push(
+                        format!("{prefix}.{table}.{name}"),
+                        format!("{v} must be in (0, {hi}]"),
+                    );
+                }
             }
         }
         for (k, v) in self.plant_max_effort.iter().enumerate() {
@@ -138,7 +153,8 @@ impl HybridConfig {
         &self,
         task: &HybridTask,
         frame_rot: &nalgebra::UnitQuaternion<f64>,
-    ) -> HybridSetup {
+    ) -> Result<HybridSetup, String> {
+        let limits = self.task_limits(task)?;
         let r = frame_rot.to_rotation_matrix();
         let m = r.matrix();
         let along =
@@ -154,14 +170,27 @@ impl HybridConfig {
                 }
             }
         }
-        HybridSetup {
+        Ok(HybridSetup {
             gains: task
                 .gains
                 .unwrap_or_else(|| hybrid::default_arm_gains(kt, kr, self.loop_delay_s)),
-            limits: task.limits.unwrap_or(self.limits),
+            limits,
             stiffness,
             loop_delay_s: self.loop_delay_s,
-        }
+        })
+    }
+
+    /// The limits a task runs with: the cell's `[control.hybrid.limits]` as ceilings, each
+    /// field tightened by the task where it asks. A task asking for more than a ceiling is
+    /// refused, every such field named with its value and the ceiling.
+    pub fn task_limits(&self, task: &HybridTask) -> Result<HybridLimits, String> {
+        let (ceiling, table) = match task.robot {
+            TaskRobot::Arm => (&self.limits, "[control.hybrid.limits]"),
+            TaskRobot::Plant => (&self.plant_limits, "[control.hybrid.plant_limits]"),
+        };
+        task.limits
+            .within(ceiling)
+            .map_err(|problems| format!("refused: {} (ceilings: {table})", problems.join("; ")))
     }
 }
 
@@ -489,7 +518,8 @@ pub fn guide_params(
         ));
     }
     let p: GuideParams = serde_json::from_value(v).map_err(|e| format!("guide parameters: {e}"))?;
-    let problems = p.problems("guide");
+    let mut problems = p.problems("guide");
+    problems.extend(guide_above_ceilings(base, &p));
     if problems.is_empty() {
         Ok(p)
     } else {
@@ -497,9 +527,74 @@ pub fn guide_params(
     }
 }
 
+/// A session may tighten the cell's guiding caps (`[control.guide]`), never lift them: the
+/// speed and acceleration caps, the deadman timeout and the workspace box (a session's box
+/// must lie inside the cell's). Each field above its ceiling is named with both values.
+pub fn guide_above_ceilings(cell: &GuideParams, p: &GuideParams) -> Vec<String> {
+    let mut e = Vec::new();
+    for (name, v, ceiling) in [
+        ("max_speed_m_s", p.max_speed_m_s, cell.max_speed_m_s),
+        (
+            "max_rot_speed_rad_s",
+            p.max_rot_speed_rad_s,
+            cell.max_rot_speed_rad_s,
+        ),
+        ("max_accel_m_s2", p.max_accel_m_s2, cell.max_accel_m_s2),
+        (
+            "max_rot_accel_rad_s2",
+            p.max_rot_accel_rad_s2,
+            cell.max_rot_accel_rad_s2,
+        ),
+        (
+            "deadman_timeout_s",
+            p.deadman_timeout_s,
+            cell.deadman_timeout_s,
+        ),
+        ("max_force_n", p.max_force_n, cell.max_force_n),
+        ("max_torque_nm", p.max_torque_nm, cell.max_torque_nm),
+        (
+            "collision_force_n",
+            p.collision_force_n,
+            cell.collision_force_n,
+        ),
+        (
+            "collision_time_s",
+            p.collision_time_s,
+            cell.collision_time_s,
+        ),
+    ] {
+        if v > ceiling {
+            e.push(format!(
+                "guide.{name} = {v} exceeds the cell's ceiling {ceiling} ([control.guide]; a \
+                 session may only tighten it)"
+            ));
+        }
+    }
+    for k in 0..3 {
+        if p.workspace_min_m[k] < cell.workspace_min_m[k]
+            || p.workspace_max_m[k] > cell.workspace_max_m[k]
+        {
+            e.push(format!(
+                "guide workspace {:?}..{:?} m leaves the cell's box {:?}..{:?} m on axis {}",
+                p.workspace_min_m,
+                p.workspace_max_m,
+                cell.workspace_min_m,
+                cell.workspace_max_m,
+                ["x", "y", "z"][k]
+            ));
+            break;
+        }
+    }
+    e
+}
+
 /// State the lead requests act on.
 struct Lead<'a> {
     core: &'a mut ControlCore,
+    /// The deadman binding: a guide request binds it to a fresh token.
+    deadman: &'a mut Deadman,
+    /// The token a guide request binds (fresh per request).
+    token: u64,
     teach: &'a mut TeachBuffer,
     setup: &'a ControlSetup,
     pose: Option<&'a common::msg::ToolPose>,
@@ -523,7 +618,9 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
             l.core
                 .request_guide(params, l.wrench_fault)
                 .map_err(|e| e.to_string())?;
-            Ok(json!({ "guiding": params.law, "params": params }))
+            // Only enables carrying this token keep this session's deadman (docs/safety.md).
+            l.deadman.bind(l.token);
+            Ok(json!({ "guiding": params.law, "params": params, "enable_token": l.token }))
         }
         LeadRequest::Record { label } => {
             let p = pose()?;
@@ -772,7 +869,11 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
         .declare_queryable(lead_key.clone())
         .await
         .map_err(|e| anyhow::anyhow!("queryable {lead_key}: {e}"))?;
-    let mut last_enable: Option<std::time::Instant> = None;
+    // The deadman of the lead-through session (bound by a guide request's token), on a clock
+    // of seconds since start-up.
+    let mut deadman = Deadman::default();
+    let started = std::time::Instant::now();
+    let mut guide_requests = 0u64;
     let mut enable_count = 0u64;
     let mut teach = TeachBuffer::default();
     let mut last_pose: Option<common::msg::ToolPose> = None;
@@ -784,11 +885,13 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     // last usable estimate for up to `wrench_stale_ms`; every other fault ends a task at once.
     let mut gate = crate::core::WrenchGate::new(stale.as_secs_f64());
     let epoch = std::time::Instant::now();
-    let mut wrench_input = |w: Option<common::bus::Received<WrenchEstimate>>| -> WrenchInput {
-        let since = |t: std::time::Instant| t.saturating_duration_since(epoch).as_secs_f64();
-        let now = since(std::time::Instant::now());
-        gate.input(w.as_ref().map(|r| (&r.msg, since(r.at))), now)
-    };
+    let mut wrench_input =
+        |w: Option<common::bus::Received<WrenchEstimate>>| -> (WrenchInput, WrenchPeak) {
+            let since = |t: std::time::Instant| t.saturating_duration_since(epoch).as_secs_f64();
+            let now = since(std::time::Instant::now());
+            let input = gate.input(w.as_ref().map(|r| (&r.msg, since(r.at))), now);
+            (input, gate.peak())
+        };
     let mut plant: Option<PlantRun> = None;
     let mut robot_clock = crate::core::RobotClock::default();
     let mut plant_report: Option<(String, StepReport)> = None;
@@ -811,24 +914,24 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     let mut pose_in: Option<(common::msg::ToolPose, u64, u64)> = None;
     let mut direct_js: Option<common::msg::JointState> = None;
     loop {
+        let mode_at_start = core.mode();
         tokio::select! {
             _ = &mut shutdown => break,
             Some(m) = modes.rx.recv() => {
-                let r = if m.msg.mode == Mode::LeadThrough {
-                    // A bare lead-through request guides with the configured law.
-                    let fault = wrench.get().and_then(|w| (w.at.elapsed() <= stale).then_some(w.msg.fault));
-                    core.request_guide(cfg.guide, fault)
-                } else {
-                    core.request_mode(m.msg.mode)
-                };
+                // A bare lead-through request is refused (`NeedsGuideRequest`): guiding starts
+                // by a guide request, whose reply carries the deadman's token.
+                let r = core.request_mode(m.msg.mode);
                 match r {
                     Ok(()) => tracing::info!("mode → {:?}", m.msg.mode),
                     Err(e) => node.set_error(e.to_string()),
                 }
             }
-            Some(_) = enables.rx.recv() => {
-                last_enable = Some(std::time::Instant::now());
+            Some(e) = enables.rx.recv() => {
                 enable_count += 1;
+                let now = started.elapsed().as_secs_f64();
+                if !deadman.on_enable(e.msg.token, now) && core.mode() == Mode::LeadThrough {
+                    tracing::debug!(source = e.msg.source, "enable without this session's token ignored");
+                }
             }
             Ok(q) = lead_q.recv_async() => {
                 let body = q.payload().map(|p| p.to_bytes().into_owned()).unwrap_or_default();
@@ -837,8 +940,16 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     Ok(req) => {
                         let fault = wrench.get().and_then(|w| (w.at.elapsed() <= stale).then_some(w.msg.fault));
                         let before = core.mode();
+                        guide_requests += 1;
+                        let token = crate::deadman::token_from(
+                            common::clock::mono_ns()
+                                ^ (u64::from(std::process::id()) << 32)
+                                ^ guide_requests.rotate_left(17),
+                        );
                         let r = handle_lead(req, Lead {
                             core: &mut core,
+                            deadman: &mut deadman,
+                            token,
                             teach: &mut teach,
                             setup: &setup,
                             pose: last_pose.as_ref(),
@@ -870,8 +981,14 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                             (w.at.elapsed() <= stale).then_some(w.msg.fault)
                         });
                         let rot = hybrid::iso_of(&task.frame).rotation;
-                        let setup = hcfg.arm_setup(&task, &rot);
                         let name = task.name.clone();
+                        let setup = match hcfg.arm_setup(&task, &rot) {
+                            Ok(s) => s,
+                            Err(e) => {
+                                node.set_error(format!("hybrid task {name:?}: {e}"));
+                                continue;
+                            }
+                        };
                         match core.request_hybrid(task, setup, fault) {
                             Ok(()) => tracing::info!("hybrid task {name:?} started"),
                             Err(e) => node.set_error(format!("hybrid task {name:?}: {e}")),
@@ -879,8 +996,14 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     }
                     TaskRobot::Plant => {
                         let gains = task.gains.unwrap_or_else(hybrid::default_plant_gains);
-                        let limits = task.limits.unwrap_or(hcfg.limits);
                         let name = task.name.clone();
+                        let limits = match hcfg.task_limits(&task) {
+                            Ok(l) => l,
+                            Err(e) => {
+                                node.set_error(format!("plant task {name:?}: {e}"));
+                                continue;
+                            }
+                        };
                         match PlantRun::new(task, gains, limits, hcfg.plant_max_effort) {
                             Ok(run) => {
                                 tracing::info!("plant task {name:?} started");
@@ -987,6 +1110,12 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         "steps": r.steps,
                     })),
                     "enables_received": enable_count,
+                    "deadman": {
+                        "bound": deadman.bound(),
+                        "enables_accepted": deadman.counts().accepted,
+                        "enables_ignored": deadman.counts().ignored,
+                        "releases": deadman.counts().released,
+                    },
                     "chain": format!("{:?}", cfg.chain).to_lowercase(),
                     "direct": direct.as_ref().map(|d| serde_json::json!({
                         "joint_commands": d.counts.0, "unreachable": d.counts.1, "limited": d.counts.2,
@@ -1014,11 +1143,13 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             last_robot_s = now_s;
             last_pose = Some(pose);
             let newest_wrench = wrench.get();
-            let w = wrench_input(newest_wrench);
-            core.set_deadman(
-                last_enable
-                    .is_some_and(|t| t.elapsed().as_secs_f64() <= cfg.guide.deadman_timeout_s),
-            );
+            let (w, peak) = wrench_input(newest_wrench);
+            core.set_wrench_peak(peak);
+            if core.mode() != Mode::LeadThrough && deadman.bound() {
+                deadman.unbind();
+            }
+            let held = deadman.held(started.elapsed().as_secs_f64(), cfg.guide.deadman_timeout_s);
+            core.set_deadman(held);
             let tcp = from_msg_pose(&pose.tcp_in_base);
             // The robot's own period (its clock's step per cycle) when it gives one; else the
             // estimate from receive times.
@@ -1113,15 +1244,131 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             }
             if before == Mode::Hybrid {
                 if let Some(r) = core.hybrid_report() {
-                    let id = core.motion_tag().map_or(0, |m| m.motion_id);
+                    // The motion this cycle ran (an ending task's last state, `Aborted`, carries
+                    // its motion id: the task has already ended, so `motion_tag()` is none).
                     let stamp = state_pub.next_stamp();
-                    state_pub.put(&hybrid_state(stamp, id, r));
+                    state_pub.put(&hybrid_state(stamp, motion_before, r));
                 }
             }
             report_end(&node, &core, before);
+        }
+        // A mode change shows in the status at once, not up to a status period later (a
+        // client that saw a task's `Aborted` state and asks for the status reads `Idle`).
+        if core.mode() != mode_at_start {
+            status_tick.reset_immediately();
         }
     }
     drop(_presence);
     node.close().await;
     Ok(())
+}
+
+/// The service's process entry: config (every problem listed, exit 2), tracing, runtime, bus,
+/// then [`run`]. Both `cell-control` and the multi-call `cell service control` (what `cell up` starts)
+/// call it, so the two cannot differ.
+pub fn service_main(
+    cfg: common::service::ConfigArgs,
+    bus: common::bus::BusArgs,
+) -> std::process::ExitCode {
+    common::service::run_service_rt(
+        "control",
+        bus,
+        cfg,
+        |l| {
+            let c = l.section::<crate::node::ControlConfig>("control");
+            let rt = c.rt.clone();
+            let a: kinematics::config::ArmSection = l.section("arm");
+            let arm = a.build().unwrap_or_else(|_| kinematics::Arm::irb120());
+            let arm_model = serde_json::to_value(a.model)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "custom".into());
+            let k: kinematics::node::KinematicsConfig = l.section("kinematics");
+            (
+                crate::node::ControlSetup {
+                    cfg: c,
+                    arm,
+                    servo: k.servo_params(),
+                    arm_model,
+                },
+                rt,
+            )
+        },
+        crate::node::run,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task_from(toml: &str) -> HybridTask {
+        crate::taskfile::parse(toml).expect("task parses")
+    }
+
+    const PRESS: &str = "name = \"press\"\nrobot = \"arm\"\nframe = \"base\"\n\
+        force_axes = [\"z\"]\nduration_s = 5.0\n[reference]\nz = 10.0\n";
+
+    /// The cell's `[control.hybrid.limits]` are ceilings: a task may tighten a field, never
+    /// lift one (a task file with `max_force_n = 1e9` was obeyed before).
+    #[test]
+    fn a_task_cannot_lift_the_cells_limits() {
+        let cfg = HybridConfig::default();
+        let rot = nalgebra::UnitQuaternion::identity();
+        let lifted = task_from(&format!(
+            "{PRESS}[limits]\nmax_force_n = 1e9\nforce_axis_speed_m_s = 0.2\n"
+        ));
+        let e = cfg.arm_setup(&lifted, &rot).expect_err("refused");
+        assert!(e.contains("limits.max_force_n = 1000000000"), "{e}");
+        assert!(
+            e.contains(&format!("ceiling {}", cfg.limits.max_force_n)),
+            "{e}"
+        );
+        assert!(e.contains("limits.force_axis_speed_m_s = 0.2"), "{e}");
+        // Plant tasks go through the same ceiling.
+        assert!(cfg.task_limits(&lifted).is_err());
+        // Tightening one field keeps every other at the cell's (not the code's defaults).
+        let mut cell = cfg.clone();
+        cell.limits.max_force_n = 30.0;
+        cell.limits.deviation_m = 0.01;
+        let tight = task_from(&format!("{PRESS}[limits]\nmax_force_n = 20.0\n"));
+        let l = cell
+            .arm_setup(&tight, &rot)
+            .expect("tighter is fine")
+            .limits;
+        assert_eq!(l.max_force_n, 20.0);
+        assert_eq!(l.deviation_m, 0.01);
+        // A partial table asking for the code's default above the cell's is refused.
+        let over = task_from(&format!("{PRESS}[limits]\nmax_force_n = 50.0\n"));
+        assert!(cell.arm_setup(&over, &rot).is_err());
+        // No [limits]: the cell's.
+        assert_eq!(
+            cell.arm_setup(&task_from(PRESS), &rot).expect("ok").limits,
+            cell.limits
+        );
+    }
+
+    /// A guide session may tighten the guiding caps, not lift them.
+    #[test]
+    fn a_guide_session_cannot_lift_the_cells_caps() {
+        let cell = GuideParams::default();
+        let over = |k: &str, v: serde_json::Value| {
+            let mut m = serde_json::Map::new();
+            m.insert(k.into(), v);
+            guide_params(&cell, &m)
+        };
+        let e = over("max_speed_m_s", serde_json::json!(0.25 + 1e-9)).expect_err("above");
+        assert!(e.contains("max_speed_m_s") && e.contains("ceiling"), "{e}");
+        assert!(over("deadman_timeout_s", serde_json::json!(2.0)).is_err());
+        // The protective stop's ceilings (issue 19 item 6).
+        assert!(over("max_force_n", serde_json::json!(200.0)).is_err());
+        assert!(over("max_torque_nm", serde_json::json!(20.0)).is_err());
+        assert!(over("collision_force_n", serde_json::json!(100.0)).is_err());
+        assert!(over("collision_time_s", serde_json::json!(1.0)).is_err());
+        assert!(over("max_force_n", serde_json::json!(30.0)).is_ok());
+        assert!(over("workspace_max_m", serde_json::json!([0.9, 0.35, 0.6])).is_err());
+        let ok = over("max_speed_m_s", serde_json::json!(0.1)).expect("tighter");
+        assert_eq!(ok.max_speed_m_s, 0.1);
+        assert!(over("workspace_max_m", serde_json::json!([0.5, 0.3, 0.5])).is_ok());
+    }
 }

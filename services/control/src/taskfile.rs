@@ -24,12 +24,12 @@
 //! ```
 
 use common::msg::{
-    Check, FrameKind, HybridGains, HybridLimits, HybridTask, Pose, Profile, TaskRobot,
+    Check, FrameKind, HybridGains, HybridTask, LimitRequest, Pose, Profile, TaskRobot,
 };
 use nalgebra::{Translation3, UnitQuaternion};
 use serde::Deserialize;
 
-use crate::hybrid::{default_arm_gains, default_limits, default_plant_gains, AXES};
+use crate::hybrid::{default_arm_gains, default_plant_gains, AXES};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -143,6 +143,8 @@ struct LimitsFile {
     contact_threshold_n: Option<f64>,
     contact_loss_s: Option<f64>,
     approach_timeout_s: Option<f64>,
+    approach_travel_m: Option<f64>,
+    reapproach_travel_m: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -240,20 +242,24 @@ pub fn parse(text: &str) -> Result<HybridTask, Vec<String>> {
             friction_n: g.friction_n.unwrap_or(base.friction_n),
         }
     });
-    let limits = f.limits.map(|l| {
-        let d = default_limits();
-        HybridLimits {
-            force_axis_speed_m_s: l.force_axis_speed_m_s.unwrap_or(d.force_axis_speed_m_s),
-            force_axis_speed_rad_s: l.force_axis_speed_rad_s.unwrap_or(d.force_axis_speed_rad_s),
-            deviation_m: l.deviation_m.unwrap_or(d.deviation_m),
-            deviation_rad: l.deviation_rad.unwrap_or(d.deviation_rad),
-            max_force_n: l.max_force_n.unwrap_or(d.max_force_n),
-            max_torque_nm: l.max_torque_nm.unwrap_or(d.max_torque_nm),
-            contact_threshold_n: l.contact_threshold_n.unwrap_or(d.contact_threshold_n),
-            contact_loss_s: l.contact_loss_s.unwrap_or(d.contact_loss_s),
-            approach_timeout_s: l.approach_timeout_s.unwrap_or(d.approach_timeout_s),
-        }
-    });
+    // A partial [limits] table tightens only the fields it names: the others stay the cell's
+    // configured ceilings (control merges them, and refuses a field above its ceiling).
+    let limits = f
+        .limits
+        .map(|l| LimitRequest {
+            force_axis_speed_m_s: l.force_axis_speed_m_s,
+            force_axis_speed_rad_s: l.force_axis_speed_rad_s,
+            deviation_m: l.deviation_m,
+            deviation_rad: l.deviation_rad,
+            max_force_n: l.max_force_n,
+            max_torque_nm: l.max_torque_nm,
+            contact_threshold_n: l.contact_threshold_n,
+            contact_loss_s: l.contact_loss_s,
+            approach_timeout_s: l.approach_timeout_s,
+            approach_travel_m: l.approach_travel_m,
+            reapproach_travel_m: l.reapproach_travel_m,
+        })
+        .unwrap_or_default();
     let task = HybridTask {
         stamp: Default::default(),
         name: f.name,
@@ -330,9 +336,9 @@ max_force_n = 30.0
         assert!(matches!(t.reference[0], Profile::Sine { offset, .. } if offset == 0.0));
         assert!(matches!(t.reference[5], Profile::Series(ref p) if p.len() == 2));
         assert_eq!(t.reference[3], Profile::Constant(0.0));
-        let l = t.limits.expect("limits");
-        assert_eq!(l.max_force_n, 30.0);
-        assert_eq!(l.deviation_m, default_limits().deviation_m);
+        // Only the named field: the others stay the cell's (not the code's defaults).
+        assert_eq!(t.limits.max_force_n, Some(30.0));
+        assert_eq!(t.limits.deviation_m, None);
         assert!(t.gains.is_none());
         // z of {C} points down.
         assert!((t.frame.quat_wxyz[1].abs() - 1.0).abs() < 1e-9);

@@ -72,7 +72,8 @@ fn a_hybrid_cycle_does_not_allocate() {
     )
     .expect("task");
     let setup = control::node::HybridConfig::default()
-        .arm_setup(&task, &control::hybrid::iso_of(&task.frame).rotation);
+        .arm_setup(&task, &control::hybrid::iso_of(&task.frame).rotation)
+        .expect("within the cell's limits");
     core.request_hybrid(task, setup, Some(WrenchFault::None))
         .expect("hybrid");
     run(&mut core, &mut tcp, 0, 500);

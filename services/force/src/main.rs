@@ -2,7 +2,6 @@
 
 use clap::Parser;
 use common::{bus::BusArgs, service::ConfigArgs};
-use kinematics::config::load_arm;
 
 #[derive(Parser)]
 #[command(
@@ -18,14 +17,5 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    common::service::run_service(
-        "force",
-        args.bus,
-        args.cfg,
-        |l| {
-            let f: force::node::ForceConfig = l.section("force");
-            (f, load_arm(l))
-        },
-        force::node::run,
-    )
+    force::node::service_main(args.cfg, args.bus)
 }

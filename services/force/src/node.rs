@@ -126,6 +126,8 @@ pub async fn run(
                     sensor: to_msg(&e.sensor),
                     tool: to_msg(&e.tool),
                     base: to_msg(&e.base),
+                    peak_force_n: e.peak_force_n,
+                    peak_torque_nm: e.peak_torque_nm,
                 };
                 est_pub.put(&msg);
                 if let Some(outcome) = pl.take_outcome() {
@@ -219,6 +221,25 @@ pub async fn run(
     drop(_presence);
     node.close().await;
     Ok(())
+}
+
+/// The service's process entry: config (every problem listed, exit 2), tracing, runtime, bus,
+/// then [`run`]. Both `cell-force` and the multi-call `cell service force` (what `cell up` starts)
+/// call it, so the two cannot differ.
+pub fn service_main(
+    cfg: common::service::ConfigArgs,
+    bus: common::bus::BusArgs,
+) -> std::process::ExitCode {
+    common::service::run_service(
+        "force",
+        bus,
+        cfg,
+        |l| {
+            let f: crate::node::ForceConfig = l.section("force");
+            (f, kinematics::config::load_arm(l))
+        },
+        crate::node::run,
+    )
 }
 
 #[cfg(test)]

@@ -177,6 +177,69 @@ pub struct Estimate {
     pub sensor: Wrench,
     pub tool: Wrench,
     pub base: Wrench,
+    /// [`PeakTracker`]'s confirmed window peak of the unfiltered compensated force (N) and of
+    /// its torque at the TCP (N·m); zero on a faulted estimate.
+    pub peak_force_n: f64,
+    pub peak_torque_nm: f64,
+}
+
+/// Samples the peak window can hold (7 kHz × 12 ms = 84 for an ATI Net F/T at full rate).
+const PEAK_RING: usize = 128;
+
+/// The force limits' input (`WrenchEstimate::peak_force_n`): per sample, the magnitude of the
+/// unfiltered compensated force and torque, confirmed by the previous sample (the smaller of
+/// the two: one spiking sample does not count, two in a row do), and the largest confirmed
+/// value over the last [`common::msg::PEAK_WINDOW_S`]. Pure and allocation-free.
+#[derive(Debug, Clone)]
+pub struct PeakTracker {
+    ring: [(f64, f64); PEAK_RING],
+    len: usize,
+    head: usize,
+    prev: Option<(f64, f64)>,
+}
+
+impl PeakTracker {
+    /// A window of `PEAK_WINDOW_S` at `sample_rate_hz` (at least 2 samples, at most 128).
+    pub fn new(sample_rate_hz: f64) -> Self {
+        let n = (common::msg::PEAK_WINDOW_S * sample_rate_hz).ceil();
+        let len = if n.is_finite() {
+            (n as usize).clamp(2, PEAK_RING)
+        } else {
+            2
+        };
+        Self {
+            ring: [(0.0, 0.0); PEAK_RING],
+            len,
+            head: 0,
+            prev: None,
+        }
+    }
+
+    /// The window in samples.
+    pub fn window_samples(&self) -> usize {
+        self.len
+    }
+
+    /// One fine sample's force and torque magnitudes; returns the window's confirmed peaks.
+    pub fn push(&mut self, force_n: f64, torque_nm: f64) -> (f64, f64) {
+        let c = match self.prev {
+            Some((pf, pt)) => (force_n.min(pf), torque_nm.min(pt)),
+            None => (0.0, 0.0),
+        };
+        self.prev = Some((force_n, torque_nm));
+        self.ring[self.head] = c;
+        self.head = (self.head + 1) % self.len;
+        self.ring[..self.len]
+            .iter()
+            .fold((0.0, 0.0), |(f, t), (cf, ct)| {
+                (f64::max(f, *cf), f64::max(t, *ct))
+            })
+    }
+
+    /// A sample that was not fine: the next one needs a fresh confirmation.
+    pub fn break_chain(&mut self) {
+        self.prev = None;
+    }
 }
 
 /// Settle tolerance: the filter counts as re-settled once a state disturbance has decayed to
@@ -275,6 +338,7 @@ pub struct Pipeline {
     averaging: Option<(Averaging, Accum)>,
     outcome: Option<WindowOutcome>,
     captures: Vec<PoseSample>,
+    peak: PeakTracker,
 }
 
 fn finite(w: &Wrench) -> bool {
@@ -290,6 +354,7 @@ impl Pipeline {
                 p.cutoff_hz, p.sample_rate_hz
             )
         })?;
+        let peak = PeakTracker::new(p.sample_rate_hz);
         Ok(Self {
             filt: [LowPass::new(c); 6],
             settle_n: c.settle_samples(SETTLE_TOLERANCE),
@@ -302,6 +367,7 @@ impl Pipeline {
             averaging: None,
             outcome: None,
             captures: Vec::new(),
+            peak,
         })
     }
 
@@ -419,6 +485,7 @@ impl Pipeline {
 
     /// A faulted sample: kept out of the filter and of any average, starts a settle window.
     fn faulted(&mut self, fault: WrenchFault, raw: &[f64; 6]) -> Estimate {
+        self.peak.break_chain();
         self.resettle(fault);
         self.exclude_from_average(fault);
         let sensor = if raw.iter().all(|v| v.is_finite()) {
@@ -451,6 +518,7 @@ impl Pipeline {
         let t_raw = Vector3::new(raw[3], raw[4], raw[5]);
 
         let Some(pose) = pose else {
+            self.peak.break_chain();
             self.gap = (self.gap.0.saturating_add(1), WrenchFault::NoPose);
             self.averaging_refuse("no fresh tool pose");
             return Estimate {
@@ -511,6 +579,14 @@ impl Pipeline {
         if fault == WrenchFault::None && !self.tared {
             fault = WrenchFault::NotTared;
         }
+        // The limits' input: unfiltered, compensated, torque at the TCP.
+        let at_tcp = Wrench::new(fc, tc).transform(&self.sensor_in_tcp);
+        let (peak_force_n, peak_torque_nm) = if finite(&at_tcp) {
+            self.peak.push(at_tcp.force.norm(), at_tcp.torque.norm())
+        } else {
+            self.peak.break_chain();
+            (0.0, 0.0)
+        };
         // Last: a tare finishing on this sample re-initialises the filter from the next one.
         self.accumulate(f_raw, t_raw, g_s, fc, pose);
         Estimate {
@@ -518,6 +594,8 @@ impl Pipeline {
             sensor,
             tool,
             base,
+            peak_force_n,
+            peak_torque_nm,
         }
     }
 
@@ -620,6 +698,45 @@ pub fn to_msg(w: &Wrench) -> MsgWrench {
 
 #[cfg(test)]
 mod tests {
+
+    /// The limits' input sees every sample within its window, ignores a lone spike, and is
+    /// unfiltered: a 5 ms impact reaches its full height (a 12 Hz filter shows a fraction).
+    #[test]
+    fn peak_tracker_holds_confirmed_unfiltered_peaks_over_its_window() {
+        let mut p = PeakTracker::new(1000.0);
+        assert_eq!(p.window_samples(), 12);
+        // A lone 200 N spike among 10 N samples: not confirmed.
+        let mut last = (0.0, 0.0);
+        for (i, f) in [10.0, 10.0, 200.0, 10.0, 10.0].into_iter().enumerate() {
+            last = p.push(f, 0.0);
+            assert!(last.0 <= 10.0, "sample {i}: {last:?}");
+        }
+        // A 5-sample impact at 128 N: held at full height for the window after it.
+        for _ in 0..5 {
+            last = p.push(128.0, 1.0);
+        }
+        assert_eq!(last, (128.0, 1.0));
+        for k in 0..11 {
+            last = p.push(10.0, 0.0);
+            assert_eq!(last.0, 128.0, "{k} samples after the impact");
+        }
+        p.push(10.0, 0.0);
+        last = p.push(10.0, 0.0);
+        assert_eq!(last.0, 10.0, "the impact left the window");
+        // A break (faulted sample) needs a fresh confirmation.
+        p.break_chain();
+        assert!(p.push(300.0, 0.0).0 <= 10.0);
+        let mut filt = LowPass::new(Biquad::butterworth_lowpass(12.0, 1000.0).expect("filter"));
+        for _ in 0..500 {
+            filt.step(0.0);
+        }
+        let shown = (0..5).map(|_| filt.step(128.0)).fold(0.0, f64::max);
+        assert!(
+            shown < 0.2 * 128.0,
+            "the filter shows {shown:.1} N of a 5 ms impact"
+        );
+    }
+
     use super::*;
     use nalgebra::{Translation3, UnitQuaternion};
 

@@ -2,7 +2,6 @@
 
 use clap::Parser;
 use common::{bus::BusArgs, service::ConfigArgs};
-use kinematics::{config::load_arm, node::KinematicsConfig};
 
 #[derive(Parser)]
 #[command(
@@ -18,14 +17,5 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    common::service::run_service(
-        "kinematics",
-        args.bus,
-        args.cfg,
-        |l| {
-            let k: KinematicsConfig = l.section("kinematics");
-            (k, load_arm(l))
-        },
-        kinematics::node::run,
-    )
+    kinematics::node::service_main(args.cfg, args.bus)
 }

@@ -371,3 +371,22 @@ async fn declare_rpc(node: &Node, arm: &Arm) -> anyhow::Result<Vec<zenoh::query:
     }
     Ok(out)
 }
+
+/// The service's process entry: config (every problem listed, exit 2), tracing, runtime, bus,
+/// then [`run`]. Both `cell-kinematics` and the multi-call `cell service kinematics` (what `cell up` starts)
+/// call it, so the two cannot differ.
+pub fn service_main(
+    cfg: common::service::ConfigArgs,
+    bus: common::bus::BusArgs,
+) -> std::process::ExitCode {
+    common::service::run_service(
+        "kinematics",
+        bus,
+        cfg,
+        |l| {
+            let k: KinematicsConfig = l.section("kinematics");
+            (k, crate::config::load_arm(l))
+        },
+        run,
+    )
+}

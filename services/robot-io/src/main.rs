@@ -2,7 +2,6 @@
 
 use clap::Parser;
 use common::{bus::BusArgs, service::ConfigArgs};
-use kinematics::config::ArmSection;
 
 #[derive(Parser)]
 #[command(
@@ -18,20 +17,5 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    common::service::run_service_rt(
-        "robot-io",
-        args.bus,
-        args.cfg,
-        |l| {
-            let rio: robot_io::config::RobotIoConfig = l.section("robot_io");
-            let arm: ArmSection = l.section("arm");
-            let limits = arm
-                .params()
-                .map(|p| p.limits)
-                .unwrap_or(kinematics::JointLimits::irb120());
-            let rt = rio.rt.clone();
-            ((rio, limits), rt)
-        },
-        robot_io::node::run,
-    )
+    robot_io::node::service_main(args.cfg, args.bus)
 }

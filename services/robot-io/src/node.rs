@@ -253,6 +253,7 @@ impl Shell {
             "latch_write_errors": self.latch_errors,
             "limited_cycles": sup.limited_cycles(),
             "per_joint_limited_cycles": sup.per_joint_cycles(),
+            "aligned_cycles": sup.aligned_cycles(),
         })
     }
 
@@ -286,6 +287,7 @@ pub async fn run(
         max_accel: cfg.max_accel_rad_s2(),
         robot_boot,
         measured_limit_margin_rad: cfg.measured_limit_margin_deg.to_radians(),
+        command_lead_s: cfg.cycle_ms * 1e-3,
     });
     let latch_path = cfg.latch_path(&node.cell_id);
     let (restored, problem) = latch::load(&latch_path);
@@ -626,4 +628,29 @@ async fn run_egm(
     sh.node.set_detail(e.status_json(&sh, true));
     sh.close(&e.core.sup, publisher).await;
     Ok(())
+}
+
+/// The service's process entry: config (every problem listed, exit 2), tracing, runtime, bus,
+/// then [`run`]. Both `cell-robot-io` and the multi-call `cell service robot-io` (what `cell up` starts)
+/// call it, so the two cannot differ.
+pub fn service_main(
+    cfg: common::service::ConfigArgs,
+    bus: common::bus::BusArgs,
+) -> std::process::ExitCode {
+    common::service::run_service_rt(
+        "robot-io",
+        bus,
+        cfg,
+        |l| {
+            let rio: crate::config::RobotIoConfig = l.section("robot_io");
+            let arm: kinematics::config::ArmSection = l.section("arm");
+            let limits = arm
+                .params()
+                .map(|p| p.limits)
+                .unwrap_or(kinematics::JointLimits::irb120());
+            let rt = rio.rt.clone();
+            ((rio, limits), rt)
+        },
+        crate::node::run,
+    )
 }

@@ -31,6 +31,7 @@ fn supervisor() -> Supervisor {
         max_accel: [20.0; 6],
         robot_boot: 7,
         measured_limit_margin_rad: 0.01,
+        command_lead_s: 0.004,
     })
 }
 

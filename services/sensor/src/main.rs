@@ -17,11 +17,5 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    common::service::run_service(
-        "sensor",
-        args.bus,
-        args.cfg,
-        |l| l.section::<sensor::node::SensorConfig>("sensor"),
-        sensor::node::run,
-    )
+    sensor::node::service_main(args.cfg, args.bus)
 }

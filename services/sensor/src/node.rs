@@ -82,3 +82,19 @@ pub async fn run(node: Node, cfg: SensorConfig, mut shutdown: Shutdown) -> anyho
     node.close().await;
     Ok(())
 }
+
+/// The service's process entry: config (every problem listed, exit 2), tracing, runtime, bus,
+/// then [`run`]. Both `cell-sensor` and the multi-call `cell service sensor` (what `cell up` starts)
+/// call it, so the two cannot differ.
+pub fn service_main(
+    cfg: common::service::ConfigArgs,
+    bus: common::bus::BusArgs,
+) -> std::process::ExitCode {
+    common::service::run_service(
+        "sensor",
+        bus,
+        cfg,
+        |l| l.section::<crate::node::SensorConfig>("sensor"),
+        crate::node::run,
+    )
+}

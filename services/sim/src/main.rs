@@ -3,7 +3,6 @@
 
 use clap::Parser;
 use common::{bus::BusArgs, service::ConfigArgs};
-use kinematics::config::load_arm;
 
 #[derive(Parser)]
 #[command(
@@ -19,14 +18,5 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    common::service::run_service(
-        "sim",
-        args.bus,
-        args.cfg,
-        |l| {
-            let s: sim::node::SimConfig = l.section("sim");
-            (s, load_arm(l))
-        },
-        sim::node::run,
-    )
+    sim::node::service_main(args.cfg, args.bus)
 }

@@ -827,3 +827,22 @@ async fn sensor_supervisor(cfg: SimConfig, truth: Truth, mut plugged: watch::Rec
         }
     }
 }
+
+/// The service's process entry: config (every problem listed, exit 2), tracing, runtime, bus,
+/// then [`run`]. Both `cell-sim` and the multi-call `cell service sim` (what `cell up` starts)
+/// call it, so the two cannot differ.
+pub fn service_main(
+    cfg: common::service::ConfigArgs,
+    bus: common::bus::BusArgs,
+) -> std::process::ExitCode {
+    common::service::run_service(
+        "sim",
+        bus,
+        cfg,
+        |l| {
+            let s: crate::node::SimConfig = l.section("sim");
+            (s, kinematics::config::load_arm(l))
+        },
+        crate::node::run,
+    )
+}

@@ -66,7 +66,8 @@ pub struct ReferenceStats {
     pub peak_accel_ratio: f64,
     /// Active replies outside the joint position limits.
     pub out_of_limits: u64,
-    prev: Option<([f64; AXES], [f64; AXES], bool)>,
+    /// (joints, velocity, active, robot time of the step) of the previous reply.
+    prev: Option<([f64; AXES], [f64; AXES], bool, f64)>,
 }
 
 impl ReferenceStats {
@@ -113,8 +114,14 @@ impl EgmCore {
         let q = reply.q_deg.map(f64::to_radians);
         let p = *self.sup.params();
         let mut v = [0.0; AXES];
-        if let (false, Some((pq, pv, was_active))) = (exempt, self.refs.prev) {
+        if let (false, Some((pq, pv, was_active, pdt))) = (exempt, self.refs.prev) {
             self.refs.active_replies += 1;
+            // The velocity change spans the two steps' midpoints (as the supervisor's bound).
+            let dt_mid = if was_active {
+                crate::supervisor::dv_span(pdt, dt)
+            } else {
+                dt
+            };
             for k in 0..AXES {
                 v[k] = (q[k] - pq[k]) / dt;
                 let v0 = if was_active { pv[k] } else { 0.0 };
@@ -126,14 +133,14 @@ impl EgmCore {
                     self.refs.peak_accel_ratio = self
                         .refs
                         .peak_accel_ratio
-                        .max((v[k] - v0).abs() / (p.max_accel[k] * dt));
+                        .max((v[k] - v0).abs() / (p.max_accel[k] * dt_mid));
                 }
             }
             if (0..AXES).any(|k| q[k] < p.limits.min[k] - 1e-9 || q[k] > p.limits.max[k] + 1e-9) {
                 self.refs.out_of_limits += 1;
             }
         }
-        self.refs.prev = Some((q, v, !exempt));
+        self.refs.prev = Some((q, v, !exempt, dt));
     }
 
     /// robot-io's cycle counter (+1 per controller cycle).
@@ -435,6 +442,7 @@ mod tests {
             let mut held: Option<Vec<u8>> = None;
             let mut prev_reply: Option<[f64; 6]> = None;
             let mut prev_v = [0.0; 6];
+            let mut prev_dt = 0.0;
             let mut was_active = false;
             let mut seq: u32 = 0;
             let mut cmd_seq = 0;
@@ -501,12 +509,15 @@ mod tests {
                                     prop_assert!(v[j].abs() <= l.max_speed[j] * (1.0 + 1e-6) + 1e-9,
                                         "event {} speed j{} {} dt {}", k, j, v[j], dt);
                                     let v0 = if was_active { prev_v[j] } else { 0.0 };
-                                    prop_assert!((v[j] - v0).abs() <= a[j] * dt * (1.0 + 1e-6) + 1e-6,
-                                        "event {} accel j{} {} -> {} dt {}", k, j, v0, v[j], dt);
+                                    // Between the two steps' midpoints.
+                                    let dt_mid = if was_active { crate::supervisor::dv_span(prev_dt, dt) } else { dt };
+                                    prop_assert!((v[j] - v0).abs() <= a[j] * dt_mid * (1.0 + 1e-6) + 1e-6,
+                                        "event {} accel j{} {} -> {} dt {}", k, j, v0, v[j], dt_mid);
                                 }
                             }
                             was_active = active;
                             prev_v = v;
+                            prev_dt = dt;
                         }
                     }
                     prev_reply = Some(q);
