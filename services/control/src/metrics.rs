@@ -182,9 +182,37 @@ pub fn error_stats(t: &[f64], y: &[f64], r: &[f64], from: f64, to: f64) -> (f64,
     }
 }
 
+/// Law steps that came late: consecutive law times (`t`, the task clock the law stepped on)
+/// inside `[from, to]` more than 1.5 law periods apart, i.e. at least one law cycle the host
+/// did not run on time. Context for a score measured through the processes, where the law's
+/// deadline depends on the host's scheduling.
+pub fn late_steps(t: &[f64], period_s: f64, from: f64, to: f64) -> usize {
+    if !(period_s.is_finite() && period_s > 0.0) {
+        return 0;
+    }
+    t.windows(2)
+        .filter(|w| w[1] >= from && w[0] <= to && w[1] - w[0] > 1.5 * period_s)
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn late_steps_counts_missed_law_cycles_inside_the_window_only() {
+        let p = 1.0 / 120.0;
+        let mut t: Vec<f64> = (0..600).map(|i| f64::from(i) * p).collect();
+        assert_eq!(late_steps(&t, p, 1.0, 4.0), 0);
+        // One cycle missed at 2 s, two at 3 s, one outside the window at 4.5 s.
+        t.retain(|x| {
+            let near = |c: f64| (x - c).abs() < 0.5 * p;
+            !(near(2.0) || near(3.0) || near(3.0 + p) || near(4.5))
+        });
+        assert_eq!(late_steps(&t, p, 1.0, 4.0), 2);
+        assert_eq!(late_steps(&t, p, 0.0, 5.0), 3);
+        assert_eq!(late_steps(&t, f64::NAN, 0.0, 5.0), 0);
+    }
 
     #[test]
     fn lowpass_passes_dc_and_kills_the_hand_mode() {
