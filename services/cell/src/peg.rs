@@ -882,9 +882,15 @@ pub async fn run(s: &Session, cell: &CellSection, opts: &Options) -> anyhow::Res
         }
     }
     let fig = Figure {
+        // The paper's figure is cited as the paper states it; the cases run are named beside
+        // it (the short form runs only the 0.1 mm clearance).
         title: format!(
-            "{name} — {}",
-            paper()["figure"].as_str().unwrap_or_default()
+            "{name} — {}; this run: {}",
+            paper()["figure"].as_str().unwrap_or_default(),
+            outs.iter()
+                .map(|c| c.label.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         rows: 3,
         cols,
