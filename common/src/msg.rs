@@ -603,6 +603,12 @@ pub struct HybridState {
     pub output: [f64; 6],
     /// Bit k set: the force integral of axis k is at its limiter.
     pub limited: u8,
+    /// The wrench of this step is the last usable estimate bridged over a gap in the samples:
+    /// the force axes did not advance and the force integral stood still.
+    pub bridged: bool,
+    /// Seating (arm tasks): the force axes have not yet reached the setpoint since the
+    /// approach or a bounce, so they move into the surface no faster than the approach.
+    pub seating: bool,
     /// {C} in base (plant: in the plant plane).
     pub frame_in_base: Pose,
 }

@@ -199,13 +199,16 @@ async fn arm_presses_and_moves_on_soft_and_stiff_tables_with_identified_gains() 
     }
 }
 
-/// Issue (force modes inside their bounds, item 9): the 10 N press on a 10⁵ N/m table with
-/// the stiffness *not* identified (the config's 2·10⁴ N/m sets the gains) chattered between 0
-/// and 29 N of true force for 9 s and `cell hybrid` exited 0. Now the force loop's
-/// oscillation observer ends it with its reason and the command fails; the task is also
-/// refused when it asks for more than the cell's limits.
+/// Issue (force modes inside their bounds, items 1, 3 and 9): the 10 N press with the
+/// stiffness *not* identified (the config's 2·10⁴ N/m sets the gains). On a 10⁵ N/m table it
+/// chattered between 0 and 29 N of true force for 9 s and `cell hybrid` exited 0; on 10⁶ N/m
+/// the true first-contact force peaked at 128 N against the 50 N limit. Now the true
+/// first-contact peak (the simulator's unfiltered contact force) stays below the task's
+/// `max_force_n` on 2·10⁴, 10⁵ and 10⁶ N/m; the chatter on 10⁵ N/m ends the task with its
+/// reason and the command fails; and a task asking for more than the cell's limits is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_oscillating_press_ends_with_its_reason_and_lifted_limits_are_refused() {
+async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lifted_limits_are_refused(
+) {
     let _serial = SERIAL.lock().await;
     let c = table_cell("hy-osc");
     let _s = tests::up_all(&c).await;
@@ -221,38 +224,66 @@ async fn an_oscillating_press_ends_with_its_reason_and_lifted_limits_are_refused
         err.contains("limits.max_force_n = 1000000000 exceeds the cell's ceiling 50"),
         "{err}"
     );
-    let (ok, out, err) = c.cli(&[
-        "sim-scenario",
-        "{\"set\":{\"surfaces.0.stiffness_n_per_m\":1e5}}",
-    ]);
-    assert!(ok, "{out} {err}");
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        place_and_tare(&c, [350.0, 0.0, 208.0]).await;
-        let (ok, m, dir) = hybrid(&c, "tasks/press-table.toml", &[], "hy-osc");
+    const MAX_FORCE_N: f64 = 50.0;
+    for stiffness in [2e4, 1e5, 1e6] {
+        let (ok, out, err) = c.cli(&[
+            "sim-scenario",
+            &format!("{{\"set\":{{\"surfaces.0.stiffness_n_per_m\":{stiffness}}}}}"),
+        ]);
+        assert!(ok, "{out} {err}");
+        let name = format!("hy-unid-{stiffness:e}");
+        let mut tries = 0;
+        let (ok, m, dir) = loop {
+            tries += 1;
+            place_and_tare(&c, [350.0, 0.0, 208.0]).await;
+            let (ok, m, dir) = hybrid(&c, "tasks/press-table.toml", &[], &name);
+            let why = m["aborted"].as_str().unwrap_or("");
+            if !ok && host_stall_hold(why) && tries == 1 {
+                eprintln!("{name}: held by a host stall ({why}); once more");
+                continue;
+            }
+            break (ok, m, dir);
+        };
         let why = m["aborted"].as_str().unwrap_or("").to_string();
-        if !ok && host_stall_hold(&why) && tries == 1 {
-            eprintln!("held by a host stall ({why}); once more");
-            continue;
-        }
-        assert!(!ok, "the chattering press completed: {m}");
-        assert!(
-            why.contains("force loop oscillating"),
-            "ended otherwise: {why}"
-        );
-        // It ended soon after the chatter began: within 1.5 s of the first contact.
+        let z = &m["axes"]["z"];
+        let peak = z["truth_peak_first_contact"].as_f64().unwrap_or(f64::NAN);
         let contact = m["contact_at_s"].as_f64().expect("contact made");
         let t_end = column(&dir.join("trace.csv"), "force_z")
             .last()
             .map_or(f64::NAN, |p| p.0);
-        eprintln!("oscillation: contact at {contact:.2} s, ended at {t_end:.2} s: {why}");
-        assert!(
-            t_end - contact < 1.5,
-            "ended {:.2} s after contact",
-            t_end - contact
+        eprintln!(
+            "{name}: un-identified, true first-contact peak {peak:.1} N (estimate {:.1} N), \
+             contact at {contact:.2} s, ended at {t_end:.2} s: {}",
+            z["peak_first_contact"].as_f64().unwrap_or(f64::NAN),
+            if ok { "completed" } else { &why }
         );
-        break;
+        assert!(
+            peak <= MAX_FORCE_N,
+            "{name}: true first-contact peak {peak:.1} N > {MAX_FORCE_N} N"
+        );
+        if stiffness == 2e4 {
+            // The gains are made for this table: a good press.
+            assert!(ok, "{name}: {m}");
+            assert!(peak <= 15.0, "{name}: peak {peak:.1} N > 1.5 × 10 N");
+        } else if stiffness == 1e5 {
+            // The chatter ends the task soon after it begins, the command fails.
+            assert!(!ok, "{name}: the chattering press completed: {m}");
+            assert!(
+                why.contains("force loop oscillating"),
+                "{name}: ended otherwise: {why}"
+            );
+            assert!(
+                t_end - contact < 1.5,
+                "{name}: ended {:.2} s after contact",
+                t_end - contact
+            );
+        } else {
+            // Never by the force limit: completed, or ended by the oscillation observer.
+            assert!(
+                ok || why.contains("force loop oscillating"),
+                "{name}: ended otherwise: {why}"
+            );
+        }
     }
 }
 
@@ -321,8 +352,8 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
         .is_some_and(|r| r.contains("wrench estimate")));
     tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": false})).await;
 
-    // Excess force: 25 N pushed on the tool by the simulator (an obstacle, a person) while
-    // pressing 10 N with a 20 N limit.
+    // Excess force: 25 N pushed on the tool by the simulator (an obstacle, a person) during
+    // the approach of a 10 N press with a 20 N limit.
     place_and_tare(&c, [350.0, 0.0, 208.0]).await;
     let task = std::env::temp_dir().join(format!("hy-limit-{}.toml", std::process::id()));
     let text = std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).expect("task")
@@ -330,6 +361,43 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     std::fs::write(&task, text).expect("write task");
     let run = hybrid_in_background(&c, task.clone(), "force");
     tokio::time::sleep(Duration::from_secs(4)).await;
+    // Issue 19 item 4: the limit-to-hold latency, from the first raw F/T sample whose force
+    // departs from its level before the push by more than the limit, to robot-io's first
+    // `Hold` state. Both stamps are this host's monotonic clock (sensor and robot-io
+    // processes); the simulator's own crossing is < 1 ms earlier on loopback.
+    type Log<T> = std::sync::Arc<std::sync::Mutex<Vec<(u64, T)>>>;
+    let raw: Log<[f64; 3]> = Default::default();
+    let safety: Log<common::msg::SafetyLevel> = Default::default();
+    let r = raw.clone();
+    let _raw_sub = s
+        .declare_subscriber(common::topic::WRENCH_RAW.key(&c.cell.id))
+        .callback(move |smp| {
+            if let Ok(m) =
+                common::codec::decode::<common::msg::WrenchSample>(&smp.payload().to_bytes())
+            {
+                if let Ok(mut g) = r.lock() {
+                    g.push((m.stamp.source_mono_ns, m.wrench_sensor.force_n));
+                }
+            }
+        })
+        .await
+        .expect("raw subscriber");
+    let r = safety.clone();
+    let _safety_sub = s
+        .declare_subscriber(common::topic::SAFETY_STATE.key(&c.cell.id))
+        .callback(move |smp| {
+            if let Ok(m) =
+                common::codec::decode::<common::msg::SafetyState>(&smp.payload().to_bytes())
+            {
+                if let Ok(mut g) = r.lock() {
+                    g.push((m.stamp.source_mono_ns, m.level));
+                }
+            }
+        })
+        .await
+        .expect("safety subscriber");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pushed_at = common::clock::mono_ns();
     tests::sim_fault(
         &s,
         &c,
@@ -337,6 +405,44 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     )
     .await;
     let out = run.await.expect("join");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let raw = raw.lock().map(|g| g.clone()).unwrap_or_default();
+    let safety = safety.lock().map(|g| g.clone()).unwrap_or_default();
+    let before: Vec<[f64; 3]> = raw
+        .iter()
+        .filter(|(t, _)| *t < pushed_at)
+        .map(|(_, f)| *f)
+        .collect();
+    assert!(
+        before.len() > 100,
+        "raw samples before the push: {}",
+        before.len()
+    );
+    let level: [f64; 3] =
+        std::array::from_fn(|k| before.iter().map(|f| f[k]).sum::<f64>() / before.len() as f64);
+    let crossed = raw
+        .iter()
+        .find(|(t, f)| {
+            *t >= pushed_at
+                && (0..3)
+                    .map(|k| (f[k] - level[k]).powi(2))
+                    .sum::<f64>()
+                    .sqrt()
+                    > 20.0
+        })
+        .map(|(t, _)| *t)
+        .expect("the push never showed on the raw samples");
+    let held = safety
+        .iter()
+        .find(|(t, l)| *t >= crossed && *l == common::msg::SafetyLevel::Hold)
+        .map(|(t, _)| *t)
+        .expect("robot-io never reported Hold after the push");
+    let latency_ms = (held - crossed) as f64 * 1e-6;
+    eprintln!(
+        "limit to hold: {latency_ms:.1} ms from the first raw sample over the 20 N limit to \
+         robot-io's Hold ({:.1} robot cycles of 4 ms)",
+        latency_ms / 4.0
+    );
     tests::sim_fault(
         &s,
         &c,

@@ -376,6 +376,15 @@ pub fn metrics(
                 let (grms, gmax) = error_stats(&tu, &gf, &ru, from, to);
                 a["truth_rms_error"] = serde_json::json!(grms);
                 a["truth_max_error"] = serde_json::json!(gmax);
+                // The true first-contact peak, unfiltered: from the start to 0.5 s after the
+                // contact was declared (or over the whole run when none was).
+                let first = g
+                    .iter()
+                    .zip(&t)
+                    .filter(|(_, ti)| contact_at.is_none_or(|c| **ti <= c + 0.5))
+                    .map(|(v, _)| v.abs())
+                    .fold(0.0, f64::max);
+                a["truth_peak_first_contact"] = serde_json::json!(first);
             }
             // Ground truth (plant, 1 kHz): the same figures on the true contact force.
             if k < 2 && truth.len() > 1 {
@@ -432,6 +441,7 @@ pub fn metrics(
         "rate_hz": fs,
         "contact_at_s": contact_at,
         "contact_losses": losses,
+        "bridged_cycles": rows.iter().filter(|r| r.state.bridged).count(),
         "aborted": aborted,
         "axes": axes,
     })
@@ -451,6 +461,8 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
         }
     }
     head.push("limited".into());
+    head.push("bridged".into());
+    head.push("seating".into());
     head.push("truth_force_x".into());
     head.push("truth_force_y".into());
     head.push("truth_force_z".into());
@@ -462,6 +474,8 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
             v.extend(a.iter().map(|x| format!("{x:.6}")));
         }
         v.push(s.limited.to_string());
+        v.push(u8::from(s.bridged).to_string());
+        v.push(u8::from(s.seating).to_string());
         match r.truth_force {
             Some(f) => v.extend(f.iter().map(|x| format!("{x:.6}"))),
             None => v.extend([String::new(), String::new(), String::new()]),

@@ -33,6 +33,8 @@ pub struct HybridSetup {
     pub gains: HybridGains,
     pub limits: HybridLimits,
     pub stiffness: [f64; 6],
+    /// The stiffest contact the cell declares it may meet (N/m): bounds the approach speed.
+    pub worst_case_n_per_m: f64,
     /// Effective force-loop delay (s).
     pub loop_delay_s: f64,
 }
@@ -180,20 +182,24 @@ pub struct ControlCore {
 }
 
 /// Which wrench a force mode may use (pure; times are parameters, any epoch). A `Stale` flag
-/// from the force service (no sample for its `stale_ms`) is a gap in the samples, bridged with
-/// the last usable estimate for up to `max_age_s`; any other fault is refused at once.
+/// from the force service (no sample for its `stale_ms`), or no estimate at all for `gap_s`
+/// (the force service itself silent), is a gap in the samples, bridged with the last usable
+/// estimate for up to `max_age_s`; any other fault is refused at once.
 #[derive(Debug, Clone, Copy)]
 pub struct WrenchGate {
     pub max_age_s: f64,
+    /// An estimate older than this is a gap (the force service publishes one per sample).
+    pub gap_s: f64,
     last_good: Option<(common::msg::WrenchEstimate, f64)>,
     /// The last input was the last usable estimate bridged over a `Stale` gap.
     bridging: bool,
 }
 
 impl WrenchGate {
-    pub fn new(max_age_s: f64) -> Self {
+    pub fn new(max_age_s: f64, gap_s: f64) -> Self {
         Self {
             max_age_s,
+            gap_s,
             last_good: None,
             bridging: false,
         }
@@ -217,6 +223,10 @@ impl WrenchGate {
             return Err("none received".into());
         };
         let age = now_s - at;
+        if age > self.gap_s {
+            // The samples stopped without a flag (the force service is silent).
+            self.bridging = true;
+        }
         if age.is_nan() || age > self.max_age_s {
             return Err(format!(
                 "Stale (no usable estimate for {:.0} ms)",
@@ -653,6 +663,7 @@ impl ControlCore {
                         setup.gains,
                         setup.limits,
                         setup.stiffness,
+                        setup.worst_case_n_per_m,
                         setup.loop_delay_s,
                         tcp,
                     ) {
@@ -828,7 +839,7 @@ mod tests {
     #[test]
     fn wrench_gate_bridges_stale_gaps_and_refuses_other_faults() {
         use common::msg::WrenchEstimate;
-        let mut g = WrenchGate::new(0.05);
+        let mut g = WrenchGate::new(0.05, 0.009);
         assert!(g.input(None, 0.0).is_err(), "nothing yet");
         let mut good = WrenchEstimate::default();
         good.base.force_n = [0.0, 0.0, 10.0];
@@ -850,6 +861,15 @@ mod tests {
         // …until it is older than the bound.
         let e = g.input(Some((&stale, 0.06)), 0.06).expect_err("too old");
         assert!(e.starts_with("Stale"), "{e}");
+        // Samples that simply stop (no flag: the force service is silent) are a gap too once
+        // the newest estimate is older than `gap_s`, until it is older than the bound.
+        g.input(Some((&good, 0.07)), 0.07).expect("good again");
+        assert!(!g.peak().bridged);
+        assert!(g.input(Some((&good, 0.07)), 0.075).is_ok());
+        assert!(!g.peak().bridged, "5 ms without a sample is not a gap");
+        assert!(g.input(Some((&good, 0.07)), 0.09).is_ok());
+        assert!(g.peak().bridged, "20 ms without a sample is bridged");
+        assert!(g.input(Some((&good, 0.07)), 0.121).is_err());
         // Any other fault is refused at once, even right after a good estimate.
         g.input(Some((&good, 0.1)), 0.1).expect("good again");
         for f in [

@@ -39,6 +39,10 @@ pub struct HybridConfig {
     pub stiffness_n_per_m: [f64; 3],
     /// Rotational contact stiffness about base x, y, z (N·m/rad).
     pub stiffness_nm_per_rad: [f64; 3],
+    /// The stiffest contact this cell may meet (N/m), identified or not: an arm task's
+    /// approach is slow enough that a surface up to this stiffness is first touched below the
+    /// task's `max_force_n` (`control::hybrid::ArmRun::approach_speed`).
+    pub worst_case_stiffness_n_per_m: f64,
     /// Effective force-loop delay of the arm (s): EGM + servo lag, ≈ 30 ms on an IRC5.
     pub loop_delay_s: f64,
     /// The limits of an arm task, and their ceilings: a task may tighten any field (all
@@ -49,6 +53,10 @@ pub struct HybridConfig {
     pub plant_limits: HybridLimits,
     /// A wrench estimate older than this is stale → a running task holds (ms).
     pub wrench_stale_ms: f64,
+    /// No wrench estimate for this long is a gap in the samples (the force service publishes
+    /// one per sample): the last one is bridged, the force axes frozen, until
+    /// `wrench_stale_ms` (ms).
+    pub wrench_gap_ms: f64,
     /// The 2-DOF plant's joint effort bound [N·m, N].
     pub plant_max_effort: [f64; 2],
 }
@@ -58,6 +66,7 @@ impl Default for HybridConfig {
         Self {
             stiffness_n_per_m: [2.0e4; 3],
             stiffness_nm_per_rad: [50.0; 3],
+            worst_case_stiffness_n_per_m: hybrid::DEFAULT_WORST_CASE_STIFFNESS_N_PER_M,
             loop_delay_s: 0.03,
             limits: hybrid::default_limits(),
             plant_limits: HybridLimits {
@@ -65,6 +74,7 @@ impl Default for HybridConfig {
                 ..hybrid::default_limits()
             },
             wrench_stale_ms: 50.0,
+            wrench_gap_ms: 9.0,
             plant_max_effort: [200.0, 200.0],
         }
     }
@@ -94,6 +104,14 @@ impl Validate for HybridConfig {
         }
         check_range(
             errors,
+            format!("{prefix}.worst_case_stiffness_n_per_m"),
+            self.worst_case_stiffness_n_per_m,
+            1.0,
+            1e9,
+            "N/m",
+        );
+        check_range(
+            errors,
             format!("{prefix}.loop_delay_s"),
             self.loop_delay_s,
             0.001,
@@ -106,6 +124,14 @@ impl Validate for HybridConfig {
             self.wrench_stale_ms,
             1.0,
             1000.0,
+            "ms",
+        );
+        check_range(
+            errors,
+            format!("{prefix}.wrench_gap_ms"),
+            self.wrench_gap_ms,
+            1.0,
+            self.wrench_stale_ms,
             "ms",
         );
         for (table, l) in [
@@ -176,6 +202,7 @@ impl HybridConfig {
                 .unwrap_or_else(|| hybrid::default_arm_gains(kt, kr, self.loop_delay_s)),
             limits,
             stiffness,
+            worst_case_n_per_m: self.worst_case_stiffness_n_per_m,
             loop_delay_s: self.loop_delay_s,
         })
     }
@@ -410,6 +437,8 @@ fn hybrid_state(stamp: common::msg::Stamp, motion_id: u64, r: &StepReport) -> Hy
         position: r.position,
         output: r.output,
         limited: r.limited,
+        bridged: r.bridged,
+        seating: r.seating,
         frame_in_base: r.frame_in_base,
     }
 }
@@ -883,7 +912,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     // The newest usable estimate and when it arrived: a `Stale` flag from the force service
     // (no sample for its `stale_ms`, 9 ms by default) is a gap in the samples, bridged with the
     // last usable estimate for up to `wrench_stale_ms`; every other fault ends a task at once.
-    let mut gate = crate::core::WrenchGate::new(stale.as_secs_f64());
+    let mut gate = crate::core::WrenchGate::new(stale.as_secs_f64(), hcfg.wrench_gap_ms * 1e-3);
     let epoch = std::time::Instant::now();
     let mut wrench_input =
         |w: Option<common::bus::Received<WrenchEstimate>>| -> (WrenchInput, WrenchPeak) {
