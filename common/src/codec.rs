@@ -165,6 +165,7 @@ mod tests {
         "msg::MoveTarget",
         "msg::SafetyState",
         "msg::EStop",
+        "msg::MotionEnd",
         "msg::PlantState",
         "msg::PlantEffortCommand",
         "msg::SimTruth",
@@ -990,6 +991,22 @@ mod tests {
             EStopAction::Reset => "01",
             EStopAction::ResetProtective => "02",
         }
+    }
+
+    #[test]
+    fn golden_motion_end() {
+        let m = MotionEnd {
+            stamp: Stamp {
+                seq: 300,
+                source_mono_ns: 1,
+            },
+            motion: MotionTag {
+                robot_boot: 2,
+                motion_id: 300,
+            },
+        };
+        // stamp (seq 300, ns 1) | robot_boot 2 | motion 300.
+        golden(&m, &format!("0a {V300} 01 02 {V300}"));
     }
 
     #[test]

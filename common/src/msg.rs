@@ -695,6 +695,16 @@ pub struct EStop {
     pub action: EStopAction,
 }
 
+/// A motion ended by its commander (a fault, a limit, an operator stop): robot-io holds at
+/// once, on its next robot cycle, instead of when the motion's command stream goes stale
+/// (2 robot cycles later), and refuses the motion's commands from then on. It can only stop
+/// motion: a tag that is not robot-io's (another boot) or id 0 is ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MotionEnd {
+    pub stamp: Stamp,
+    pub motion: MotionTag,
+}
+
 /// State of the simulated Raibert–Craig 2-DOF plant (revolute + prismatic, planar), published
 /// by cell-sim each plant period. Joint 1 in rad, joint 2 in m; plane coordinates in m.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
@@ -1208,6 +1218,15 @@ impl Check for SafetyState {
 
 impl Check for EStop {
     fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Check for MotionEnd {
+    fn check(&self) -> Result<(), String> {
+        if self.motion.motion_id == 0 {
+            return Err("motion id 0 names no motion".into());
+        }
         Ok(())
     }
 }

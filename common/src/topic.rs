@@ -96,6 +96,11 @@ topics! {
         suffix: "robot/estop", publisher: "cell CLI, any", subscribers: "robot-io",
         rate: "event", qos: QOS_CMD, frame: "-",
     },
+    /// A motion ended by its commander: robot-io holds on its next cycle.
+    MOTION_END: msg::MotionEnd = {
+        suffix: "robot/motion_end", publisher: "control", subscribers: "robot-io",
+        rate: "event", qos: QOS_CMD, frame: "-",
+    },
     /// Tool pose, TCP twist and Jacobian for each joint state.
     TOOL_POSE: msg::ToolPose = {
         suffix: "kin/tool_pose", publisher: "kinematics", subscribers: "force, control (kinematics chain)",

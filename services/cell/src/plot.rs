@@ -145,8 +145,12 @@ where
 {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("plot: {e:?}");
     root.fill(&WHITE).map_err(e)?;
+    // The title fits the width: 17 px, smaller for a long one (≈ 0.55 em per character).
+    let (w, _) = root.dim_in_pixel();
+    let chars = fig.title.chars().count().max(1) as f64;
+    let size = (f64::from(w) / (0.55 * chars)).clamp(9.0, 17.0);
     let body = root
-        .titled(&fig.title, ("sans-serif", 17).into_font())
+        .titled(&fig.title, ("sans-serif", size).into_font())
         .map_err(e)?;
     let areas = body.split_evenly((fig.rows.max(1), fig.cols.max(1)));
     for (area, panel) in areas.iter().zip(&fig.panels) {

@@ -155,6 +155,8 @@ pub struct ControlCore {
     pending_move: Option<MoveTarget>,
     safety: Option<SafetyState>,
     motion: Option<Motion>,
+    /// The motion that went idle, not yet ended at robot-io.
+    ended_motion: Option<MotionTag>,
     /// Motion ids: `id_base` + counter (the base differs per process so that a restarted
     /// control never reuses an id robot-io has seen end).
     id_base: u64,
@@ -598,8 +600,15 @@ impl ControlCore {
             self.play_report = None;
         }
         if mode == Mode::Idle {
-            self.motion = None;
+            if let Some(m) = self.motion.take() {
+                self.ended_motion = Some(m.tag);
+            }
         }
+    }
+
+    /// The motion that went idle since the last call (to be ended at robot-io explicitly).
+    pub fn take_ended_motion(&mut self) -> Option<MotionTag> {
+        self.ended_motion.take()
     }
 
     /// One cycle without a wrench (a running hybrid task ends: no wrench).
@@ -1025,6 +1034,20 @@ mod tests {
         })
         .expect("move");
         c.motion_tag().expect("a motion")
+    }
+
+    /// Issue 19 item 4: a motion that goes idle (here an operator's idle request) is handed
+    /// to the shell once, to be ended at robot-io explicitly.
+    #[test]
+    fn a_motion_that_goes_idle_is_ended_once() {
+        let mut c = ready();
+        assert_eq!(c.take_ended_motion(), None);
+        let tag = start_move(&mut c);
+        assert!(c.step(&pose(0.374, 0.0, 0.63), 0.0).is_some());
+        assert_eq!(c.take_ended_motion(), None, "still moving");
+        c.request_mode(Mode::Idle).expect("idle");
+        assert_eq!(c.take_ended_motion(), Some(tag));
+        assert_eq!(c.take_ended_motion(), None, "once");
     }
 
     #[test]

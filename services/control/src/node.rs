@@ -892,6 +892,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     let mut enables = node.events(topic::ENABLE, 16).await?;
     let mut guide_pub = node.publisher(topic::GUIDE_STATE).await?;
     let mut play_pub = node.publisher(topic::PLAYBACK_STATE).await?;
+    let mut end_pub = node.publisher(topic::MOTION_END).await?;
     let lead_key = format!("cell/{}/{}", node.cell_id, topic::CONTROL_RPC_LEAD);
     let lead_q = node
         .session
@@ -1280,6 +1281,12 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 }
             }
             report_end(&node, &core, before);
+        }
+        // A motion that went idle (a fault, a limit, an operator stop) is ended at robot-io
+        // explicitly: it holds on its next cycle rather than when the stream goes stale.
+        if let Some(motion) = core.take_ended_motion() {
+            let stamp = end_pub.next_stamp();
+            end_pub.put(&common::msg::MotionEnd { stamp, motion });
         }
         // A mode change shows in the status at once, not up to a status period later (a
         // client that saw a task's `Aborted` state and asks for the status reads `Idle`).

@@ -22,7 +22,7 @@ use std::{
 use common::{
     bus::{Events, Latest, Node, Publisher},
     clock,
-    msg::{EStop, EStopAction, JointCommand, JointState, SafetyState},
+    msg::{EStop, EStopAction, JointCommand, JointState, MotionEnd, SafetyState},
     service::Shutdown,
     topic,
 };
@@ -112,6 +112,9 @@ struct Shell {
     js_pub: Publisher<JointState>,
     commands: Latest<JointCommand>,
     estops: Events<EStop>,
+    motion_ends: Events<MotionEnd>,
+    /// Motion ends received, and those that ended the motion being executed.
+    motion_end_counts: (u64, u64),
     out: tokio::sync::mpsc::UnboundedSender<SafetyState>,
     epoch: Instant,
     last_safety_pub: Instant,
@@ -128,7 +131,8 @@ impl Shell {
     }
 
     /// Applies every pending e-stop request, persists the latches if they changed, then
-    /// acknowledges a changed safety state on the bus (persisted first).
+    /// acknowledges a changed safety state on the bus (persisted first); then every motion
+    /// end from a commander.
     fn drain_estops(&mut self, sup: &mut Supervisor) {
         let mut changed = false;
         while let Ok(e) = self.estops.rx.try_recv() {
@@ -150,6 +154,17 @@ impl Shell {
         self.persist(sup);
         if changed {
             self.publish_safety(sup, true);
+        }
+        // A motion ended by its commander holds on this cycle (not when its stream goes stale).
+        while let Ok(m) = self.motion_ends.rx.try_recv() {
+            self.motion_end_counts.0 += 1;
+            if sup.end_motion(m.msg.motion) {
+                self.motion_end_counts.1 += 1;
+                tracing::info!(
+                    motion = m.msg.motion.motion_id,
+                    "motion ended by its commander"
+                );
+            }
         }
     }
 
@@ -254,6 +269,7 @@ impl Shell {
             "limited_cycles": sup.limited_cycles(),
             "per_joint_limited_cycles": sup.per_joint_cycles(),
             "aligned_cycles": sup.aligned_cycles(),
+            "motion_ends": { "received": self.motion_end_counts.0, "ended": self.motion_end_counts.1 },
         })
     }
 
@@ -276,6 +292,7 @@ pub async fn run(
     let commands = node.latest(topic::JOINT_COMMAND).await?;
     // Lossless: an e-stop is never shed by a full queue.
     let estops = node.events_unbounded(topic::ESTOP).await?;
+    let motion_ends = node.events_unbounded(topic::MOTION_END).await?;
     let js_pub = node.publisher(topic::JOINT_STATE).await?;
     let safety_pub = node.publisher(topic::SAFETY_STATE).await?;
     let presence = node.announce().await?;
@@ -311,6 +328,8 @@ pub async fn run(
         js_pub,
         commands,
         estops,
+        motion_ends,
+        motion_end_counts: (0, 0),
         out,
         epoch: Instant::now(),
         last_safety_pub: Instant::now(),

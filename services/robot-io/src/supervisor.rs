@@ -48,7 +48,7 @@
 //! - a silent robot ([`Supervisor::robot_silent`]) holds with reason `RobotSilent`, and the
 //!   next motion starts from the then-measured position at rest.
 
-use common::msg::{JointCommand, RobotStatus, SafetyLevel, SafetyReason, AXES};
+use common::msg::{JointCommand, MotionTag, RobotStatus, SafetyLevel, SafetyReason, AXES};
 use kinematics::JointLimits;
 
 /// A command computed from one of the last this-many robot cycles is fresh however late the
@@ -293,6 +293,22 @@ impl Supervisor {
     /// The reference sent last (for resending it unchanged).
     pub fn last_reference(&self) -> Option<[f64; AXES]> {
         self.last_ref
+    }
+
+    /// The commander ended `motion` (a fault, a limit, an operator stop): from the next cycle
+    /// its commands are refused (`MotionEnded`) and robot-io holds at the measured position,
+    /// instead of when its command stream goes stale ([`FRESH_CYCLES`] later). Only the motion
+    /// being executed (or held on a stale stream) can be ended; a tag of another robot-io boot
+    /// is ignored. Returns whether it ended one.
+    pub fn end_motion(&mut self, motion: MotionTag) -> bool {
+        let id = motion.motion_id;
+        let current =
+            self.active_motion == Some(id) || self.stale_motion.is_some_and(|(m, _)| m == id);
+        if motion.robot_boot != self.p.robot_boot || id == 0 || !current {
+            return false;
+        }
+        self.ended_motion = Some(id);
+        true
     }
 
     fn set_state(&mut self, level: SafetyLevel, reason: SafetyReason, cycle: u64) -> bool {
@@ -1214,6 +1230,43 @@ mod tests {
         q2[0] += 1f64.to_radians();
         let out = s.step(&input(3, 0.008, q2, Some((&c3, 0.008))));
         assert_eq!(out.level, SafetyLevel::ProtectiveStop);
+    }
+
+    /// Issue 19 item 4: a motion its commander ended holds on the next cycle, at the measured
+    /// position, while the last command is still fresh (before, robot-io held only when the
+    /// stream went stale, `FRESH_CYCLES` later); another boot's tag or another motion's id
+    /// ends nothing.
+    #[test]
+    fn an_ended_motion_holds_on_the_next_cycle() {
+        let mut s = sup();
+        let q0 = [0.0; 6];
+        let c = cmd_m(1, [0.01; 6], 7);
+        let out = s.step(&input(1, 0.0, q0, Some((&c, 0.0))));
+        assert_eq!(out.level, SafetyLevel::Active);
+        let tag = |boot: u64, id: u64| MotionTag {
+            robot_boot: boot,
+            motion_id: id,
+        };
+        assert!(!s.end_motion(tag(BOOT + 1, 7)), "another boot");
+        assert!(!s.end_motion(tag(BOOT, 8)), "another motion");
+        assert!(!s.end_motion(tag(BOOT, 0)), "no motion");
+        let q1 = [0.004; 6];
+        let out = s.step(&input(2, 0.004, q1, Some((&c, 0.004))));
+        assert_eq!(out.level, SafetyLevel::Active, "nothing ended it yet");
+        assert!(s.end_motion(tag(BOOT, 7)));
+        // The same, still fresh command on the next cycle: held at the measured position.
+        let q2 = [0.006; 6];
+        let out = s.step(&input(3, 0.008, q2, Some((&c, 0.008))));
+        assert_eq!(
+            (out.level, out.reason),
+            (SafetyLevel::Hold, SafetyReason::MotionEnded)
+        );
+        assert_eq!(qr(&out), q2);
+        assert_eq!(s.ended_motion(), Some(7));
+        // A new motion runs again.
+        let c2 = cmd_m(2, [0.01; 6], 9);
+        let out = s.step(&input(4, 0.012, q2, Some((&c2, 0.012))));
+        assert_eq!(out.level, SafetyLevel::Active);
     }
 
     #[test]
