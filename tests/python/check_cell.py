@@ -14,9 +14,21 @@ import time
 
 import zenoh
 
-# common::codec::WIRE_VERSION (v7 appended JointState.period_s, v9 Enable.token; the
-# JointState fields before period_s are unchanged since v2).
-WIRE_VERSION = 9
+# common::codec::WIRE_VERSION, read from the Rust source so a version bump that leaves
+# JointState alone (v9 Enable.token, v10 HybridState flags and MotionEnd) needs no edit here;
+# the JointState layout itself (unchanged since v7 appended period_s) is what the hand
+# decoding below checks.
+def _wire_version() -> int:
+    import pathlib
+    import re
+    src = pathlib.Path(__file__).resolve().parents[2] / "common" / "src" / "codec.rs"
+    m = re.search(r"pub const WIRE_VERSION: u8 = (\d+);", src.read_text())
+    if m is None:
+        raise SystemExit(f"WIRE_VERSION not found in {src}")
+    return int(m.group(1))
+
+
+WIRE_VERSION = _wire_version()
 
 
 def varint(buf, i):
