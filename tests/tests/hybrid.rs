@@ -226,6 +226,12 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
     );
     const MAX_FORCE_N: f64 = 50.0;
     for stiffness in [2e4, 1e5, 1e6] {
+        // Off the table before its stiffness changes: a finished press keeps pressing, and
+        // the same depth in a 5× stiffer table is 5× the force (a CI run ended the finished
+        // 10 N press on the 50 N limit that way, and the next move reported it).
+        let (ok, _, err) =
+            c.cli_repeat_after_stall(&["move", "350", "0", "230", "0", "0", "1", "0", "--wait"]);
+        assert!(ok, "move off the table: {err}\n{}", c.log_text());
         let (ok, out, err) = c.cli(&[
             "sim-scenario",
             &format!("{{\"set\":{{\"surfaces.0.stiffness_n_per_m\":{stiffness}}}}}"),
