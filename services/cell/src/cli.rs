@@ -379,6 +379,68 @@ pub async fn control_errors(s: &Session, cell: &CellSection) -> (Option<String>,
     }
 }
 
+/// robot-io's reference counters (`cell status robot-io`, `detail.safety`), read before and
+/// after a piece of work so its metrics can say what robot-io did to the commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RobotIoCounters {
+    /// Replies that differ from the time-aligned command (any limit acted).
+    pub limited_cycles: u64,
+    /// Of those, replies where no common scale fitted and joints were limited one by one.
+    pub per_joint_limited_cycles: u64,
+    /// Replies whose command was held in time (a lost datagram, a late or repeated command).
+    pub aligned_cycles: u64,
+}
+
+impl RobotIoCounters {
+    /// robot-io's counters now; `None` when it does not answer or reports none.
+    pub async fn read(s: &Session, cell: &CellSection) -> Option<Self> {
+        let v = status(s, cell, Some("robot-io")).await.ok()?;
+        let d = &v.first()?["detail"]["safety"];
+        Some(Self {
+            limited_cycles: d["limited_cycles"].as_u64()?,
+            per_joint_limited_cycles: d["per_joint_limited_cycles"].as_u64()?,
+            aligned_cycles: d["aligned_cycles"].as_u64()?,
+        })
+    }
+
+    /// What was counted from `before` to `self` (a restarted robot-io counts from 0: then
+    /// `self` as it is).
+    pub fn since(self, before: Self) -> Self {
+        if self.limited_cycles < before.limited_cycles
+            || self.aligned_cycles < before.aligned_cycles
+            || self.per_joint_limited_cycles < before.per_joint_limited_cycles
+        {
+            return self;
+        }
+        Self {
+            limited_cycles: self.limited_cycles - before.limited_cycles,
+            per_joint_limited_cycles: self.per_joint_limited_cycles
+                - before.per_joint_limited_cycles,
+            aligned_cycles: self.aligned_cycles - before.aligned_cycles,
+        }
+    }
+
+    /// The counters as metrics (`robot_io_limited_cycles`, …); `null` when unread.
+    pub fn insert_metrics(
+        m: &mut serde_json::Map<String, serde_json::Value>,
+        before: Option<Self>,
+        after: Option<Self>,
+    ) {
+        let d = before.zip(after).map(|(b, a)| a.since(b));
+        let f = |x: fn(&Self) -> u64| {
+            d.as_ref()
+                .map(x)
+                .map_or(serde_json::Value::Null, |n| n.into())
+        };
+        m.insert("robot_io_limited_cycles".into(), f(|c| c.limited_cycles));
+        m.insert(
+            "robot_io_per_joint_limited_cycles".into(),
+            f(|c| c.per_joint_limited_cycles),
+        );
+        m.insert("robot_io_aligned_cycles".into(), f(|c| c.aligned_cycles));
+    }
+}
+
 /// `cell move --wait`: follows the TCP to `target` (with a progress line when `progress`); fails when control
 /// refuses the move, the motion ends without reaching it (an outage, a stop), or `timeout`
 /// passes. `before` is control's (last_error, stop_reason) from before the move was sent.

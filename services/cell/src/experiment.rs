@@ -656,6 +656,7 @@ async fn run_case_once(
         place(s, cell, xyz).await?;
         tare(s, cell).await?;
     }
+    let rio_before = cli::RobotIoCounters::read(s, cell).await;
     let o = hybrid::run(
         s,
         cell,
@@ -666,6 +667,7 @@ async fn run_case_once(
         },
     )
     .await?;
+    let rio_after = cli::RobotIoCounters::read(s, cell).await;
     if let Some(why) = &o.aborted {
         if opts.progress {
             eprintln!("      ended by a limit: {why}");
@@ -673,7 +675,8 @@ async fn run_case_once(
     }
     let r = score(case, &o);
     write_plot_csv(dir, &r.1)?;
-    let (metrics, series) = r;
+    let (mut metrics, series) = r;
+    cli::RobotIoCounters::insert_metrics(&mut metrics, rio_before, rio_after);
     let (checks, mut passed) = checks(&metrics, &case.targets);
     if o.aborted.is_some() && !case.may_abort {
         passed = false;

@@ -20,7 +20,7 @@ use anyhow::Context;
 use common::{
     codec,
     config::CellSection,
-    msg::{GuideState, JointCommand, PlaybackPhase, SimTruth},
+    msg::{GuideState, JointCommand, JointState, PlaybackPhase, SimTruth},
     service::{ConfigArgs, Loader},
     topic,
 };
@@ -221,9 +221,13 @@ pub struct Rec {
     pub truth: Vec<SimTruth>,
     pub guide: Vec<GuideState>,
     pub joint_cmd: Vec<JointCommand>,
+    /// Robot-time period (s) of each joint state received, by robot-io cycle
+    /// (`JointState::period_s`: 8 ms after a lost datagram).
+    pub periods: std::collections::BTreeMap<u64, f64>,
 }
 
-/// Records `sim/truth`, `control/guide_state` and `kin/joint_cmd` while alive.
+/// Records `sim/truth`, `control/guide_state`, `kin/joint_cmd` and the robot-time period of
+/// each `robot/joint_state` while alive.
 pub struct Recorder {
     rec: Arc<Mutex<Rec>>,
     _subs: Vec<zenoh::pubsub::Subscriber<()>>,
@@ -271,6 +275,19 @@ impl Recorder {
                 })
                 .await
                 .map_err(|e| anyhow::anyhow!("subscribe joint_cmd: {e}"))?,
+        );
+        let r = rec.clone();
+        subs.push(
+            s.declare_subscriber(topic::JOINT_STATE.key(&cell.id))
+                .callback(move |smp| {
+                    if let Ok(m) = codec::decode::<JointState>(&smp.payload().to_bytes()) {
+                        if let Ok(mut g) = r.lock() {
+                            g.periods.insert(m.cycle, m.period_s);
+                        }
+                    }
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!("subscribe joint_state: {e}"))?,
         );
         Ok(Recorder { rec, _subs: subs })
     }
@@ -803,9 +820,26 @@ pub async fn run(
         "lead-through-axes" => axes(s, cell, &rec, opts).await?,
         "lead-through-45" => forty_five(s, cell, &rec, opts).await?,
         "teach-playback" => {
-            let r = teach_playback(s, cell, &rec, &opts.out, opts.progress).await?;
+            let mut r = teach_playback(s, cell, &rec, &opts.out, opts.progress).await?;
+            r.replays = replay_in_faults(
+                s,
+                cell,
+                &rec,
+                &opts.out,
+                &fault_worlds(opts.short),
+                opts.progress,
+            )
+            .await?;
             let fig = teach_figure(&r);
-            (vec![teach_case(&r)], fig)
+            let mut cases = vec![teach_case(&r)];
+            for (w, p) in &r.replays {
+                let c = replay_case(w, p, &r.played);
+                if opts.progress {
+                    eprintln!("      {}: {}", c.label, progress_line(&c));
+                }
+                cases.push(c);
+            }
+            (cases, fig)
         }
         other => anyhow::bail!("unknown lead-through experiment {other:?}"),
     };
@@ -1306,6 +1340,8 @@ pub struct Played {
     pub payload: control::program::PayloadSpec,
     /// This is a second playback: the first was aborted by this host-stall hold.
     pub repeated_after_hold: Option<String>,
+    /// robot-io's counters over the playback (before, after).
+    pub robot_io: (Option<cli::RobotIoCounters>, Option<cli::RobotIoCounters>),
 }
 
 /// What teach → save → play gave.
@@ -1313,6 +1349,8 @@ pub struct Played {
 pub struct TeachPlay {
     pub taught: Taught,
     pub played: Played,
+    /// The same program played again in EGM fault worlds.
+    pub replays: Vec<(FaultWorld, Played)>,
 }
 
 /// Start of the teaching pulls (mm, tool down).
@@ -1390,8 +1428,26 @@ pub async fn save_and_play(
         eprintln!("      saved {}", file.display());
     }
     let program = lead::load(s, cell, &programs, name).await?;
+    play_program(s, cell, rec, dir, &program, file, "playback", progress).await
+}
+
+/// Plays the loaded `program` (`cell play`) once (once more after a host stall's hold);
+/// writes `dir/CSV.csv` (the truth) and `dir/CSV-joints.csv` (joint fractions); scores
+/// waypoint errors on the truth and the joint references per robot cycle.
+#[allow(clippy::too_many_arguments)]
+pub async fn play_program(
+    s: &Session,
+    cell: &CellSection,
+    rec: &Recorder,
+    dir: &Path,
+    program: &control::program::Program,
+    file: PathBuf,
+    csv: &str,
+    progress: bool,
+) -> anyhow::Result<Played> {
     rec.take();
-    let first = lead::play(s, cell, &program, 1.0, false, progress).await;
+    let mut rio_before = cli::RobotIoCounters::read(s, cell).await;
+    let first = lead::play(s, cell, program, 1.0, false, progress).await;
     let mut repeated_after_hold = None;
     // Aborted (or control's states stopped) by a host stall's hold — the safety path, not
     // the playback: once more, from where the arm stands (playback plans its approach from
@@ -1410,13 +1466,15 @@ pub async fn save_and_play(
         Some(why) => {
             eprintln!("      playback held by a host stall ({why}); playing once more");
             rec.take();
+            rio_before = cli::RobotIoCounters::read(s, cell).await;
             repeated_after_hold = Some(why);
-            lead::play(s, cell, &program, 1.0, false, progress).await?
+            lead::play(s, cell, program, 1.0, false, progress).await?
         }
         None => first?,
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let data = rec.take();
+    let rio_after = cli::RobotIoCounters::read(s, cell).await;
     let waypoints: Vec<[f64; 3]> = program.waypoints.iter().map(|w| w.tcp_position_m).collect();
     let waypoint_errors_m = waypoints
         .iter()
@@ -1431,16 +1489,17 @@ pub async fn save_and_play(
     let (arm, _) = arm_and_poses()?;
     let vmax = arm.limits().max_speed;
     let amax = robot_io::supervisor::irb120_max_accel();
-    let (joint_fractions, worst_v, worst_a) = joint_fractions(&data.joint_cmd, &vmax, &amax);
+    let (joint_fractions, worst_v, worst_a) =
+        joint_fractions(&data.joint_cmd, &data.periods, &vmax, &amax);
     let last = out.states.last();
     let t0 = data.truth.first().map_or(0.0, |t| t.t_s);
-    write_truth_csv(&dir.join("playback.csv"), &data)?;
+    write_truth_csv(&dir.join(format!("{csv}.csv")), &data)?;
     let mut jf = String::from("t_s,worst_speed_fraction,worst_accel_fraction\n");
     for (t, v, a) in &joint_fractions {
         jf.push_str(&format!("{t:.3},{v:.5},{a:.5}\n"));
     }
-    std::fs::write(dir.join("playback-joints.csv"), jf)
-        .with_context(|| format!("writing {}", dir.join("playback-joints.csv").display()))?;
+    let jpath = dir.join(format!("{csv}-joints.csv"));
+    std::fs::write(&jpath, jf).with_context(|| format!("writing {}", jpath.display()))?;
     Ok(Played {
         waypoints,
         played_path: data
@@ -1456,9 +1515,112 @@ pub async fn save_and_play(
         worst_speed_fraction: worst_v,
         worst_accel_fraction: worst_a,
         program_file: file,
-        payload: program.payload,
+        payload: program.payload.clone(),
         repeated_after_hold,
+        robot_io: (rio_before, rio_after),
     })
+}
+
+/// An EGM fault world the taught program is played back in again (`sim/rpc/fault`), scored
+/// against the clean playback.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultWorld {
+    pub label: String,
+    /// Fraction of EGM datagrams lost (each direction).
+    pub packet_loss: f64,
+    /// Extra delay of the simulated IRC5's datagrams, uniform in [0, jitter_ms] (ms).
+    pub jitter_ms: f64,
+    /// The issue's targets gate this world; otherwise they are goals (characterisation).
+    pub gate: bool,
+}
+
+/// The replays of the teach-playback experiment: 5 % loss 10 times (2 with `short`), 2 ms
+/// jitter, and 6 ms jitter (datagrams late by more than a 4 ms cycle: characterised, not
+/// gated).
+pub fn fault_worlds(short: bool) -> Vec<FaultWorld> {
+    let runs = if short { 2 } else { 10 };
+    let mut v: Vec<FaultWorld> = (1..=runs)
+        .map(|k| FaultWorld {
+            label: format!("playback, 5 % EGM loss, run {k}"),
+            packet_loss: 0.05,
+            jitter_ms: 0.0,
+            gate: true,
+        })
+        .collect();
+    v.push(FaultWorld {
+        label: "playback, 2 ms EGM jitter".into(),
+        packet_loss: 0.0,
+        jitter_ms: 2.0,
+        gate: true,
+    });
+    v.push(FaultWorld {
+        label: "playback, 6 ms EGM jitter (late datagrams)".into(),
+        packet_loss: 0.0,
+        jitter_ms: 6.0,
+        gate: false,
+    });
+    v
+}
+
+/// Sets the simulated IRC5's EGM loss and jitter (`cell/<id>/sim/rpc/fault`).
+pub async fn set_egm_faults(
+    s: &Session,
+    cell: &CellSection,
+    packet_loss: f64,
+    jitter_ms: f64,
+) -> anyhow::Result<()> {
+    cli::request(
+        s,
+        &format!("cell/{}/sim/rpc/fault", cell.id),
+        Some(json!({ "packet_loss": packet_loss, "jitter_ms": jitter_ms }).to_string()),
+        Duration::from_secs(3),
+    )
+    .await
+    .context("setting the simulated EGM faults")?;
+    Ok(())
+}
+
+/// The part of `path` from its closest approach to `start` on (the program itself, without
+/// the approach to its first waypoint).
+pub fn from_closest(path: &[[f64; 3]], start: [f64; 3]) -> &[[f64; 3]] {
+    let s = Vector3::from(start);
+    let i = path
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i, (Vector3::from(*p) - s).norm()))
+        .fold((0, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a })
+        .0;
+    &path[i.min(path.len())..]
+}
+
+/// The largest distance from a point of `path` to the polyline `reference` (m); infinite when
+/// `reference` is empty, 0 when `path` is.
+pub fn max_deviation_m(path: &[[f64; 3]], reference: &[[f64; 3]]) -> f64 {
+    let seg = |p: &Vector3<f64>, a: &Vector3<f64>, b: &Vector3<f64>| -> f64 {
+        let ab = b - a;
+        let l2 = ab.norm_squared();
+        let t = if l2 > 0.0 {
+            ((p - a).dot(&ab) / l2).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        (p - (a + ab * t)).norm()
+    };
+    let r: Vec<Vector3<f64>> = reference.iter().map(|q| Vector3::from(*q)).collect();
+    let mut worst = 0.0f64;
+    for p in path {
+        let p = Vector3::from(*p);
+        let d = match r.len() {
+            0 => f64::INFINITY,
+            1 => (p - r[0]).norm(),
+            _ => r
+                .windows(2)
+                .map(|w| seg(&p, &w[0], &w[1]))
+                .fold(f64::INFINITY, f64::min),
+        };
+        worst = worst.max(d);
+    }
+    worst
 }
 
 /// Teaches three waypoints by hand, identifies the payload (a program records it), saves,
@@ -1476,41 +1638,110 @@ pub async fn teach_playback(
     }
     payload_identify(s, cell, 150.0, progress).await?;
     let played = save_and_play(s, cell, rec, dir, "taught", progress).await?;
-    Ok(TeachPlay { taught, played })
+    Ok(TeachPlay {
+        taught,
+        played,
+        replays: Vec::new(),
+    })
 }
 
-/// Joint references per robot cycle (consecutive cycles only): per cycle the worst speed and
-/// acceleration as fractions of the limits, and the worst of each.
+/// Plays the program `teach_playback` saved once more in each of `worlds` (the fault set
+/// before, cleared after, whatever the outcome).
+pub async fn replay_in_faults(
+    s: &Session,
+    cell: &CellSection,
+    rec: &Recorder,
+    dir: &Path,
+    worlds: &[FaultWorld],
+    progress: bool,
+) -> anyhow::Result<Vec<(FaultWorld, Played)>> {
+    let programs = dir.join("programs");
+    let program = lead::load(s, cell, &programs, "taught").await?;
+    let file = programs.join("taught.toml");
+    let mut out = Vec::new();
+    for w in worlds {
+        if progress {
+            eprintln!("      {}", w.label);
+        }
+        set_egm_faults(s, cell, w.packet_loss, w.jitter_ms).await?;
+        let r = play_program(
+            s,
+            cell,
+            rec,
+            dir,
+            &program,
+            file.clone(),
+            &format!("replay-{}", out.len() + 1),
+            progress,
+        )
+        .await;
+        set_egm_faults(s, cell, 0.0, 0.0).await?;
+        out.push((w.clone(), r?));
+    }
+    Ok(out)
+}
+
+/// Joint references per robot cycle (consecutive cycles only), on the robot's time: per
+/// cycle the worst speed and acceleration as fractions of the limits, and the worst of each.
+///
+/// Command *k* answers joint state *k* and is for one cycle after it, so the step from
+/// command *k−1* to *k* spans the robot time from state *k−1* to state *k*: that state's
+/// `period_s` (`periods`, by cycle; 8 ms after a lost datagram; the nominal 4 ms where a
+/// state was not recorded). The acceleration between two steps is taken over
+/// [`robot_io::supervisor::dv_span`], as robot-io bounds it. `t` is robot time since the
+/// first command.
 pub fn joint_fractions(
     cmds: &[JointCommand],
+    periods: &std::collections::BTreeMap<u64, f64>,
     vmax: &[f64; 6],
     amax: &[f64; 6],
 ) -> (Vec<(f64, f64, f64)>, f64, f64) {
+    let period = |cycle: u64| {
+        periods
+            .get(&cycle)
+            .copied()
+            .filter(|p| p.is_finite() && *p > 0.0)
+            .unwrap_or(CYCLE_S)
+    };
     let mut out = Vec::new();
     let (mut wv, mut wa) = (0.0f64, 0.0f64);
     let c0 = cmds.first().map_or(0, |c| c.cycle);
+    // Robot time of cycle `t_at.0` since `c0` (cycles arrive in order; recomputed if not).
+    let mut t_at = (c0, 0.0f64);
     for w in cmds.windows(3) {
         let (a, b, c) = (w[0].cycle, w[1].cycle, w[2].cycle);
         if b != a + 1 || c != b + 1 {
             continue;
         }
+        let (dt1, dt2) = (period(b), period(c));
+        let span = robot_io::supervisor::dv_span(dt1, dt2);
         let (mut v_c, mut a_c) = (0.0f64, 0.0f64);
         for j in 0..6 {
-            let v1 = (w[1].q_rad[j] - w[0].q_rad[j]) / CYCLE_S;
-            let v2 = (w[2].q_rad[j] - w[1].q_rad[j]) / CYCLE_S;
+            let v1 = (w[1].q_rad[j] - w[0].q_rad[j]) / dt1;
+            let v2 = (w[2].q_rad[j] - w[1].q_rad[j]) / dt2;
             v_c = v_c.max(v2.abs() / vmax[j]);
-            a_c = a_c.max(((v2 - v1) / CYCLE_S).abs() / amax[j]);
+            a_c = a_c.max(((v2 - v1) / span).abs() / amax[j]);
         }
         wv = wv.max(v_c);
         wa = wa.max(a_c);
-        out.push(((b - c0) as f64 * CYCLE_S, v_c, a_c));
+        if b < t_at.0 {
+            t_at = (c0, 0.0);
+        }
+        t_at.1 += (t_at.0 + 1..=b).map(period).sum::<f64>();
+        t_at.0 = b;
+        out.push((t_at.1, v_c, a_c));
     }
     (out, wv, wa)
 }
 
-/// The teach-playback case's metrics and checks.
-fn teach_case(tp: &TeachPlay) -> CaseOut {
-    let r = &tp.played;
+/// A playback's metrics and targets (gates when `gate`, else goals).
+fn playback_metrics(
+    r: &Played,
+    gate: bool,
+) -> (
+    serde_json::Map<String, Value>,
+    Vec<crate::experiment::Target>,
+) {
     let mut m = serde_json::Map::new();
     let max_err = r.waypoint_errors_m.iter().copied().fold(0.0, f64::max);
     m.insert("max_waypoint_error_m".into(), json!(max_err));
@@ -1527,31 +1758,42 @@ fn teach_case(tp: &TeachPlay) -> CaseOut {
         json!(r.worst_accel_fraction),
     );
     m.insert("payload".into(), json!(r.payload));
-    let targets = [
+    cli::RobotIoCounters::insert_metrics(&mut m, r.robot_io.0, r.robot_io.1);
+    if let Some(why) = &r.repeated_after_hold {
+        m.insert("repeated_after_hold".into(), json!(why));
+    }
+    let targets = vec![
         target(
             "max_waypoint_error_m",
             "<=",
             json!(0.0005),
-            true,
+            gate,
             "lead-through issue",
         ),
-        target("progress", ">=", json!(0.999), true, "reaches 100 %"),
-        target("completed", "==", json!(true), true, "ends Done"),
+        target("progress", ">=", json!(0.999), gate, "reaches 100 %"),
+        target("completed", "==", json!(true), gate, "ends Done"),
         target(
             "max_joint_speed_fraction",
             "<=",
             json!(1.0),
-            true,
-            "joint speed limits, per robot cycle (kin/joint_cmd)",
+            gate,
+            "joint speed limits, per robot cycle on robot time (kin/joint_cmd)",
         ),
         target(
             "max_joint_accel_fraction",
             "<=",
             json!(1.0),
-            true,
-            "joint acceleration limits, per robot cycle (kin/joint_cmd)",
+            gate,
+            "joint acceleration limits, per robot cycle on robot time (kin/joint_cmd)",
         ),
     ];
+    (m, targets)
+}
+
+/// The teach-playback case's metrics and checks.
+fn teach_case(tp: &TeachPlay) -> CaseOut {
+    let r = &tp.played;
+    let (m, targets) = playback_metrics(r, true);
     let (checks, passed) = checks(&m, &targets);
     CaseOut {
         label: "3 waypoints taught by hand, played back".into(),
@@ -1563,6 +1805,44 @@ fn teach_case(tp: &TeachPlay) -> CaseOut {
                 .file_name()
                 .map(|f| f.to_string_lossy().to_string())
                 .unwrap_or_default()
+        )),
+        passed,
+    }
+}
+
+/// A replay in an EGM fault world, scored as the clean playback plus the TCP's deviation from
+/// the clean playback's path (each from its closest approach to the first waypoint on:
+/// the program, not the approach to it, which starts elsewhere).
+fn replay_case(w: &FaultWorld, r: &Played, clean: &Played) -> CaseOut {
+    let (mut m, mut targets) = playback_metrics(r, w.gate);
+    let first = r.waypoints.first().copied().unwrap_or_default();
+    let pts = |p: &Played| p.played_path.iter().map(|(_, x)| *x).collect::<Vec<_>>();
+    let (mine, theirs) = (pts(r), pts(clean));
+    let dev = max_deviation_m(from_closest(&mine, first), from_closest(&theirs, first));
+    m.insert("max_path_deviation_m".into(), json!(dev));
+    m.insert("packet_loss".into(), json!(w.packet_loss));
+    m.insert("jitter_ms".into(), json!(w.jitter_ms));
+    targets.push(target(
+        "max_path_deviation_m",
+        "<=",
+        json!(0.0002),
+        w.gate,
+        "motion-fidelity issue: from the clean playback's path",
+    ));
+    let (checks, passed) = checks(&m, &targets);
+    CaseOut {
+        label: w.label.clone(),
+        metrics: m,
+        checks,
+        note: Some(format!(
+            "the same program again, simulated IRC5 with {:.0} % EGM loss and {} ms send jitter{}",
+            w.packet_loss * 100.0,
+            w.jitter_ms,
+            if w.gate {
+                ""
+            } else {
+                "; characterised, not gated"
+            }
         )),
         passed,
     }
@@ -1661,7 +1941,66 @@ fn slug(label: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{host_stall, rms_above};
+    use super::{from_closest, host_stall, joint_fractions, max_deviation_m, rms_above};
+
+    #[test]
+    fn path_deviation_is_the_distance_to_the_reference_polyline() {
+        // Reference: an L from (0,0,0) to (1,0,0) to (1,1,0).
+        let reference = [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0]];
+        // On the polyline, anywhere along it (not only at its vertices): 0.
+        let on = [[0.3, 0.0, 0.0], [1.0, 0.5, 0.0], [1.0, 1.0, 0.0]];
+        assert!(max_deviation_m(&on, &reference) < 1e-12);
+        // 2 mm off the second leg, 1 mm above the first: the worst is 2 mm.
+        let off = [[0.5, 0.0, 0.001], [1.002, 0.5, 0.0]];
+        assert!((max_deviation_m(&off, &reference) - 0.002).abs() < 1e-12);
+        assert_eq!(max_deviation_m(&off, &[]), f64::INFINITY);
+        assert_eq!(max_deviation_m(&[], &reference), 0.0);
+        // The approach (before the closest pass of the first waypoint) is cut off.
+        let played = [[5.0, 5.0, 0.0], [0.1, 0.0, 0.0], [0.5, 0.0, 0.0]];
+        assert_eq!(from_closest(&played, [0.0, 0.0, 0.0]).len(), 2);
+        assert!(from_closest(&[], [0.0; 3]).is_empty());
+    }
+    use common::msg::JointCommand;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn joint_fractions_are_read_on_robot_time_across_a_lost_datagram() {
+        // Joint 0 accelerates at 2 rad/s² from rest; the commands sit at each state's robot
+        // time. State 10's datagram came after a lost one: its period is 8 ms.
+        let a = 2.0;
+        let mut periods = BTreeMap::new();
+        let mut t = 0.0;
+        let mut cmds = Vec::new();
+        for k in 0..20u64 {
+            let p = if k == 10 { 0.008 } else { 0.004 };
+            if k > 0 {
+                t += p;
+            }
+            periods.insert(k, p);
+            let mut q = [0.0; 6];
+            q[0] = 0.5 * a * t * t;
+            cmds.push(JointCommand {
+                cycle: k,
+                q_rad: q,
+                ..Default::default()
+            });
+        }
+        let vmax = [10.0; 6];
+        let amax = [a; 6];
+        let (per_cycle, wv, wa) = joint_fractions(&cmds, &periods, &vmax, &amax);
+        assert_eq!(per_cycle.len(), 18);
+        // A constant acceleration reads as 100 % of it on every cycle (dv_span at the
+        // 8 ms step: the midpoints of the steps are 6 ms apart).
+        assert!((wa - 1.0).abs() < 1e-6, "worst accel fraction {wa}");
+        assert!(wv > 0.0 && wv < 0.02, "{wv}");
+        // Robot time: the lost cycle's 8 ms is counted (cycle 18: 17 × 4 ms + 8 ms).
+        let t_last = per_cycle.last().map_or(0.0, |c| c.0);
+        assert!((t_last - 0.076).abs() < 1e-9, "{t_last}");
+        // Read on the nominal 4 ms (no periods), the lost datagram is a spike: the test
+        // can tell the two apart.
+        let (_, _, wa_nominal) = joint_fractions(&cmds, &BTreeMap::new(), &vmax, &amax);
+        assert!(wa_nominal > 2.0, "{wa_nominal}");
+    }
 
     #[test]
     fn host_stall_holds_are_told_from_other_ends() {

@@ -48,6 +48,7 @@ pub mod params;
 pub mod planar;
 pub mod pose;
 pub mod servo;
+pub mod step_limit;
 pub mod wrench;
 
 #[cfg(feature = "node")]

@@ -40,6 +40,14 @@ pub struct KinematicsConfig {
     pub max_lead_tcp_mm: f64,
     /// The reference's TCP orientation never leads the measured one by more than this (deg).
     pub max_lead_tcp_deg: f64,
+    /// Joint acceleration bound of the joint commands the servo sends (deg/s² per joint);
+    /// unset (the default): none, robot-io alone limits acceleration. Set it below robot-io's
+    /// `max_accel_deg_s2` (e.g. 95 % of the IRB 120's: 950, 950, 950, 1216, 1216, 1596) and
+    /// the servo's own stream stays within robot-io's limits where it chases an IK solution
+    /// near a wrist singularity. Measured (docs/leadthrough.md, motion fidelity): robot-io's
+    /// limited cycles over a whole `cell demo` 1795 → 169, but `cell payload identify` 31 →
+    /// 41 s; off by default until that is understood.
+    pub max_accel_deg_s2: Option<[f64; 6]>,
 }
 
 impl Default for KinematicsConfig {
@@ -49,6 +57,7 @@ impl Default for KinematicsConfig {
             max_lead_joint_deg: 20.0,
             max_lead_tcp_mm: 50.0,
             max_lead_tcp_deg: 20.0,
+            max_accel_deg_s2: None,
         }
     }
 }
@@ -61,6 +70,9 @@ impl KinematicsConfig {
             max_lead_joint_rad: self.max_lead_joint_deg.to_radians(),
             max_lead_tcp_m: self.max_lead_tcp_mm * 1e-3,
             max_lead_tcp_rad: self.max_lead_tcp_deg.to_radians(),
+            max_accel_rad_s2: self
+                .max_accel_deg_s2
+                .map_or([f64::INFINITY; 6], |a| a.map(f64::to_radians)),
             ..ServoParams::default()
         }
     }
@@ -100,6 +112,16 @@ impl Validate for KinematicsConfig {
             90.0,
             "deg",
         );
+        for (j, a) in self.max_accel_deg_s2.iter().flatten().enumerate() {
+            check_range(
+                errors,
+                format!("{prefix}.max_accel_deg_s2[{j}]"),
+                *a,
+                1.0,
+                1e6,
+                "deg/s²",
+            );
+        }
     }
 }
 
@@ -230,7 +252,7 @@ pub async fn run(
     let mut last_cmd_at: Option<std::time::Instant> = None;
     let mut cycle = CycleEstimate::new();
     let mut counts = (0u64, 0u64, 0u64, 0u64); // poses, commands, unreachable, limited
-    let mut servo_counts = (0u64, 0u64, 0u64); // lead-limited, far solutions, resyncs
+    let mut servo_counts = (0u64, 0u64, 0u64, 0u64); // lead-limited, far solutions, resyncs, accel-limited
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));
     let (mut fk_lat, mut servo_lat) = (Histogram::new(), Histogram::new());
 
@@ -288,6 +310,7 @@ pub async fn run(
                 servo_counts.0 += u64::from(out.flags.lead_limited);
                 servo_counts.1 += u64::from(out.flags.far_solution);
                 servo_counts.2 += u64::from(out.flags.resynced);
+                servo_counts.3 += u64::from(out.flags.accel_limited);
                 if !out.q.iter().all(|v| v.is_finite()) {
                     node.set_error("servo produced a non-finite reference: not sent");
                     continue;
@@ -318,6 +341,7 @@ pub async fn run(
                     "lead_limited": servo_counts.0,
                     "far_solution": servo_counts.1,
                     "resynced": servo_counts.2,
+                    "accel_limited": servo_counts.3,
                     "robot_cycle_ms": cycle.dt_s * 1e3,
                     "refused_other_commander": refused,
                     // Joint state in → tool pose out; Cartesian command in → joint command out.

@@ -49,6 +49,8 @@
 //!   next motion starts from the then-measured position at rest.
 
 use common::msg::{JointCommand, MotionTag, RobotStatus, SafetyLevel, SafetyReason, AXES};
+use kinematics::step_limit::StepLimiter;
+pub use kinematics::step_limit::{dv_span, irb120_max_accel};
 use kinematics::JointLimits;
 
 /// A command computed from one of the last this-many robot cycles is fresh however late the
@@ -77,12 +79,6 @@ struct CommandTrail {
     /// (robot time the command is for (s), its joints), oldest first.
     pts: [(f64, [f64; AXES]); 3],
 }
-
-/// A desired joint speed at or below this (rad/s) counts as zero for the common scale.
-const NEGLIGIBLE_SPEED_RAD_S: f64 = 1e-12;
-/// Bound of the common scale (its limits come from joints that move; this only keeps it
-/// finite).
-const MAX_SCALE: f64 = 1e6;
 
 /// Tuning of the supervisor.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -128,14 +124,6 @@ impl SupervisorParams {
 /// same motion — from the held position, within the acceleration limit — while a real
 /// outage of the command path ends it. Every other drop from `Active` ends the motion at once.
 pub const STALE_ENDS_MOTION_S: f64 = 0.05;
-
-/// Default joint acceleration limits for the IRB 120 (rad/s²): 1000, 1000, 1000, 1280, 1280,
-/// 1680 °/s², i.e. each joint reaches its data-sheet speed (250, 250, 250, 320, 320, 420 °/s)
-/// in 0.25 s. ABB does not publish joint accelerations for the IRB 120; this is a conservative
-/// choice (the robot's own motion control accelerates harder), to be raised after measuring.
-pub fn irb120_max_accel() -> [f64; AXES] {
-    [1000.0, 1000.0, 1000.0, 1280.0, 1280.0, 1680.0].map(f64::to_radians)
-}
 
 /// One cycle's inputs.
 #[derive(Debug, Clone, Copy)]
@@ -189,12 +177,8 @@ pub struct Supervisor {
     last_ref: Option<[f64; AXES]>,
     /// Position held while not active: the measured position when the hold began.
     hold_q: Option<[f64; AXES]>,
-    /// Velocity of the last reference step (rad/s); zero after a hold.
-    last_v: [f64; AXES],
-    /// Robot time the last reference step spanned (s); 0 after a hold.
-    last_dt: f64,
-    /// Target of the last active cycle (for the target's own speed).
-    last_target: Option<[f64; AXES]>,
+    /// The reference's velocity state and limits (at rest after a hold).
+    lim: StepLimiter,
     last_cmd_seq: Option<u64>,
     /// The motion being executed.
     active_motion: Option<u64>,
@@ -217,19 +201,6 @@ pub struct Supervisor {
     trail: Option<CommandTrail>,
 }
 
-/// The time a velocity change between a step of `dt0` and the next of `dt` spans (s): the
-/// time between their midpoints, (dt₀ + dt)/2, when the next step is the shorter one (after
-/// a lost datagram's 8 ms step, the plan's own acceleration would read 1.5× too high against
-/// a·4 ms and the reference would fall behind it), else `dt` as before (the braking bound for
-/// the position limits is built on a·dt). `dt0` = 0: no step before (after a hold).
-pub fn dv_span(dt0: f64, dt: f64) -> f64 {
-    if dt0 > 0.0 {
-        dt.max(0.5 * (dt0 + dt))
-    } else {
-        dt
-    }
-}
-
 fn all_finite(q: &[f64; AXES]) -> bool {
     q.iter().all(|v| v.is_finite())
 }
@@ -246,9 +217,7 @@ impl Supervisor {
             oob_ack: None,
             last_ref: None,
             hold_q: None,
-            last_v: [0.0; AXES],
-            last_dt: 0.0,
-            last_target: None,
+            lim: StepLimiter::new(p.limits, p.max_accel),
             last_cmd_seq: None,
             active_motion: None,
             ended_motion: None,
@@ -344,9 +313,7 @@ impl Supervisor {
     fn forget_motion(&mut self) {
         self.last_ref = None;
         self.hold_q = None;
-        self.last_v = [0.0; AXES];
-        self.last_dt = 0.0;
-        self.last_target = None;
+        self.lim.rest();
         self.trail = None;
     }
 
@@ -521,17 +488,14 @@ impl Supervisor {
         let (q_ref, qd_ref, level, reason) = match (target, start) {
             (Some(t), Some(prev)) => {
                 self.hold_q = None;
-                let (q, v) = self.limit_step(prev, t, i.dt_s);
-                self.last_v = v;
-                self.last_dt = i.dt_s;
-                self.last_target = Some(t);
-                (Some(q), v, level, reason)
+                let r = self.lim.step(prev, t, i.dt_s);
+                self.limited_cycles += u64::from(r.limited);
+                self.per_joint_cycles += u64::from(r.per_joint);
+                (Some(r.q), r.v, level, reason)
             }
             (Some(_), None) => {
                 // Nothing known to start from: cannot move.
-                self.last_v = [0.0; AXES];
-                self.last_dt = 0.0;
-                self.last_target = None;
+                self.lim.rest();
                 (
                     None,
                     [0.0; AXES],
@@ -540,9 +504,7 @@ impl Supervisor {
                 )
             }
             (None, _) => {
-                self.last_v = [0.0; AXES];
-                self.last_dt = 0.0;
-                self.last_target = None;
+                self.lim.rest();
                 // Hold: the position measured when the hold began, unclamped (the robot's own
                 // servo stops it there; in contact this keeps the force from growing). Never
                 // chase drift. Without a measurement: the last reference.
@@ -581,9 +543,7 @@ impl Supervisor {
         let q = q_measured.filter(all_finite).or(self.last_ref);
         self.hold_q = q;
         self.last_ref = q;
-        self.last_v = [0.0; AXES];
-        self.last_dt = 0.0;
-        self.last_target = None;
+        self.lim.rest();
         let changed = self.set_state(SafetyLevel::Hold, SafetyReason::ShuttingDown, cycle);
         CycleOutput {
             q_ref: q,
@@ -756,117 +716,6 @@ impl Supervisor {
             out[j] = q[j].clamp(l.min[j], l.max[j]);
         }
         out
-    }
-
-    /// The next reference from `prev` towards `target` within the speed, acceleration and
-    /// braking limits; returns it and its velocity.
-    fn limit_step(
-        &mut self,
-        prev: [f64; AXES],
-        target: [f64; AXES],
-        dt: f64,
-    ) -> ([f64; AXES], [f64; AXES]) {
-        if !(dt.is_finite() && dt > 0.0) {
-            // No time passes: no motion, the velocity state is kept.
-            return (prev, self.last_v);
-        }
-        let l = &self.p.limits;
-        let dt_mid = dv_span(self.last_dt, dt);
-        let mut lo = [0.0; AXES];
-        let mut hi = [0.0; AXES];
-        let mut cap_t = [0.0; AXES];
-        let mut v_des = [0.0; AXES];
-        for j in 0..AXES {
-            let a = self.p.max_accel[j];
-            let vmax = l.max_speed[j];
-            let e = target[j] - prev[j];
-            v_des[j] = e / dt;
-            if !(a.is_finite() && a > 0.0) {
-                // No acceleration limit: speed limits only (position limits: the final clamp).
-                lo[j] = -vmax;
-                hi[j] = vmax;
-                cap_t[j] = f64::INFINITY;
-                continue;
-            }
-            // The speed from which braking at `a` stops within `d`:
-            // −a·dt + √((a·dt)² + 2·a·d), written without the cancellation that made it 0 for a
-            // tiny d (a joint off its target by 1e-21 rad of IK noise capped the whole step
-            // to nearly nothing through the common scale: found as a stalled reference in
-            // contact, the arm stopping while the command moved on).
-            let brake = |d: f64| {
-                let d = d.max(0.0);
-                2.0 * a * d / (a * dt + ((a * dt).powi(2) + 2.0 * a * d).sqrt())
-            };
-            let v0 = self.last_v[j];
-            let dv = a * dt_mid;
-            lo[j] = (-vmax).max(v0 - dv).max(-brake(prev[j] - l.min[j]));
-            hi[j] = vmax.min(v0 + dv).min(brake(l.max[j] - prev[j]));
-            if lo[j] > hi[j] {
-                // Only by rounding (the braking invariant keeps the window non-empty): brake.
-                let v = v0 - (a * dt).min(v0.abs()) * v0.signum();
-                lo[j] = v;
-                hi[j] = v;
-            }
-            let v_target = self.last_target.map_or(0.0, |lt| (target[j] - lt[j]) / dt);
-            cap_t[j] = v_target.abs() + brake(e.abs());
-        }
-        // The common scale s of the desired velocity nearest 1 that satisfies every joint:
-        // below 1 the whole path slows down; above 1 it goes faster than this cycle's target
-        // asks (a reference that leads its plan and cannot brake to it within the
-        // acceleration limits); below 0 it carries on past a target it overshot while it
-        // brakes. The joints stay in step on the line to the target either way.
-        // The limits (speed, acceleration, position braking) and the braking for the target
-        // (`cap_t`) all bound s. (Applying the target braking only where it left a scale was
-        // tried: the reference then arrived harder and the tool rang for over 0.4 s after a
-        // 120 °/s wrist move — `hardware.rs::payload_identification_and_gravity_compensation`.)
-        let (mut s_lo, mut s_hi) = (f64::NEG_INFINITY, f64::INFINITY);
-        for j in 0..AXES {
-            let d = v_des[j];
-            // A joint asked to move by rounding noise only (1e-320 rad was seen) is a joint
-            // asked to stay: dividing by it would make the scale infinite.
-            if d.abs() <= NEGLIGIBLE_SPEED_RAD_S {
-                if lo[j] > 0.0 || hi[j] < 0.0 {
-                    s_hi = f64::NEG_INFINITY;
-                }
-                continue;
-            }
-            let (a, b) = (lo[j] / d, hi[j] / d);
-            let cap = cap_t[j] / d.abs();
-            s_lo = s_lo.max(a.min(b)).max(-cap);
-            s_hi = s_hi.min(a.max(b)).min(cap);
-        }
-        let mut v = [0.0; AXES];
-        let common = s_lo <= s_hi;
-        if common {
-            // Finite: a bound of ±∞ only remains when no joint moves.
-            let sc = 1.0f64.clamp(s_lo, s_hi).clamp(-MAX_SCALE, MAX_SCALE);
-            for j in 0..AXES {
-                v[j] = (sc * v_des[j]).clamp(lo[j], hi[j]);
-            }
-        }
-        if !common || !all_finite(&v) {
-            self.per_joint_cycles += 1;
-            for j in 0..AXES {
-                v[j] = v_des[j].clamp(-cap_t[j], cap_t[j]).clamp(lo[j], hi[j]);
-            }
-        }
-        let mut q = prev;
-        for j in 0..AXES {
-            // A step taken whole lands exactly on the target (no rounding through v·dt).
-            let next = if v[j] == v_des[j] {
-                target[j]
-            } else {
-                prev[j] + v[j] * dt
-            };
-            // Inside the limits, or (a joint measured outside them after a reset) never
-            // further out than where it starts.
-            q[j] = next.clamp(l.min[j].min(prev[j]), l.max[j].max(prev[j]));
-            v[j] = (q[j] - prev[j]) / dt;
-        }
-        if q != target {
-            self.limited_cycles += 1;
-        }
-        (q, v)
     }
 }
 

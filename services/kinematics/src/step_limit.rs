@@ -1,0 +1,309 @@
+//! One joint reference step within speed, acceleration and position-braking limits. Pure: the
+//! robot time a step spans is a parameter.
+//!
+//! Shared by robot-io's supervisor (the last word on what reaches the robot) and by the
+//! kinematics servo (so that the stream it sends is already within the limits robot-io checks,
+//! and robot-io replies it unchanged: a servo chasing an IK solution near a wrist singularity at
+//! the joint speed limits used to ask for speed changes of up to the full speed limit in one
+//! cycle, which robot-io had to limit — 1628 of the demo's payload-identification cycles, 1150
+//! of them one joint at a time).
+//!
+//! The step from `prev` towards `target` over `dt`:
+//! - no joint faster than its speed limit;
+//! - no joint's velocity changes by more than its acceleration limit × [`dv_span`] (velocity
+//!   = step / dt, each step with its own dt);
+//! - braking for the position limits: a joint never moves faster towards a limit than it can
+//!   stop from within its acceleration limit (v ≤ −a·dt + √((a·dt)² + 2·a·d) for distance d);
+//! - braking for the target: speed bounded by the target's own speed plus the braking speed for
+//!   the remaining distance, so an accelerating-limited reference does not overshoot a target
+//!   that jumped and stayed;
+//! - one common scale of the desired velocity for all joints when one exists (the joints stay
+//!   on the line to the target, in step); only when none does is each joint limited on its own
+//!   ([`LimitedStep::per_joint`]);
+//! - a step within every limit lands exactly on the target ([`LimitedStep::limited`] false).
+
+use crate::JointLimits;
+
+/// Joints.
+const AXES: usize = 6;
+
+/// A desired joint speed at or below this (rad/s) counts as zero for the common scale.
+const NEGLIGIBLE_SPEED_RAD_S: f64 = 1e-12;
+/// Bound of the common scale (its limits come from joints that move; this only keeps it
+/// finite).
+const MAX_SCALE: f64 = 1e6;
+
+/// Default joint acceleration limits for the IRB 120 (rad/s²): 1000, 1000, 1000, 1280, 1280,
+/// 1680 °/s², i.e. each joint reaches its data-sheet speed (250, 250, 250, 320, 320, 420 °/s)
+/// in 0.25 s. ABB does not publish joint accelerations for the IRB 120; this is a conservative
+/// choice (the robot's own motion control accelerates harder), to be raised after measuring.
+pub fn irb120_max_accel() -> [f64; AXES] {
+    [1000.0, 1000.0, 1000.0, 1280.0, 1280.0, 1680.0].map(f64::to_radians)
+}
+
+/// The time a velocity change between a step of `dt0` and the next of `dt` spans (s): the
+/// time between their midpoints, (dt₀ + dt)/2, when the next step is the shorter one (after
+/// a lost datagram's 8 ms step, the plan's own acceleration would read 1.5× too high against
+/// a·4 ms and the reference would fall behind it), else `dt` (the braking bound for the
+/// position limits is built on a·dt). `dt0` = 0: no step before (from rest).
+pub fn dv_span(dt0: f64, dt: f64) -> f64 {
+    if dt0 > 0.0 {
+        dt.max(0.5 * (dt0 + dt))
+    } else {
+        dt
+    }
+}
+
+/// The result of one [`StepLimiter::step`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LimitedStep {
+    /// The next reference (rad).
+    pub q: [f64; AXES],
+    /// Its velocity over the step (rad/s).
+    pub v: [f64; AXES],
+    /// The step differs from the target (some limit acted).
+    pub limited: bool,
+    /// No common scale fitted: each joint was limited on its own.
+    pub per_joint: bool,
+}
+
+/// The velocity state of a reference stream and its limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepLimiter {
+    limits: JointLimits,
+    /// rad/s² per joint; not finite or ≤ 0: no acceleration limit on that joint.
+    max_accel: [f64; AXES],
+    /// Velocity of the last step (rad/s); zero at rest.
+    last_v: [f64; AXES],
+    /// Robot time the last step spanned (s); 0 at rest.
+    last_dt: f64,
+    /// Target of the last step (for the target's own speed).
+    last_target: Option<[f64; AXES]>,
+}
+
+fn all_finite(q: &[f64; AXES]) -> bool {
+    q.iter().all(|v| v.is_finite())
+}
+
+impl StepLimiter {
+    /// At rest.
+    pub fn new(limits: JointLimits, max_accel: [f64; AXES]) -> Self {
+        Self {
+            limits,
+            max_accel,
+            last_v: [0.0; AXES],
+            last_dt: 0.0,
+            last_target: None,
+        }
+    }
+
+    /// The next step starts at rest (after a hold, a resync, a new motion).
+    pub fn rest(&mut self) {
+        self.last_v = [0.0; AXES];
+        self.last_dt = 0.0;
+        self.last_target = None;
+    }
+
+    /// Records that the step actually made from `prev` was to `q` over `dt` (a caller that
+    /// changed [`Self::step`]'s result, e.g. held it back on another bound).
+    pub fn taken(&mut self, prev: [f64; AXES], q: [f64; AXES], dt: f64) {
+        if dt.is_finite() && dt > 0.0 {
+            for j in 0..AXES {
+                self.last_v[j] = (q[j] - prev[j]) / dt;
+            }
+        }
+    }
+
+    /// Velocity of the last step (rad/s).
+    pub fn last_v(&self) -> [f64; AXES] {
+        self.last_v
+    }
+
+    pub fn max_accel(&self) -> [f64; AXES] {
+        self.max_accel
+    }
+
+    /// The next reference from `prev` towards `target` over `dt` (s) within the limits; the
+    /// velocity state advances. `dt` not finite or ≤ 0: no time passes, no motion, the state
+    /// is kept.
+    pub fn step(&mut self, prev: [f64; AXES], target: [f64; AXES], dt: f64) -> LimitedStep {
+        if !(dt.is_finite() && dt > 0.0) {
+            return LimitedStep {
+                q: prev,
+                v: self.last_v,
+                limited: prev != target,
+                per_joint: false,
+            };
+        }
+        let l = &self.limits;
+        let dt_mid = dv_span(self.last_dt, dt);
+        let mut lo = [0.0; AXES];
+        let mut hi = [0.0; AXES];
+        let mut cap_t = [0.0; AXES];
+        let mut v_des = [0.0; AXES];
+        for j in 0..AXES {
+            let a = self.max_accel[j];
+            let vmax = l.max_speed[j];
+            let e = target[j] - prev[j];
+            v_des[j] = e / dt;
+            if !(a.is_finite() && a > 0.0) {
+                // No acceleration limit: speed limits only (position limits: the final clamp).
+                lo[j] = -vmax;
+                hi[j] = vmax;
+                cap_t[j] = f64::INFINITY;
+                continue;
+            }
+            // The speed from which braking at `a` stops within `d`:
+            // −a·dt + √((a·dt)² + 2·a·d), written without the cancellation that made it 0 for a
+            // tiny d (a joint off its target by 1e-21 rad of IK noise capped the whole step
+            // to nearly nothing through the common scale: found as a stalled reference in
+            // contact, the arm stopping while the command moved on).
+            let brake = |d: f64| {
+                let d = d.max(0.0);
+                2.0 * a * d / (a * dt + ((a * dt).powi(2) + 2.0 * a * d).sqrt())
+            };
+            let v0 = self.last_v[j];
+            let dv = a * dt_mid;
+            lo[j] = (-vmax).max(v0 - dv).max(-brake(prev[j] - l.min[j]));
+            hi[j] = vmax.min(v0 + dv).min(brake(l.max[j] - prev[j]));
+            if lo[j] > hi[j] {
+                // Only by rounding (the braking invariant keeps the window non-empty): brake.
+                let v = v0 - (a * dt).min(v0.abs()) * v0.signum();
+                lo[j] = v;
+                hi[j] = v;
+            }
+            let v_target = self.last_target.map_or(0.0, |lt| (target[j] - lt[j]) / dt);
+            cap_t[j] = v_target.abs() + brake(e.abs());
+        }
+        // The common scale s of the desired velocity nearest 1 that satisfies every joint:
+        // below 1 the whole path slows down; above 1 it goes faster than this cycle's target
+        // asks (a reference that leads its plan and cannot brake to it within the
+        // acceleration limits); below 0 it carries on past a target it overshot while it
+        // brakes. The joints stay in step on the line to the target either way.
+        // The limits (speed, acceleration, position braking) and the braking for the target
+        // (`cap_t`) all bound s. (Applying the target braking only where it left a scale was
+        // tried: the reference then arrived harder and the tool rang for over 0.4 s after a
+        // 120 °/s wrist move — `hardware.rs::payload_identification_and_gravity_compensation`.)
+        let (mut s_lo, mut s_hi) = (f64::NEG_INFINITY, f64::INFINITY);
+        for j in 0..AXES {
+            let d = v_des[j];
+            // A joint asked to move by rounding noise only (1e-320 rad was seen) is a joint
+            // asked to stay: dividing by it would make the scale infinite.
+            if d.abs() <= NEGLIGIBLE_SPEED_RAD_S {
+                if lo[j] > 0.0 || hi[j] < 0.0 {
+                    s_hi = f64::NEG_INFINITY;
+                }
+                continue;
+            }
+            let (a, b) = (lo[j] / d, hi[j] / d);
+            let cap = cap_t[j] / d.abs();
+            s_lo = s_lo.max(a.min(b)).max(-cap);
+            s_hi = s_hi.min(a.max(b)).min(cap);
+        }
+        let mut v = [0.0; AXES];
+        let common = s_lo <= s_hi;
+        if common {
+            // Finite: a bound of ±∞ only remains when no joint moves.
+            let sc = 1.0f64.clamp(s_lo, s_hi).clamp(-MAX_SCALE, MAX_SCALE);
+            for j in 0..AXES {
+                v[j] = (sc * v_des[j]).clamp(lo[j], hi[j]);
+            }
+        }
+        let per_joint = !common || !all_finite(&v);
+        if per_joint {
+            for j in 0..AXES {
+                v[j] = v_des[j].clamp(-cap_t[j], cap_t[j]).clamp(lo[j], hi[j]);
+            }
+        }
+        let mut q = prev;
+        for j in 0..AXES {
+            // A step taken whole lands exactly on the target (no rounding through v·dt).
+            let next = if v[j] == v_des[j] {
+                target[j]
+            } else {
+                prev[j] + v[j] * dt
+            };
+            // Inside the limits, or (a joint outside them, e.g. measured there after a reset)
+            // never further out than where it starts.
+            q[j] = next.clamp(l.min[j].min(prev[j]), l.max[j].max(prev[j]));
+            v[j] = (q[j] - prev[j]) / dt;
+        }
+        self.last_v = v;
+        self.last_dt = dt;
+        self.last_target = Some(target);
+        LimitedStep {
+            q,
+            v,
+            limited: q != target,
+            per_joint,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)]
+mod tests {
+    use super::*;
+
+    fn lim() -> StepLimiter {
+        StepLimiter::new(JointLimits::irb120(), irb120_max_accel())
+    }
+
+    #[test]
+    fn a_step_within_the_limits_lands_on_the_target() {
+        let mut l = lim();
+        let a = irb120_max_accel();
+        let dt = 0.004;
+        // Accelerate every joint at half its limit from rest: never limited. (The stream
+        // starts with its first point: a target with no speed of its own is one to stop at.)
+        let mut q = [0.0; 6];
+        assert!(!l.step(q, q, dt).limited);
+        for k in 1..50 {
+            let t = k as f64 * dt;
+            let mut target = [0.0; 6];
+            for j in 0..6 {
+                target[j] = 0.25 * a[j] * t * t;
+            }
+            let r = l.step(q, target, dt);
+            assert!(!r.limited, "cycle {k}: {r:?}");
+            assert_eq!(r.q, target);
+            q = r.q;
+        }
+    }
+
+    #[test]
+    fn a_jump_is_taken_within_the_acceleration_limit_with_the_joints_in_step() {
+        let mut l = lim();
+        let a = irb120_max_accel();
+        let dt = 0.004;
+        let target = [0.2, -0.1, 0.05, 0.3, -0.2, 0.4];
+        let mut q = [0.0; 6];
+        let mut v_prev = [0.0; 6];
+        for _ in 0..400 {
+            let r = l.step(q, target, dt);
+            assert!(!r.per_joint);
+            for j in 0..6 {
+                assert!(
+                    (r.v[j] - v_prev[j]).abs() <= a[j] * dt * (1.0 + 1e-9),
+                    "{r:?}"
+                );
+                // On the line from 0 to the target: q_j / target_j equal for every joint.
+                let s0 = r.q[0] / target[0];
+                assert!((r.q[j] / target[j] - s0).abs() < 1e-9, "{r:?}");
+            }
+            v_prev = r.v;
+            q = r.q;
+        }
+        assert_eq!(q, target);
+    }
+
+    #[test]
+    fn no_time_no_motion() {
+        let mut l = lim();
+        let r = l.step([0.0; 6], [0.1; 6], 0.0);
+        assert_eq!(r.q, [0.0; 6]);
+        assert!(r.limited);
+        let r = l.step([0.0; 6], [0.0; 6], f64::NAN);
+        assert!(!r.limited);
+    }
+}
