@@ -112,10 +112,12 @@ pub struct JointState {
     pub q_rad: [f64; AXES],
     pub qd_rad_s: [f64; AXES],
     pub robot: RobotStatus,
-    /// The robot's cycle period (s) on the robot's own clock: the step of its timestamp per
-    /// cycle (EGM `header.tm`), else robot-io's nominal cycle (`robot_io.cycle_ms`). Laws
-    /// advance their references by this per cycle; the receive times carry the host's jitter
-    /// (and, on the simulator under load, wall time that the simulated robot does not live in).
+    /// Robot time since the previous joint state (s) on the robot's own clock: the step of
+    /// its timestamp (EGM `header.tm`; 8 ms after a lost 4 ms datagram), else robot-io's
+    /// nominal cycle (`robot_io.cycle_ms`). Laws advance their references by this per
+    /// cycle, so a plan keeps to robot time across lost datagrams; the receive times carry
+    /// the host's jitter (and, on the simulator under load, wall time that the simulated
+    /// robot does not live in).
     pub period_s: f64,
 }
 

@@ -1515,7 +1515,7 @@ pub async fn play_program(
         worst_speed_fraction: worst_v,
         worst_accel_fraction: worst_a,
         program_file: file,
-        payload: program.payload.clone(),
+        payload: program.payload,
         repeated_after_hold,
         robot_io: (rio_before, rio_after),
     })
@@ -1534,9 +1534,9 @@ pub struct FaultWorld {
     pub gate: bool,
 }
 
-/// The replays of the teach-playback experiment: 5 % loss 10 times (2 with `short`), 2 ms
-/// jitter, and 6 ms jitter (datagrams late by more than a 4 ms cycle: characterised, not
-/// gated).
+/// The replays of the teach-playback experiment: 5 % loss 10 times (2 with `short`) and 2 ms
+/// jitter (gated: issue 21's targets), and 6 ms jitter (datagrams late by more than a 4 ms
+/// cycle: characterised, not gated).
 pub fn fault_worlds(short: bool) -> Vec<FaultWorld> {
     let runs = if short { 2 } else { 10 };
     let mut v: Vec<FaultWorld> = (1..=runs)
@@ -1686,8 +1686,8 @@ pub async fn replay_in_faults(
 ///
 /// Command *k* answers joint state *k* and is for one cycle after it, so the step from
 /// command *k−1* to *k* spans the robot time from state *k−1* to state *k*: that state's
-/// `period_s` (`periods`, by cycle; 8 ms after a lost datagram; the nominal 4 ms where a
-/// state was not recorded). The acceleration between two steps is taken over
+/// `period_s` (`periods`, by cycle: robot time since the previous state, 8 ms after a lost
+/// datagram; the nominal 4 ms where a state was not recorded). The acceleration between two steps is taken over
 /// [`robot_io::supervisor::dv_span`], as robot-io bounds it. `t` is robot time since the
 /// first command.
 pub fn joint_fractions(

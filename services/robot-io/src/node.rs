@@ -488,7 +488,11 @@ impl EgmShell {
                     fb.q_rad,
                     fb.qd_rad_s.unwrap_or([0.0; 6]),
                     fb.status,
-                    fb.period_s,
+                    // Robot time since the previous joint state, lost datagrams included: the
+                    // plan advances by it (the controller's per-cycle period left a lost
+                    // cycle out, and every loss slipped the commands one cycle behind the
+                    // robot time robot-io placed them at).
+                    fb.dt_s,
                 );
             }
         }

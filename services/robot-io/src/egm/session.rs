@@ -125,7 +125,8 @@ pub struct Feedback {
     pub status: RobotStatus,
     pub states: ControllerStates,
     /// Time this reference step spans on the controller (s): Δtm since the previous datagram
-    /// when plausible, else the nominal cycle.
+    /// (lost datagrams included) when plausible, else the nominal cycle. Published as
+    /// `JointState::period_s`.
     pub dt_s: f64,
     /// The controller's cycle period (s): Δtm per cycle (over any lost datagrams) when
     /// plausible, else the nominal cycle.
@@ -437,7 +438,8 @@ impl EgmSession {
         let mut dtm_s = None;
         if let (Some(prev), Some(t), true) = (self.last_tm, tm, continuous) {
             let d = f64::from(t.wrapping_sub(prev)) * 1e-3;
-            if d > 0.0 && d <= 3.0 * self.p.nominal_cycle_s.max(1e-3) {
+            // Plausible: up to 3 nominal cycles per cycle spanned (lost datagrams included).
+            if d > 0.0 && d <= 3.0 * self.p.nominal_cycle_s.max(1e-3) * f64::from(lost_before + 1) {
                 dt_s = d;
                 self.last_dt_s = d;
                 dtm_s = Some(d);
@@ -712,10 +714,15 @@ pub(crate) mod tests {
         assert!((f.period_s - 0.005).abs() < 1e-12, "{}", f.period_s);
         let f = s.on_robot(&robot(3, 1010, q, true), 0.0100).unwrap();
         assert!((f.period_s - 0.005).abs() < 1e-12, "{}", f.period_s);
-        // A datagram lost: 10 ms of robot time over two cycles.
+        // A datagram lost: 10 ms of robot time over two cycles; the step spans both.
         let f = s.on_robot(&robot(5, 1020, q, true), 0.0200).unwrap();
         assert_eq!(f.lost_before, 1);
         assert!((f.period_s - 0.005).abs() < 1e-12, "{}", f.period_s);
+        assert!((f.dt_s - 0.010).abs() < 1e-12, "{}", f.dt_s);
+        // Three lost: 20 ms spanned (beyond 3 nominal cycles, plausible for 4 cycles).
+        let f = s.on_robot(&robot(9, 1040, q, true), 0.0400).unwrap();
+        assert_eq!(f.lost_before, 3);
+        assert!((f.dt_s - 0.020).abs() < 1e-12, "{}", f.dt_s);
     }
 
     #[test]
