@@ -520,7 +520,17 @@ impl Pipeline {
         let Some(pose) = pose else {
             self.peak.break_chain();
             self.gap = (self.gap.0.saturating_add(1), WrenchFault::NoPose);
-            self.averaging_refuse("no fresh tool pose");
+            // A tare or capture waits out a pose gap (a late kinematics service on a loaded
+            // host): without a pose the sample cannot be paired with gravity, so it is left out
+            // of the average, not counted against the sensor's fault budget — the sensor is
+            // fine. The robot is checked still on every sample that is averaged. A gap longer
+            // than a whole window refuses it.
+            if self.gap.0 > self.p.average_samples as u64 {
+                self.averaging_refuse(&format!(
+                    "no fresh tool pose for {} samples (longer than the {}-sample window)",
+                    self.gap.0, self.p.average_samples
+                ));
+            }
             return Estimate {
                 fault: WrenchFault::NoPose,
                 sensor: Wrench::new(f_raw, t_raw),
@@ -1113,6 +1123,63 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(!pl.is_tared());
+    }
+
+    /// A pose gap (a late kinematics service) inside a tare or capture window is waited out:
+    /// the samples without a pose are left out, the result equals a window without the gap. A
+    /// gap longer than a whole window refuses it.
+    #[test]
+    fn a_pose_gap_is_waited_out_by_tare_and_capture() {
+        let p = PipelineParams {
+            average_samples: 50,
+            payload: Payload {
+                mass_kg: 0.8,
+                com_m: [0.01, -0.005, 0.04],
+                ..Default::default()
+            },
+            ..params()
+        };
+        let pose = still(UnitQuaternion::from_euler_angles(0.3, -0.5, 0.2));
+        let raw = reading(&truth(), &pose, Vector3::zeros());
+        for capture in [false, true] {
+            let window = |pl: &mut Pipeline, gap: usize| {
+                if capture {
+                    pl.start_capture();
+                } else {
+                    pl.start_tare();
+                }
+                let mut k = 0;
+                while pl.averaging() && k < 500 {
+                    let with_pose = !(10..10 + gap).contains(&k);
+                    pl.step(raw, 0, with_pose.then_some(&pose));
+                    k += 1;
+                }
+                pl.take_outcome()
+            };
+            let mut clean = Pipeline::new(p.clone(), Isometry3::identity()).expect("pipeline");
+            let mut gapped = clean.clone();
+            let want = window(&mut clean, 0);
+            // 45 samples without a pose: more than the 10 % fault budget, less than a window.
+            let got = window(&mut gapped, 45);
+            assert!(
+                matches!(
+                    want,
+                    Some(WindowOutcome::Tared { .. } | WindowOutcome::Captured { .. })
+                ),
+                "{want:?}"
+            );
+            assert_eq!(got, want);
+            assert_eq!(gapped.payload(), clean.payload());
+            assert_eq!(gapped.captures, clean.captures);
+            // Longer than the window: refused.
+            let mut long = Pipeline::new(p.clone(), Isometry3::identity()).expect("pipeline");
+            match window(&mut long, 200) {
+                Some(WindowOutcome::Refused(why)) => {
+                    assert!(why.contains("no fresh tool pose"), "{why}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     /// Item 7: `NonFinite` is produced — for a non-finite raw sample, for a sensor mount so far

@@ -148,14 +148,19 @@ fn to_twist(t: &MsgTwist) -> Twist {
     Twist::new(Vector3::from(t.linear_m_s), Vector3::from(t.angular_rad_s))
 }
 
-/// Estimates the robot cycle from joint-state stamps: the median of the last 31 periods
-/// (robust to late wake-ups on a loaded host, which only ever lengthen single periods),
-/// clamped to 0.5..50 ms.
+/// The robot cycle a command is stepped over. The robot's own clock when the joint state
+/// carries it (`JointState::period_s`, the robot time since the previous state, lost datagrams
+/// included: EGM's Δtm); else an estimate from joint-state stamps: the median of the last 31
+/// periods (robust to late wake-ups on a loaded host, which only ever lengthen single periods),
+/// clamped to 0.5..50 ms. The stamps are host time: on a loaded host the median itself
+/// stretches (every state arrives late), and a reference stepped over it would outrun the joint
+/// speed limits on the robot's clock.
 #[derive(Debug, Clone)]
 struct CycleEstimate {
     last_ns: Option<u64>,
     periods: std::collections::VecDeque<f64>,
-    dt_s: f64,
+    estimate_s: f64,
+    robot_s: Option<f64>,
 }
 
 impl CycleEstimate {
@@ -163,11 +168,21 @@ impl CycleEstimate {
         Self {
             last_ns: None,
             periods: std::collections::VecDeque::with_capacity(32),
-            dt_s: 0.004,
+            estimate_s: 0.004,
+            robot_s: None,
         }
     }
 
-    fn update(&mut self, ns: u64) {
+    /// The cycle to step the next command over (s).
+    fn dt_s(&self) -> f64 {
+        self.robot_s.unwrap_or(self.estimate_s)
+    }
+
+    /// One joint state: its stamp (host ns) and the robot's period (s; 0 or invalid when the
+    /// robot gives none).
+    fn update(&mut self, ns: u64, robot_period_s: f64) {
+        self.robot_s = (robot_period_s.is_finite() && (0.0005..=0.05).contains(&robot_period_s))
+            .then_some(robot_period_s);
         if let Some(prev) = self.last_ns {
             let dt = ns.saturating_sub(prev) as f64 * 1e-9;
             if dt > 0.0 && dt < 0.1 {
@@ -177,7 +192,7 @@ impl CycleEstimate {
                 self.periods.push_back(dt);
                 let mut sorted: Vec<f64> = self.periods.iter().copied().collect();
                 sorted.sort_by(f64::total_cmp);
-                self.dt_s = sorted[sorted.len() / 2].clamp(0.0005, 0.05);
+                self.estimate_s = sorted[sorted.len() / 2].clamp(0.0005, 0.05);
             }
         }
         self.last_ns = Some(ns);
@@ -262,7 +277,7 @@ pub async fn run(
             Some(js) = joints.changed() => {
                 let arrived_ns = js.at_ns;
                 let js = js.msg;
-                cycle.update(js.stamp.source_mono_ns);
+                cycle.update(js.stamp.source_mono_ns, js.period_s);
                 let Some(msg) = tool_pose(&arm, &js, pose_pub.next_stamp()) else {
                     node.set_error(format!("FK failed for joints {:?}", js.q_rad));
                     continue;
@@ -291,7 +306,7 @@ pub async fn run(
                 }
                 let target = servo_target(&cmd.target);
                 // One robot cycle per command, whatever the sender's own rate.
-                let dt = cycle.dt_s;
+                let dt = cycle.dt_s();
                 let since = last_cmd_at.map_or(f64::INFINITY, |t| cmd_at.duration_since(t).as_secs_f64());
                 last_cmd_at = Some(cmd_at);
                 let out = servo.step(&ServoInput {
@@ -342,7 +357,7 @@ pub async fn run(
                     "far_solution": servo_counts.1,
                     "resynced": servo_counts.2,
                     "accel_limited": servo_counts.3,
-                    "robot_cycle_ms": cycle.dt_s * 1e3,
+                    "robot_cycle_ms": cycle.dt_s() * 1e3,
                     "refused_other_commander": refused,
                     // Joint state in → tool pose out; Cartesian command in → joint command out.
                     "latency": {
@@ -413,4 +428,28 @@ pub fn service_main(
         },
         run,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CycleEstimate;
+
+    /// A loaded host stretches every arrival; the robot's own clock does not stretch.
+    #[test]
+    fn the_robot_clock_wins_over_late_arrivals() {
+        let mut c = CycleEstimate::new();
+        // States arrive every 6.5 ms of host time while the robot steps 4 ms per state.
+        for k in 0..40u64 {
+            c.update(k * 6_500_000, 0.004);
+        }
+        assert!((c.dt_s() - 0.004).abs() < 1e-12, "{}", c.dt_s());
+        // A state after a lost datagram: two robot cycles.
+        c.update(40 * 6_500_000, 0.008);
+        assert!((c.dt_s() - 0.008).abs() < 1e-12);
+        // No robot period (0, NaN, absurd): the median of the arrival periods.
+        for p in [0.0, f64::NAN, 1.0] {
+            c.update(41 * 6_500_000, p);
+            assert!((c.dt_s() - 0.0065).abs() < 1e-9, "{p}: {}", c.dt_s());
+        }
+    }
 }
