@@ -465,6 +465,10 @@ pub struct HybridTask {
     /// configured `[control.hybrid.limits]`, which are ceilings: a task asking for more than
     /// one of them is refused before anything moves.
     pub limits: LimitRequest,
+    /// The force gains stay as given (or derived from the configured stiffness) for the whole
+    /// task, even where control's `[control.hybrid] adapt_gains` lets them follow an on-line
+    /// stiffness estimate (arm tasks; plant tasks never adapt).
+    pub fixed_gains: bool,
 }
 
 /// A task's own limits, each `None` (the cell's) or a value at most the cell's
@@ -613,6 +617,12 @@ pub struct HybridState {
     pub seating: bool,
     /// {C} in base (plant: in the plant plane).
     pub frame_in_base: Pose,
+    /// Per translational axis of {C}: the contact stiffness the force gains are made for at
+    /// this step (N/m; 0 on a position axis and for plant tasks) — the configured or identified
+    /// value, or the on-line estimate once it is usable (`[control.hybrid] adapt_gains`).
+    pub gains_for_n_per_m: [f64; 3],
+    /// Per translational axis of {C}: the on-line contact stiffness estimate (N/m; 0 = none).
+    pub stiffness_estimate_n_per_m: [f64; 3],
 }
 
 /// Straight-line TCP move (mode `Move`): position interpolated linearly, orientation by slerp,
@@ -1179,6 +1189,11 @@ impl Check for HybridState {
         ] {
             finite(n, a)?;
         }
+        finite("gains_for_n_per_m", &self.gains_for_n_per_m)?;
+        finite(
+            "stiffness_estimate_n_per_m",
+            &self.stiffness_estimate_n_per_m,
+        )?;
         Ok(())
     }
 }

@@ -199,33 +199,39 @@ async fn arm_presses_and_moves_on_soft_and_stiff_tables_with_identified_gains() 
     }
 }
 
-/// Issue (force modes inside their bounds, items 1, 3 and 9): the 10 N press with the
-/// stiffness *not* identified (the config's 2·10⁴ N/m sets the gains). On a 10⁵ N/m table it
-/// chattered between 0 and 29 N of true force for 9 s and `cell hybrid` exited 0; on 10⁶ N/m
-/// the true first-contact force peaked at 128 N against the 50 N limit. Now the true
-/// first-contact peak (the simulator's unfiltered contact force) stays below the task's
-/// `max_force_n` on 2·10⁴, 10⁵ and 10⁶ N/m; the chatter on 10⁵ N/m ends the task with its
-/// reason and the command fails; and a task asking for more than the cell's limits is refused.
+/// Issue (force modes inside their bounds, items 1, 3 and 9; issue 20, items 1 and 2): the
+/// 10 N press with the stiffness *not* identified (the config's 2·10⁴ N/m). On a 10⁵ N/m table
+/// it chattered between 0 and 29 N of true force for 9 s and `cell hybrid` exited 0; on
+/// 10⁶ N/m the true first-contact force peaked at 128 N against the 50 N limit. Now:
+/// * with the gains following the on-line stiffness estimate (the default), the press
+///   completes on 2·10⁴, 10⁵ and 10⁶ N/m, the true first-contact peak below `max_force_n`,
+///   the true force held during the 100 mm move (RMS ≤ 0.5 N, max ≤ 2 N), and the
+///   estimate within −25 % … +50 % of the table's stiffness;
+/// * with the task's gains fixed (`fixed_gains = true`), the chatter on 10⁵ N/m ends the task
+///   with its reason and the command fails (the oscillation observer, issue 19);
+/// * a task asking for more than the cell's limits is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lifted_limits_are_refused(
 ) {
     let _serial = SERIAL.lock().await;
     let c = table_cell("hy-osc");
     let _s = tests::up_all(&c).await;
+    let press =
+        std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).expect("press task");
     // A task file asking for a force limit above the cell's: refused before anything moves.
     let lifted = out_dir("hy-lifted").with_extension("toml");
-    let text = std::fs::read_to_string(repo_root().join("tasks/press-table.toml"))
-        .expect("press task")
-        + "\n[limits]\nmax_force_n = 1e9\n";
-    std::fs::write(&lifted, text).expect("task file");
+    std::fs::write(&lifted, press.clone() + "\n[limits]\nmax_force_n = 1e9\n").expect("task file");
     let (ok, _, err) = c.cli(&["hybrid", lifted.to_str().expect("path"), "--json"]);
     assert!(!ok, "a task lifting the force limit ran");
     assert!(
         err.contains("limits.max_force_n = 1000000000 exceeds the cell's ceiling 50"),
         "{err}"
     );
+    // The same press with its gains fixed (a top-level key: before the first table).
+    let fixed = out_dir("hy-fixed").with_extension("toml");
+    std::fs::write(&fixed, format!("fixed_gains = true\n{press}")).expect("task file");
     const MAX_FORCE_N: f64 = 50.0;
-    for stiffness in [2e4, 1e5, 1e6] {
+    for (stiffness, adapt) in [(2e4, true), (1e5, true), (1e6, true), (1e5, false)] {
         // Off the table before its stiffness changes: a finished press keeps pressing, and
         // the same depth in a 5× stiffer table is 5× the force (a CI run ended the finished
         // 10 N press on the 50 N limit that way, and the next move reported it).
@@ -237,12 +243,20 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
             &format!("{{\"set\":{{\"surfaces.0.stiffness_n_per_m\":{stiffness}}}}}"),
         ]);
         assert!(ok, "{out} {err}");
-        let name = format!("hy-unid-{stiffness:e}");
+        let name = format!(
+            "hy-unid-{stiffness:e}-{}",
+            if adapt { "adapt" } else { "fixed" }
+        );
+        let task = if adapt {
+            "tasks/press-table.toml".to_string()
+        } else {
+            fixed.to_str().expect("path").to_string()
+        };
         let mut tries = 0;
         let (ok, m, dir) = loop {
             tries += 1;
             place_and_tare(&c, [350.0, 0.0, 208.0]).await;
-            let (ok, m, dir) = hybrid(&c, "tasks/press-table.toml", &[], &name);
+            let (ok, m, dir) = hybrid(&c, &task, &[], &name);
             let why = m["aborted"].as_str().unwrap_or("");
             if !ok && host_stall_hold(why) && tries == 1 {
                 eprintln!("{name}: held by a host stall ({why}); once more");
@@ -253,13 +267,26 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
         let why = m["aborted"].as_str().unwrap_or("").to_string();
         let z = &m["axes"]["z"];
         let peak = z["truth_peak_first_contact"].as_f64().unwrap_or(f64::NAN);
+        // The true force during the 100 mm move (2 s to 7 s after contact).
         let contact = m["contact_at_s"].as_f64().expect("contact made");
+        let during: Vec<f64> = column(&dir.join("trace.csv"), "truth_force_z")
+            .into_iter()
+            .filter(|(t, _)| *t >= contact + 2.0 && *t <= contact + 7.0)
+            .map(|(_, f)| f - 10.0)
+            .collect();
+        let rms = (during.iter().map(|e| e * e).sum::<f64>() / during.len().max(1) as f64).sqrt();
+        let max = during.iter().fold(0.0f64, |a, e| a.max(e.abs()));
+        let est = m["stiffness_estimate_n_per_m"][2]
+            .as_f64()
+            .unwrap_or(f64::NAN);
+        let gains_for = m["gains_for_n_per_m"][2].as_f64().unwrap_or(f64::NAN);
         let t_end = column(&dir.join("trace.csv"), "force_z")
             .last()
             .map_or(f64::NAN, |p| p.0);
         eprintln!(
             "{name}: un-identified, true first-contact peak {peak:.1} N (estimate {:.1} N), \
-             contact at {contact:.2} s, ended at {t_end:.2} s: {}",
+             during the move true RMS error {rms:.3} N, max {max:.2} N, stiffness estimate {est:.3e} N/m, gains \
+             made for {gains_for:.3e} N/m, contact at {contact:.2} s, ended at {t_end:.2} s: {}",
             z["peak_first_contact"].as_f64().unwrap_or(f64::NAN),
             if ok { "completed" } else { &why }
         );
@@ -267,11 +294,24 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
             peak <= MAX_FORCE_N,
             "{name}: true first-contact peak {peak:.1} N > {MAX_FORCE_N} N"
         );
-        if stiffness == 2e4 {
-            // The gains are made for this table: a good press.
+        if adapt {
             assert!(ok, "{name}: {m}");
-            assert!(peak <= 15.0, "{name}: peak {peak:.1} N > 1.5 × 10 N");
-        } else if stiffness == 1e5 {
+            assert!(during.len() > 100, "{name}: the move is not in the trace");
+            // The issue's acceptance: RMS ≤ 0.5 N, max ≤ 2 N during the move.
+            assert!(
+                rms <= 0.5 && max <= 2.0,
+                "{name}: true RMS {rms} N, max {max} N"
+            );
+            // Measured: +0 % … +22 % (10⁶ N/m over-estimated: the conservative side, the
+            // gains are then made for a stiffer surface than the table).
+            assert!(
+                est >= 0.75 * stiffness && est <= 1.5 * stiffness,
+                "{name}: estimate {est:e} N/m"
+            );
+            if stiffness == 2e4 {
+                assert!(peak <= 15.0, "{name}: peak {peak:.1} N > 1.5 × 10 N");
+            }
+        } else {
             // The chatter ends the task soon after it begins, the command fails.
             assert!(!ok, "{name}: the chattering press completed: {m}");
             assert!(
@@ -282,12 +322,6 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
                 t_end - contact < 1.5,
                 "{name}: ended {:.2} s after contact",
                 t_end - contact
-            );
-        } else {
-            // Never by the force limit: completed, or ended by the oscillation observer.
-            assert!(
-                ok || why.contains("force loop oscillating"),
-                "{name}: ended otherwise: {why}"
             );
         }
     }

@@ -442,6 +442,10 @@ pub fn metrics(
         "contact_at_s": contact_at,
         "contact_losses": losses,
         "bridged_cycles": rows.iter().filter(|r| r.state.bridged).count(),
+        // The stiffness the force gains were made for at the end, and the on-line estimate
+        // (per translational axis of {C}; 0 = position axis / none).
+        "gains_for_n_per_m": rows.last().map(|r| r.state.gains_for_n_per_m),
+        "stiffness_estimate_n_per_m": rows.last().map(|r| r.state.stiffness_estimate_n_per_m),
         "aborted": aborted,
         "axes": axes,
     })
@@ -466,6 +470,11 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
     head.push("truth_force_x".into());
     head.push("truth_force_y".into());
     head.push("truth_force_z".into());
+    for pre in ["gains_for_n_per_m", "stiffness_estimate_n_per_m"] {
+        for a in &AXES[..3] {
+            head.push(format!("{pre}_{a}"));
+        }
+    }
     writeln!(f, "{}", head.join(","))?;
     for r in &out.rows {
         let s = &r.state;
@@ -479,6 +488,9 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
         match r.truth_force {
             Some(f) => v.extend(f.iter().map(|x| format!("{x:.6}"))),
             None => v.extend([String::new(), String::new(), String::new()]),
+        }
+        for a in [s.gains_for_n_per_m, s.stiffness_estimate_n_per_m] {
+            v.extend(a.iter().map(|x| format!("{x:.1}")));
         }
         writeln!(f, "{}", v.join(","))?;
     }

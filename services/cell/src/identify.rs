@@ -127,6 +127,8 @@ fn approach_task(
         gains: Some(control::hybrid::default_arm_gains(
             [1e6; 3], [50.0; 3], 0.03,
         )),
+        // A probe: its gains are made for the stiffest surface on purpose.
+        fixed_gains: true,
         // Tightens the cell's limits (a request above one of them is refused).
         limits: msg::LimitRequest {
             force_axis_speed_m_s: Some(speed),

@@ -37,6 +37,9 @@ pub struct HybridSetup {
     pub worst_case_n_per_m: f64,
     /// Effective force-loop delay (s).
     pub loop_delay_s: f64,
+    /// The force gains follow an on-line stiffness estimate, down to this softest stiffness
+    /// (N/m) and up to `worst_case_n_per_m` (`None`: fixed gains).
+    pub adapt_softest_n_per_m: Option<f64>,
 }
 
 /// The contact wrench on the tool at the TCP in base axes, or why it cannot be used.
@@ -676,7 +679,15 @@ impl ControlCore {
                         setup.loop_delay_s,
                         tcp,
                     ) {
-                        Ok(run) => self.hybrid = Some(run),
+                        Ok(run) => {
+                            self.hybrid = Some(match setup.adapt_softest_n_per_m {
+                                Some(soft) => run.with_adaptation(
+                                    crate::stiffness::StiffnessParams::default(),
+                                    soft,
+                                ),
+                                None => run,
+                            })
+                        }
                         Err(e) => {
                             self.end_motion(e.to_string());
                             return None;

@@ -10,6 +10,7 @@ pub mod hybrid;
 pub mod metrics;
 pub mod node;
 pub mod program;
+pub mod stiffness;
 pub mod taskfile;
 pub mod teach;
 pub mod trajectory;

@@ -45,6 +45,13 @@ pub struct HybridConfig {
     pub worst_case_stiffness_n_per_m: f64,
     /// Effective force-loop delay of the arm (s): EGM + servo lag, ≈ 30 ms on an IRC5.
     pub loop_delay_s: f64,
+    /// An arm task's force gains follow an on-line estimate of the contact stiffness along
+    /// each translational force axis (`control::stiffness`): the stiffness above is what they
+    /// are made for until the estimate is usable, then the estimate's upper confidence bound,
+    /// between `softest_stiffness_n_per_m` and `worst_case_stiffness_n_per_m`.
+    pub adapt_gains: bool,
+    /// The softest contact the gains may be made for when they follow the estimate (N/m).
+    pub softest_stiffness_n_per_m: f64,
     /// The limits of an arm task, and their ceilings: a task may tighten any field (all
     /// fields when the table is given; the travel bounds may be left out).
     pub limits: HybridLimits,
@@ -68,6 +75,8 @@ impl Default for HybridConfig {
             stiffness_nm_per_rad: [50.0; 3],
             worst_case_stiffness_n_per_m: hybrid::DEFAULT_WORST_CASE_STIFFNESS_N_PER_M,
             loop_delay_s: 0.03,
+            adapt_gains: true,
+            softest_stiffness_n_per_m: 2.0e3,
             limits: hybrid::default_limits(),
             plant_limits: HybridLimits {
                 force_axis_speed_m_s: 0.05,
@@ -110,6 +119,23 @@ impl Validate for HybridConfig {
             1e9,
             "N/m",
         );
+        check_range(
+            errors,
+            format!("{prefix}.softest_stiffness_n_per_m"),
+            self.softest_stiffness_n_per_m,
+            1.0,
+            1e9,
+            "N/m",
+        );
+        if self.softest_stiffness_n_per_m > self.worst_case_stiffness_n_per_m {
+            errors.push(
+                format!("{prefix}.softest_stiffness_n_per_m"),
+                format!(
+                    "{} N/m is stiffer than worst_case_stiffness_n_per_m ({} N/m)",
+                    self.softest_stiffness_n_per_m, self.worst_case_stiffness_n_per_m
+                ),
+            );
+        }
         check_range(
             errors,
             format!("{prefix}.loop_delay_s"),
@@ -204,6 +230,8 @@ impl HybridConfig {
             stiffness,
             worst_case_n_per_m: self.worst_case_stiffness_n_per_m,
             loop_delay_s: self.loop_delay_s,
+            adapt_softest_n_per_m: (self.adapt_gains && !task.fixed_gains)
+                .then_some(self.softest_stiffness_n_per_m),
         })
     }
 
@@ -440,6 +468,8 @@ fn hybrid_state(stamp: common::msg::Stamp, motion_id: u64, r: &StepReport) -> Hy
         bridged: r.bridged,
         seating: r.seating,
         frame_in_base: r.frame_in_base,
+        gains_for_n_per_m: r.gains_for_n_per_m,
+        stiffness_estimate_n_per_m: r.stiffness_estimate_n_per_m,
     }
 }
 

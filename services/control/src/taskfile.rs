@@ -182,6 +182,9 @@ struct TaskFile {
     reference: References,
     gains: Option<GainsFile>,
     limits: Option<LimitsFile>,
+    /// The gains stay fixed (no on-line stiffness adaptation).
+    #[serde(default)]
+    fixed_gains: bool,
 }
 
 /// Parses a task file's text; `Err` lists every problem found.
@@ -273,6 +276,7 @@ pub fn parse(text: &str) -> Result<HybridTask, Vec<String>> {
         rate_hz: f.rate_hz,
         gains,
         limits,
+        fixed_gains: f.fixed_gains,
     };
     if let Err(e) = task.check() {
         errors.push(e);
