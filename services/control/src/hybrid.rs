@@ -829,6 +829,12 @@ struct Adaptation {
 
 /// A scheduled stiffness moving by less than this fraction leaves the gains as they are.
 pub const RETUNE_FRACTION: f64 = 0.05;
+/// Without a usable estimate the gains are made for the cell's stiffest surface until this
+/// long after the first contact (s), then for the stiffness the task's gains were made for.
+/// On a stiff surface the loop has had its first contact and its own corrections by then
+/// (the estimate is usable 60–90 ms after contact when the tool is still); a task whose tool
+/// slides from the start (a search, a contour) gets no estimate and runs on its own gains.
+pub const PRE_ESTIMATE_S: f64 = 0.3;
 
 /// Tracking frame: time constant of the normal estimate's (and the travel velocity's)
 /// low-pass (s).
@@ -952,6 +958,12 @@ impl ArmRun {
         still: bool,
     ) {
         let in_contact = self.sup.in_contact();
+        // Before the estimate is usable: the worst case from the start until
+        // PRE_ESTIMATE_S after the first contact, then the stiffness the task's gains were
+        // made for (a task whose tool slides from the start never gets an estimate).
+        let settled_in = self
+            .contact_s
+            .is_some_and(|c| self.t_s - c > PRE_ESTIMATE_S);
         let Some(a) = self.adapt.as_mut() else {
             return;
         };
@@ -965,9 +977,14 @@ impl ArmRun {
             } else {
                 a.est[k].pause();
             }
+            let before = if settled_in {
+                a.made_for[k]
+            } else {
+                a.stiffest_n_per_m
+            };
             let want = crate::stiffness::scheduled_stiffness(
                 &a.last[k],
-                a.stiffest_n_per_m,
+                before,
                 a.softest_n_per_m,
                 a.stiffest_n_per_m,
             );
