@@ -116,6 +116,13 @@ fn host_stall_hold(why: &str) -> bool {
 /// from the identified stiffness: during the move force RMS ≤ 1 N, max ≤ 3 N, contact never
 /// lost; the first-contact peak stays below twice the setpoint.
 async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value {
+    // Off the table before its stiffness changes: the previous press, finished, still holds
+    // its 10 N depth, and in a 5× stiffer table that depth is 50 N — the force limit (a CI
+    // run, 2026-12-03, ended the held 2·10⁴ press at 50.1 N when the table became 10⁵ N/m,
+    // and the next move reported it).
+    let (ok, _, err) =
+        c.cli_repeat_after_stall(&["move", "350", "0", "230", "0", "0", "1", "0", "--wait"]);
+    assert!(ok, "move off the table: {err}\n{}", c.log_text());
     let (ok, out, err) = c.cli(&[
         "sim-scenario",
         &format!("{{\"set\":{{\"surfaces.0.stiffness_n_per_m\":{stiffness}}}}}"),
