@@ -1043,10 +1043,9 @@ mod tests {
         assert_eq!(pl.step(good, 0, Some(&pose)).fault, WrenchFault::None);
     }
 
-    /// Item 7: faulted samples are left out of tare and capture averages (the window waits
-    /// for clean ones instead); too many of them refuse the window.
-    #[test]
-    fn faulted_samples_are_left_out_of_tare_and_capture_averages() {
+    /// A 50-sample window's set-up: a payload to tare or capture against, a still tilted pose
+    /// and its clean reading.
+    fn window_fixture() -> (PipelineParams, PoseInput, [f64; 6]) {
         let p = PipelineParams {
             average_samples: 50,
             payload: Payload {
@@ -1058,6 +1057,14 @@ mod tests {
         };
         let pose = still(UnitQuaternion::from_euler_angles(0.3, -0.5, 0.2));
         let raw = reading(&truth(), &pose, Vector3::zeros());
+        (p, pose, raw)
+    }
+
+    /// Item 7: faulted samples are left out of tare and capture averages (the window waits
+    /// for clean ones instead); too many of them refuse the window.
+    #[test]
+    fn faulted_samples_are_left_out_of_tare_and_capture_averages() {
+        let (p, pose, raw) = window_fixture();
         let mut spike = raw;
         spike[1] += 150.0;
         let mut sat = raw;
@@ -1130,17 +1137,7 @@ mod tests {
     /// gap longer than a whole window refuses it.
     #[test]
     fn a_pose_gap_is_waited_out_by_tare_and_capture() {
-        let p = PipelineParams {
-            average_samples: 50,
-            payload: Payload {
-                mass_kg: 0.8,
-                com_m: [0.01, -0.005, 0.04],
-                ..Default::default()
-            },
-            ..params()
-        };
-        let pose = still(UnitQuaternion::from_euler_angles(0.3, -0.5, 0.2));
-        let raw = reading(&truth(), &pose, Vector3::zeros());
+        let (p, pose, raw) = window_fixture();
         for capture in [false, true] {
             let window = |pl: &mut Pipeline, gap: usize| {
                 if capture {
