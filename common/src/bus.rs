@@ -398,6 +398,8 @@ impl Node {
         let session = zenoh::open(cfg)
             .await
             .map_err(|e| anyhow::anyhow!("cannot open zenoh session: {e}"))?;
+        // Every service records its scheduling gaps from its start (status `sched`).
+        crate::watchdog::process_log();
         Ok(Node {
             session,
             cell_id: cell.id.clone(),
@@ -629,6 +631,7 @@ impl Node {
                 .lock()
                 .map(|d| d.clone())
                 .unwrap_or(serde_json::Value::Null),
+            sched: crate::watchdog::process_status(),
         }
     }
 

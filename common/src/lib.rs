@@ -8,7 +8,8 @@
 //! - [`service`]: tracing, shutdown signal, config loading for binaries;
 //! - [`clock`]: the monotonic clock used for stamps;
 //! - [`commander`]: one commander of the robot at a time (the rule both commanders apply);
-//! - [`latency`]: latency histograms (per-hop and end-to-end figures in the services' status).
+//! - [`latency`]: latency histograms (per-hop and end-to-end figures in the services' status);
+//! - [`watchdog`]: each process's scheduling gaps, and the proof of a host stall.
 //!
 //! It deliberately holds no control law, kinematics or device protocol: those live in the
 //! services' pure cores.
@@ -24,3 +25,4 @@ pub mod msg;
 pub mod service;
 pub mod testing;
 pub mod topic;
+pub mod watchdog;

@@ -880,6 +880,9 @@ pub struct ServiceStatus {
     pub last_error: Option<String>,
     /// Service-specific figures.
     pub detail: serde_json::Value,
+    /// The process's scheduling gaps (`common::watchdog`): the evidence of a host stall.
+    #[serde(default)]
+    pub sched: crate::watchdog::SchedStatus,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -179,20 +179,41 @@ impl TestCell {
     }
 
     /// [`TestCell::cli`] for a step a test does not measure (a placement, a payload
-    /// identification): run once more when it failed on a host-stall hold
-    /// ([`cell::leadexp::host_stall`]: every process frozen past a 50 ms bound, seen on this
-    /// 2-vCPU VM), saying so. Any other failure is returned as it is.
+    /// identification): run once more when it failed on a proven host stall
+    /// ([`TestCell::proven_stall`]: every cell process unscheduled together), saying so. Any
+    /// other failure is returned as it is, with the reason it was not a host stall.
     pub fn cli_repeat_after_stall(&self, args: &[&str]) -> (bool, String, String) {
-        let r = self.cli(args);
-        if r.0 || !cell::leadexp::host_stall(&r.2) {
+        let since = common::clock::mono_ns();
+        let mut r = self.cli(args);
+        if r.0 || !cell::stall::looks_like_stall(&r.2) {
             return r;
         }
-        eprintln!(
-            "cell {}: held by a host stall ({}); once more",
-            args.join(" "),
-            r.2.trim().lines().last().unwrap_or_default()
-        );
-        self.cli(args)
+        match self.proven_stall(&r.2, since) {
+            Ok(proof) => {
+                eprintln!(
+                    "cell {}: held by a proven host stall ({proof}); once more",
+                    args.join(" ")
+                );
+                self.cli(args)
+            }
+            Err(why) => {
+                r.2 += &format!("\n(not repeated: {why})");
+                r
+            }
+        }
+    }
+
+    /// Proves that a stop with reason `why` of an attempt that began at `since_ns` (host
+    /// monotonic) was a host stall (`cell stalls --prove-since-ns`, [`cell::stall::prove`]):
+    /// Ok(the proof's JSON) or Err(why not).
+    pub fn proven_stall(&self, why: &str, since_ns: u64) -> Result<String, String> {
+        let since = since_ns.to_string();
+        let (ok, out, err) = self.cli(&["stalls", "--prove-since-ns", &since, "--why", why]);
+        if ok {
+            Ok(out.trim().to_string())
+        } else {
+            Err(err.trim().to_string())
+        }
     }
 
     /// Opens a zenoh client session to the cell's router, retrying until it is up.

@@ -306,3 +306,63 @@ async fn move_wait_reaches_the_target_or_fails_with_the_reason() {
     assert!(!ok, "a refused move must fail");
     assert!(err.contains("EmergencyStop"), "{err}");
 }
+
+/// Issue 22's proof of a host stall, through the real processes: SIGSTOP of **one** service
+/// (robot-io, 150 ms) is not a host stall — the proof names the processes that ran on; a
+/// freeze of **every** cell process together (150 ms) is proven, with the common gap; a stop
+/// reason that is no silence proves nothing whatever the gaps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_stall_is_proven_only_when_every_process_froze_together() {
+    let c = TestCell::start("stall", &[]);
+    let s = up_all(&c).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let st = statuses(&s, &c.cell).await.unwrap();
+    let pid = |name: &str| st[name]["pid"].as_u64().unwrap() as i32;
+    let freeze = |pids: &[i32], ms: u64| {
+        // SAFETY: signalling the test's own grandchildren; SIGCONT follows.
+        for p in pids {
+            unsafe {
+                libc::kill(*p, libc::SIGSTOP);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(ms));
+        for p in pids {
+            unsafe {
+                libc::kill(*p, libc::SIGCONT);
+            }
+        }
+    };
+
+    let since = common::clock::mono_ns();
+    freeze(&[pid("robot-io")], 150);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let one = c.proven_stall("robot-io holds: RobotSilent", since);
+    let why = one.expect_err("one frozen service is not a host stall");
+    assert!(why.contains("not a host stall"), "{why}");
+    assert!(why.contains("control") && why.contains("sim"), "{why}");
+    assert!(why.contains("gaps only in robot-io"), "{why}");
+
+    let since = common::clock::mono_ns();
+    let all: Vec<i32> = DEFAULT_SERVICES.iter().map(|n| pid(n)).collect();
+    freeze(&all, 150);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let proof = c
+        .proven_stall("wrench estimate Stale (63 ms)", since)
+        .expect("every process frozen together is a host stall");
+    let v: serde_json::Value = serde_json::from_str(&proof).expect("proof JSON");
+    let ms = (v["common"]["to_ns"].as_u64().unwrap() - v["common"]["from_ns"].as_u64().unwrap())
+        as f64
+        * 1e-6;
+    assert!((100.0..400.0).contains(&ms), "common gap {ms} ms: {proof}");
+    assert_eq!(
+        v["per_process"].as_array().map(Vec::len),
+        Some(DEFAULT_SERVICES.len()),
+        "{proof}"
+    );
+    // The same freeze, but the stop was no silence: never a retry.
+    let why = c
+        .proven_stall("maximum contact force 40.0 N exceeded", since)
+        .expect_err("a limit is never retried");
+    assert!(why.contains("not a silence"), "{why}");
+    eprintln!("proven stall: {ms:.0} ms together: {proof}");
+}

@@ -103,13 +103,24 @@ fn table_cell(name: &str) -> TestCell {
     TestCell::start(name, &sets)
 }
 
-/// A hold that a host stall causes, not the task ([`cell::leadexp::host_stall`]): a wrench
-/// older than its staleness bound (50 ms), the robot silent for its timeout (50 ms), or
-/// commands older than theirs. Seen on this 2-core VM when its host is loaded, each time with
-/// every service stalled at once. The hold is the safety path working; a test that checks
-/// something else retries once from the start, and fails on a second.
-fn host_stall_hold(why: &str) -> bool {
-    cell::leadexp::host_stall(why)
+/// A stop that a proven host stall caused, not the task ([`TestCell::proven_stall`]: every
+/// cell process unscheduled together since `since_ns`). The hold is the safety path working;
+/// a test that checks something else retries once from the start, and fails on a second. Any
+/// other stop (one frozen service, a real fault) fails the test at once.
+fn host_stall_hold(c: &TestCell, name: &str, why: &str, since_ns: u64) -> bool {
+    if !cell::stall::looks_like_stall(why) {
+        return false;
+    }
+    match c.proven_stall(why, since_ns) {
+        Ok(proof) => {
+            eprintln!("{name}: held by a proven host stall ({why}): {proof}; once more");
+            true
+        }
+        Err(e) => {
+            eprintln!("{name}: stopped ({why}), not repeated: {e}");
+            false
+        }
+    }
 }
 
 /// Identify the table's stiffness, then press 10 N while moving 100 mm at 20 mm/s with gains
@@ -129,9 +140,9 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
     ]);
     assert!(ok, "{out} {err}");
     place_and_tare(c, [350.0, 0.0, 208.0]).await;
+    let since = common::clock::mono_ns();
     let (mut ok, mut out, mut err) = c.cli(&["identify", "stiffness", "--into=-z"]);
-    if !ok && host_stall_hold(&err) {
-        eprintln!("{name}: identification held by a host stall ({err}); retrying once");
+    if !ok && host_stall_hold(c, name, &err, since) {
         place_and_tare(c, [350.0, 0.0, 208.0]).await;
         (ok, out, err) = c.cli(&["identify", "stiffness", "--into=-z"]);
     }
@@ -155,12 +166,9 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
         )
     };
     place_and_tare(c, [350.0, 0.0, 208.0]).await;
+    let since = common::clock::mono_ns();
     let (mut ok, mut m, mut dir) = press();
-    if !ok && host_stall_hold(m["aborted"].as_str().unwrap_or("")) {
-        eprintln!(
-            "{name}: press held by a host stall ({}); retrying once",
-            m["aborted"]
-        );
+    if !ok && host_stall_hold(c, name, m["aborted"].as_str().unwrap_or(""), since) {
         place_and_tare(c, [350.0, 0.0, 208.0]).await;
         (ok, m, dir) = press();
     }
@@ -263,10 +271,10 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
         let (ok, m, dir) = loop {
             tries += 1;
             place_and_tare(&c, [350.0, 0.0, 208.0]).await;
+            let since = common::clock::mono_ns();
             let (ok, m, dir) = hybrid(&c, &task, &[], &name);
             let why = m["aborted"].as_str().unwrap_or("");
-            if !ok && host_stall_hold(why) && tries == 1 {
-                eprintln!("{name}: held by a host stall ({why}); once more");
+            if !ok && tries == 1 && host_stall_hold(&c, &name, why, since) {
                 continue;
             }
             break (ok, m, dir);

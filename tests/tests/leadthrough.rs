@@ -98,7 +98,7 @@ fn write_trace(label: &str, rec: &Rec) {
 }
 
 /// One pull with `law` from the current TCP along `dir` (cell::leadexp's pull: repeated
-/// once when a host stall held the session); returns its score. A guide session that ended
+/// once when a proven host stall held the session, cell::stall); returns its score. A guide session that ended
 /// during the pull fails the test with control's reason and the cell's log.
 #[allow(clippy::too_many_arguments)]
 async fn pull(
@@ -135,7 +135,12 @@ async fn pull_with(
     spec.guide = guide;
     spec.speed_m_s = speed_m_s;
     spec.grasp_n_per_m = grasp;
-    let (p, data) = match leadexp::pull(s, &c.cell, rec, &spec).await {
+    let slug: String = label
+        .chars()
+        .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '-' })
+        .collect();
+    let keep = std::env::temp_dir().join(format!("leadthrough-{slug}-first-run.csv"));
+    let (p, data) = match leadexp::pull(s, &c.cell, rec, &spec, &keep).await {
         Ok(r) => r,
         Err(e) => panic!("{label}: {e:#}\n{}", c.log_text()),
     };

@@ -273,8 +273,12 @@ async fn run_steps(
                 "mass {m:.4} kg (simulated tool {true_m:.3} kg), CoM error {:.2} mm",
                 com_err * 1e3
             );
-            if let Some(why) = v["repeated_after_hold"].as_str() {
-                st.figures += &format!("; repeated after a hold ({why})");
+            for r in v["retries"].as_array().into_iter().flatten() {
+                st.figures += &format!(
+                    "; repeated after a proven host stall ({}, {:.0} ms)",
+                    r["reason"].as_str().unwrap_or("?"),
+                    r["stall_ms"].as_f64().unwrap_or(f64::NAN)
+                );
             }
             st.tolerance = "mass ± 5 g, CoM ± 1 mm (tests/hardware.rs)".into();
             st.pass = Some((m - true_m).abs() <= 0.005 && com_err <= 0.001);
@@ -324,8 +328,13 @@ async fn run_steps(
             );
             // Said, never hidden: a pull repeated after a host-stall hold, a session that ended.
             for (i, p) in tg.pulls.iter().enumerate() {
-                if let Some(why) = &p.retried_after {
-                    st.figures += &format!("; pull {} repeated after a hold ({why})", i + 1);
+                if let Some(r) = &p.retried_after {
+                    st.figures += &format!(
+                        "; pull {} repeated after a proven host stall ({}, {:.0} ms)",
+                        i + 1,
+                        r.reason,
+                        r.stall_ms
+                    );
                 }
                 if let Some(why) = &p.ended {
                     st.figures += &format!("; pull {}: guiding ended ({why})", i + 1);
@@ -375,8 +384,11 @@ async fn run_steps(
                     p.worst_accel_fraction * 100.0,
                     p.program_file.display()
                 );
-                if let Some(why) = &p.repeated_after_hold {
-                    st.figures += &format!("; repeated after a hold ({why})");
+                if let Some(r) = &p.repeated_after_hold {
+                    st.figures += &format!(
+                        "; repeated after a proven host stall ({}, {:.0} ms)",
+                        r.reason, r.stall_ms
+                    );
                 }
                 if let (Some(b), Some(a)) = p.robot_io {
                     let d = a.since(b);
@@ -597,10 +609,11 @@ async fn press(
     // Above every fixture before the world changes under the tool.
     leadexp::place(s, cell, [350.0, 0.0, 320.0], 150.0).await?;
     leadexp::scenario(s, cell, json!({ "load": "scenarios/table-contact.toml" })).await?;
-    // A press that a host stall held (every process frozen past a 50 ms bound: the safety
-    // path, not the law) is run once more, and the figures say so.
-    let mut repeated: Option<String> = None;
+    // A press that a proven host stall held (every cell process unscheduled together: the
+    // safety path, not the law, crate::stall) is run once more, and the figures say so.
+    let mut repeated: Option<crate::stall::Retry> = None;
     let o = loop {
+        let attempt = crate::stall::Attempt::start();
         // Tool down 8 mm above the table (top at z = 0.20 m), still: tare there.
         leadexp::place_and_tare(s, cell, [350.0, 0.0, 208.0], 100.0).await?;
         let mut task = control::taskfile::parse(PRESS_TASK)
@@ -616,10 +629,17 @@ async fn press(
             },
         )
         .await?;
-        match o.aborted.clone().filter(|w| leadexp::host_stall(w)) {
+        match o.aborted.clone() {
             Some(why) if repeated.is_none() => {
-                eprintln!("      the press was held by a host stall ({why}); pressing once more");
-                repeated = Some(why);
+                match crate::stall::check(s, cell, "press", &why, attempt).await {
+                    Ok(mut retry) => {
+                        retry.first_run =
+                            Some(crate::stall::keep_first_run(dir)?.display().to_string());
+                        eprintln!("      {}", retry.describe());
+                        repeated = Some(retry);
+                    }
+                    Err(_) => break o,
+                }
             }
             _ => break o,
         }
@@ -664,8 +684,11 @@ async fn press(
             travel * 1e3
         ),
     };
-    if let Some(why) = repeated {
-        figures += &format!("; repeated after a hold ({why})");
+    if let Some(r) = repeated {
+        figures += &format!(
+            "; repeated after a proven host stall ({}, {:.0} ms)",
+            r.reason, r.stall_ms
+        );
     }
     let pts = |f: &dyn Fn(&hybrid::Row) -> Option<f64>| -> Vec<(f64, f64)> {
         o.rows

@@ -606,9 +606,10 @@ pub(crate) async fn tare(s: &Session, cell: &CellSection) -> anyhow::Result<()> 
     crate::leadexp::tare(s, cell).await
 }
 
-/// One case; run once more when a host stall held it ([`crate::leadexp::host_stall`]: every
-/// process frozen past a 50 ms staleness bound is the safety path, not the law under test).
-/// The repeat is recorded in the metrics (`repeated_after_hold`).
+/// One case; run once more when a proven host stall held it ([`crate::stall`]: every cell
+/// process unscheduled together inside the attempt — the safety path, not the law under test).
+/// The repeat is recorded in the metrics (`retries`) and the first attempt's files are kept in
+/// `dir/first-run/`. Any other stop stands.
 async fn run_case(
     s: &Session,
     cell: &CellSection,
@@ -617,16 +618,18 @@ async fn run_case(
     opts: &Options,
     dir: &Path,
 ) -> anyhow::Result<CaseResult> {
+    let attempt = crate::stall::Attempt::start();
     let r = run_case_once(s, cell, scenario_key, case, opts, dir).await?;
-    let Some(why) = crate::leadexp::stall_abort(&r.metrics["aborted"]) else {
+    let Some(why) = r.metrics["aborted"].as_str().map(str::to_string) else {
         return Ok(r);
     };
-    eprintln!(
-        "      {}: held by a host stall ({why}); running the case once more",
-        case.label
-    );
+    let Ok(mut retry) = crate::stall::check(s, cell, &case.label, &why, attempt).await else {
+        return Ok(r);
+    };
+    retry.first_run = Some(crate::stall::keep_first_run(dir)?.display().to_string());
+    eprintln!("      {}", retry.describe());
     let mut r = run_case_once(s, cell, scenario_key, case, opts, dir).await?;
-    r.metrics.insert("repeated_after_hold".into(), json!(why));
+    crate::stall::record(&mut r.metrics, &retry);
     Ok(r)
 }
 

@@ -34,6 +34,7 @@ use crate::{
     experiment::{checks, target},
     lead,
     plot::{self, Figure, Panel, Series},
+    stall,
 };
 
 /// The lead-through experiments, in the order `cell experiment all` runs them.
@@ -78,9 +79,9 @@ pub fn arm_and_poses() -> anyhow::Result<(Arm, Vec<[f64; 6]>)> {
     Ok((arm, force.identification_poses_deg))
 }
 
-/// `cell payload identify` with the configured arm and poses; a scripted run's: when a host
-/// stall held one of its moves ([`host_stall`]) it runs once more, and the answer says so
-/// (`repeated_after_hold`). Returns the force service's answer.
+/// `cell payload identify` with the configured arm and poses; a scripted run's: when a proven
+/// host stall ([`crate::stall`]) held one of its moves it runs once more, and the answer says
+/// so (`retries`). Returns the force service's answer.
 pub async fn payload_identify(
     s: &Session,
     cell: &CellSection,
@@ -93,12 +94,16 @@ pub async fn payload_identify(
             eprintln!("      payload pose {}/{} captured", k + 1, poses.len());
         }
     };
+    let attempt = stall::Attempt::start();
     match identify_payload_at(s, cell, &arm, &poses, speed_mm_s, report).await {
-        Err(e) if host_stall(&format!("{e:#}")) => {
+        Err(e) => {
             let why = format!("{e:#}");
-            eprintln!("      payload identification held by a host stall ({why}); once more");
+            let retry = stall::check(s, cell, "payload identification", &why, attempt)
+                .await
+                .map_err(|_| e)?;
+            eprintln!("      {}", retry.describe());
             let mut v = identify_payload_at(s, cell, &arm, &poses, speed_mm_s, report).await?;
-            v["repeated_after_hold"] = json!(why);
+            v["retries"] = json!([retry.to_json()]);
             Ok(v)
         }
         r => r,
@@ -161,18 +166,23 @@ pub async fn place(
         kinematics::pose::pose_from_abb(xyz_mm, [0.0, 0.0, 1.0, 0.0]).context("placement pose")?;
     let target = kinematics::node::to_msg_pose(&pose);
     let mut last = None;
-    // A second attempt when a host stall's hold ended the first move (robot-io held on an EGM
-    // silence of the loaded host: the motion ends and must be commanded again), or it did not
-    // settle in time. Any other end (a stop, a refusal) fails at once.
+    // A second attempt when a proven host stall's hold ended the first move (robot-io held on
+    // an EGM silence of the frozen host: the motion ends and must be commanded again), or it
+    // did not settle in time. Any other end (a stop, a refusal) fails at once.
     for attempt in 0..2 {
+        let started = stall::Attempt::start();
         let before = cli::control_errors(s, cell).await;
         cli::move_to(s, cell, target, speed_mm_s * 1e-3, 45f64.to_radians()).await?;
         match cli::wait_move(s, cell, &target, before, Duration::from_secs(20), false).await {
             Ok(()) => return Ok(()),
             Err(e) => {
                 let why = format!("{e:#}");
-                let again = host_stall(&why) || why.contains("did not reach the target");
-                if attempt == 0 && again {
+                let again = attempt == 0
+                    && (why.contains("did not reach the target")
+                        || stall::check(s, cell, "placement", &why, started)
+                            .await
+                            .is_ok());
+                if again {
                     eprintln!(
                         "      move to {xyz_mm:?} mm ended early ({why}); commanding it again"
                     );
@@ -424,8 +434,8 @@ pub struct Pull {
     /// The guide session ended during the pull: control's stop reason (`None`: still
     /// guiding when the pull's record ended).
     pub ended: Option<String>,
-    /// This is a second pull: the first ended on this host-stall hold ([`host_stall`]).
-    pub retried_after: Option<String>,
+    /// This is a second pull: the first ended on a proven host stall ([`crate::stall`]).
+    pub retried_after: Option<stall::Retry>,
 }
 
 /// RMS above `hz` of a uniformly sampled signal (a DFT; `dt` the sample period; the mean
@@ -450,44 +460,32 @@ pub fn rms_above(x: &[f64], dt: f64, hz: f64) -> f64 {
     power.sqrt()
 }
 
-/// A stop reason a host stall leaves behind: every process of the cell frozen for longer
-/// than a 50 ms staleness bound at once (seen on a loaded 2-vCPU VM: the wrench estimate,
-/// the robot's messages or the joint commands go stale together). The hold is the safety
-/// path working as designed; an experiment that measures something else may repeat the
-/// step once, and says so. Pure.
-pub fn host_stall(why: &str) -> bool {
-    ["Stale", "RobotSilent", "CommandStale"]
-        .iter()
-        .any(|k| why.contains(k))
-}
-
-/// A case's `aborted` metric, when a host stall ([`host_stall`]) caused it.
-pub fn stall_abort(aborted: &Value) -> Option<String> {
-    aborted
-        .as_str()
-        .filter(|w| host_stall(w))
-        .map(str::to_string)
-}
-
 /// One pull with the guide session of `p`, from the current TCP; returns its score and the
 /// record (truth time starts at 0 with the hand's reset). When the guide session ended
-/// during the pull on a [`host_stall`] hold, the pull is repeated once from where the arm
-/// stands (`Pull::retried_after` names the first stop); any other end, or a second one, is
-/// returned in `Pull::ended` for the caller to judge.
+/// during the pull on a proven host stall ([`crate::stall`]), the pull is repeated once from
+/// where the arm stands (`Pull::retried_after` names the first stop and the stall); any other
+/// end, or a second one, is returned in `Pull::ended` for the caller to judge.
+/// The first pull's truth is written to `keep_first` when it is repeated.
 pub async fn pull(
     s: &Session,
     cell: &CellSection,
     rec: &Recorder,
     p: &PullSpec,
+    keep_first: &Path,
 ) -> anyhow::Result<(Pull, Rec)> {
+    let attempt = stall::Attempt::start();
     let (mut score, mut data) = pull_once(s, cell, rec, p).await?;
-    if let Some(why) = score.ended.clone().filter(|w| host_stall(w)) {
-        eprintln!(
-            "{}: the guide session ended on a host stall ({why}); pulling once more",
-            p.label
-        );
-        (score, data) = pull_once(s, cell, rec, p).await?;
-        score.retried_after = Some(why);
+    if let Some(why) = score.ended.clone() {
+        if let Ok(mut retry) = stall::check(s, cell, &p.label, &why, attempt).await {
+            if let Some(d) = keep_first.parent() {
+                std::fs::create_dir_all(d)?;
+            }
+            write_truth_csv(keep_first, &data)?;
+            retry.first_run = Some(keep_first.display().to_string());
+            eprintln!("      {}", retry.describe());
+            (score, data) = pull_once(s, cell, rec, p).await?;
+            score.retried_after = Some(retry);
+        }
     }
     Ok((score, data))
 }
@@ -902,8 +900,8 @@ fn pull_metrics(p: &Pull) -> serde_json::Map<String, Value> {
     if let Some(why) = &p.ended {
         m.insert("guide_ended".into(), json!(why));
     }
-    if let Some(why) = &p.retried_after {
-        m.insert("repeated_after_hold".into(), json!(why));
+    if let Some(retry) = &p.retried_after {
+        stall::record(&mut m, retry);
     }
     m
 }
@@ -1008,9 +1006,9 @@ async fn axes(
                 );
             }
             let spec = PullSpec::new(&label, law, *dir, 0.06);
-            let (p, data) = pull(s, cell, rec, &spec).await?;
-            let from = Vector3::from(p.from_m);
             let dir_out = opts.out.join(slug(&label));
+            let (p, data) = pull(s, cell, rec, &spec, &dir_out.join("truth-first-run.csv")).await?;
+            let from = Vector3::from(p.from_m);
             std::fs::create_dir_all(&dir_out)?;
             write_truth_csv(&dir_out.join("truth.csv"), &data)?;
             write_guide_csv(&dir_out.join("guide.csv"), &data)?;
@@ -1148,9 +1146,9 @@ async fn forty_five(
         }
         place_and_tare(s, cell, START, 150.0).await?;
         let spec = PullSpec::new(&label, law, dir, LENGTH);
-        let (p, data) = pull(s, cell, rec, &spec).await?;
-        let from = Vector3::from(p.from_m);
         let d = opts.out.join(slug(&label));
+        let (p, data) = pull(s, cell, rec, &spec, &d.join("truth-first-run.csv")).await?;
+        let from = Vector3::from(p.from_m);
         std::fs::create_dir_all(&d)?;
         write_truth_csv(&d.join("truth.csv"), &data)?;
         write_guide_csv(&d.join("guide.csv"), &data)?;
@@ -1339,7 +1337,7 @@ pub struct Played {
     /// The payload the program records.
     pub payload: control::program::PayloadSpec,
     /// This is a second playback: the first was aborted by this host-stall hold.
-    pub repeated_after_hold: Option<String>,
+    pub repeated_after_hold: Option<stall::Retry>,
     /// robot-io's counters over the playback (before, after).
     pub robot_io: (Option<cli::RobotIoCounters>, Option<cli::RobotIoCounters>),
 }
@@ -1384,7 +1382,14 @@ pub async fn teach(
         let mut spec = PullSpec::new(&label, "admittance", *d, 0.07);
         spec.release_after_s = release_after_s;
         spec.settle_s = settle_s;
-        let (p, data) = pull(s, cell, rec, &spec).await?;
+        let (p, data) = pull(
+            s,
+            cell,
+            rec,
+            &spec,
+            &dir.join(format!("{label}-first-run.csv")),
+        )
+        .await?;
         let from = Vector3::from(p.from_m);
         std::fs::create_dir_all(dir)?;
         write_truth_csv(&dir.join(format!("{label}.csv")), &data)?;
@@ -1447,27 +1452,35 @@ pub async fn play_program(
 ) -> anyhow::Result<Played> {
     rec.take();
     let mut rio_before = cli::RobotIoCounters::read(s, cell).await;
+    let attempt = stall::Attempt::start();
     let first = lead::play(s, cell, program, 1.0, false, progress).await;
     let mut repeated_after_hold = None;
-    // Aborted (or control's states stopped) by a host stall's hold — the safety path, not
+    // Aborted (or control's states stopped) by a proven host stall — the safety path, not
     // the playback: once more, from where the arm stands (playback plans its approach from
     // the measured joints). Any other end is returned as it is.
     let ended = match &first {
         Ok(o) => o.phase == PlaybackPhase::Aborted,
         Err(_) => true,
     };
-    let stall = if ended {
+    let retry = if ended {
         let (err, stop) = cli::control_errors(s, cell).await;
-        stop.or(err).filter(|why| host_stall(why))
+        match stop.or(err) {
+            Some(why) => stall::check(s, cell, csv, &why, attempt).await.ok(),
+            None => None,
+        }
     } else {
         None
     };
-    let out = match stall {
-        Some(why) => {
-            eprintln!("      playback held by a host stall ({why}); playing once more");
-            rec.take();
+    let out = match retry {
+        Some(mut retry) => {
+            // The first playback's record is kept beside the second's.
+            let first_data = rec.take();
+            let kept = dir.join(format!("{csv}-first-run.csv"));
+            write_truth_csv(&kept, &first_data)?;
+            retry.first_run = Some(kept.display().to_string());
+            eprintln!("      {}", retry.describe());
             rio_before = cli::RobotIoCounters::read(s, cell).await;
-            repeated_after_hold = Some(why);
+            repeated_after_hold = Some(retry);
             lead::play(s, cell, program, 1.0, false, progress).await?
         }
         None => first?,
@@ -1759,8 +1772,8 @@ fn playback_metrics(
     );
     m.insert("payload".into(), json!(r.payload));
     cli::RobotIoCounters::insert_metrics(&mut m, r.robot_io.0, r.robot_io.1);
-    if let Some(why) = &r.repeated_after_hold {
-        m.insert("repeated_after_hold".into(), json!(why));
+    if let Some(retry) = &r.repeated_after_hold {
+        stall::record(&mut m, retry);
     }
     let targets = vec![
         target(
@@ -1941,7 +1954,7 @@ fn slug(label: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{from_closest, host_stall, joint_fractions, max_deviation_m, rms_above};
+    use super::{from_closest, joint_fractions, max_deviation_m, rms_above};
 
     #[test]
     fn path_deviation_is_the_distance_to_the_reference_polyline() {
@@ -2000,27 +2013,6 @@ mod tests {
         // can tell the two apart.
         let (_, _, wa_nominal) = joint_fractions(&cmds, &BTreeMap::new(), &vmax, &amax);
         assert!(wa_nominal > 2.0, "{wa_nominal}");
-    }
-
-    #[test]
-    fn host_stall_holds_are_told_from_other_ends() {
-        // The reasons a host stall leaves, as control and robot-io word them.
-        for why in [
-            "lead-through ended: wrench not usable: Stale (no usable estimate for 54 ms)",
-            "robot-io holds: RobotSilent",
-            "robot-io holds: CommandStale",
-        ] {
-            assert!(host_stall(why), "{why}");
-        }
-        // A limit, a fault, an operator stop: never repeated.
-        for why in [
-            "lead-through ended: wrench not usable: Saturated",
-            "e-stop: operator",
-            "maximum contact force 40.0 N exceeded",
-            "control left lead-through (mode Idle)",
-        ] {
-            assert!(!host_stall(why), "{why}");
-        }
     }
 
     #[test]

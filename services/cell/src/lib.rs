@@ -13,3 +13,4 @@ pub mod lead;
 pub mod leadexp;
 pub mod peg;
 pub mod plot;
+pub mod stall;

@@ -79,6 +79,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Scheduling gaps of every service (their watchdogs, `common::watchdog`); with
+    /// `--prove-since-ns`, whether every process was unscheduled together since that host
+    /// monotonic time (a proven host stall: exit 0; not proven: the reason, exit 1).
+    Stalls {
+        #[arg(long)]
+        prove_since_ns: Option<u64>,
+        /// The stop reason to prove (a proof needs a silence: Stale, RobotSilent, CommandStale).
+        #[arg(long, default_value = "Stale")]
+        why: String,
+    },
     /// Print decoded messages of a topic (suffix like `robot/joint_state` or full key).
     Echo {
         topic: String,
@@ -660,6 +670,42 @@ async fn run(
                 PlaybackCmd::Stop => serde_json::json!({ "stop": {} }),
             };
             println!("{}", lead::rpc(&s, &cell, body).await?);
+        }
+        Cmd::Stalls {
+            prove_since_ns,
+            why,
+        } => {
+            if let Some(from_ns) = prove_since_ns {
+                let attempt = cell::stall::Attempt { from_ns };
+                return match cell::stall::prove(&s, &cell, &why, attempt).await {
+                    Ok(p) => {
+                        println!("{}", serde_json::to_string(&p)?);
+                        Ok(true)
+                    }
+                    Err(e) => {
+                        eprintln!("{e}");
+                        Ok(false)
+                    }
+                };
+            }
+            let (procs, missing) = cell::stall::gaps(&s, &cell).await;
+            let now = common::clock::mono_ns();
+            for (name, gaps) in &procs {
+                let longest = gaps.iter().map(|g| g.len_ns()).max().unwrap_or(0);
+                println!(
+                    "{name:<11} {:>3} gaps ≥ {} ms kept, longest {:.1} ms, newest {}",
+                    gaps.len(),
+                    common::watchdog::GAP_NS / 1_000_000,
+                    longest as f64 * 1e-6,
+                    gaps.last().map_or("-".to_string(), |g| format!(
+                        "{:.1} s ago",
+                        now.saturating_sub(g.to_ns) as f64 * 1e-9
+                    ))
+                );
+            }
+            if !missing.is_empty() {
+                println!("no status from: {}", missing.join(", "));
+            }
         }
         Cmd::Ls => {
             let live = cli::ls(&s, &cell).await?;

@@ -852,12 +852,22 @@ pub async fn run(s: &Session, cell: &CellSection, opts: &Options) -> anyhow::Res
                 clearance * 1e3
             );
         }
+        let attempt = crate::stall::Attempt::start();
         let mut c = run_case(s, cell, &scenario_key, clearance, gate, opts).await?;
-        // Held by a host stall (the safety path, not the search): once more, and said.
-        if let Some(why) = crate::leadexp::stall_abort(&c.metrics["aborted"]) {
-            eprintln!("      held by a host stall ({why}); running the case once more");
-            c = run_case(s, cell, &scenario_key, clearance, gate, opts).await?;
-            c.metrics.insert("repeated_after_hold".into(), json!(why));
+        // Held by a proven host stall (the safety path, not the search): once more, said,
+        // and the first attempt kept beside the second.
+        if let Some(why) = c.metrics["aborted"].as_str().map(str::to_string) {
+            let step = format!("peg clearance {:.3} mm", clearance * 1e3);
+            if let Ok(mut retry) = crate::stall::check(s, cell, &step, &why, attempt).await {
+                let kept = opts
+                    .out
+                    .join(format!("clearance-{:.3}mm-first-run", clearance * 1e3));
+                write_csv(&kept, &c)?;
+                retry.first_run = Some(kept.display().to_string());
+                eprintln!("      {}", retry.describe());
+                c = run_case(s, cell, &scenario_key, clearance, gate, opts).await?;
+                crate::stall::record(&mut c.metrics, &retry);
+            }
         }
         write_csv(
             &opts.out.join(format!("clearance-{:.3}mm", clearance * 1e3)),
