@@ -366,3 +366,17 @@ async fn a_host_stall_is_proven_only_when_every_process_froze_together() {
     assert!(why.contains("not a silence"), "{why}");
     eprintln!("proven stall: {ms:.0} ms together: {proof}");
 }
+
+/// `cell experiment --help` names every experiment `cell experiment all` runs (issue 22: it
+/// named 5 of 9).
+#[test]
+fn experiment_help_names_every_experiment() {
+    let out = std::process::Command::new(tests::bin_dir().join("cell"))
+        .args(["experiment", "--help"])
+        .output()
+        .expect("cell experiment --help");
+    let text = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
+    for name in cell::experiment::NAMES {
+        assert!(text.contains(name), "{name} not in the help: {text}");
+    }
+}

@@ -1,7 +1,9 @@
 //! The CI short form of `cell experiment` (issue: the papers' experiments reproduced): every
 //! experiment runs once against a test cell through the real processes (`--short`: fewer
-//! cases), its metrics JSON must carry the named metrics, and every **gate** target must hold
-//! (recomputed here from value and target, not taken from the command's own verdict). One more
+//! cases), its metrics JSON must carry the named metrics (never null), and this file's own
+//! bounds ([`BOUNDS`], stated here, not read from the targets the code under test emits: a
+//! loosened threshold in `experiment.rs` still fails here) must hold on the scored figures,
+//! which come from ground truth where they are force or contact figures (`sources`). One more
 //! run starts its own private cell (no cell at the configured router). The lead-through
 //! experiments' short forms: one tool axis per law, the 45° pull with all three laws, and
 //! teach → identify → save → play (about 100 s together).
@@ -55,8 +57,8 @@ fn check(v: &Value, name: &str) -> Vec<String> {
         };
         for k in required {
             assert!(
-                m.get(k).is_some(),
-                "{name}/{label}: metric {k} missing: {m}"
+                m.get(k).is_some_and(|x| !x.is_null()),
+                "{name}/{label}: metric {k} missing or null: {m}"
             );
         }
         if name == "lead-through-axes" && label.starts_with("stiffness") {
@@ -72,16 +74,18 @@ fn check(v: &Value, name: &str) -> Vec<String> {
             );
         }
         if name == "force-step" {
+            // (`settling_time_s` is reported too; null there means "never settled in the
+            // band", e.g. a limit cycle wider than it — a finding, not a missing figure.)
             for k in [
                 "rise_time_s",
                 "overshoot_pct",
-                "settling_time_s",
                 "steady_state_error_n",
+                "steady_state_mean_error_n",
                 "limit_cycle_n",
             ] {
                 assert!(
-                    m.get(k).is_some(),
-                    "{name}/{label}: metric {k} missing: {m}"
+                    m.get(k).is_some_and(|x| !x.is_null()),
+                    "{name}/{label}: metric {k} missing or null: {m}"
                 );
             }
         }
@@ -116,6 +120,266 @@ fn check(v: &Value, name: &str) -> Vec<String> {
         }
     }
     lines
+}
+
+/// The bounds this test holds each experiment's short form to, whatever the experiment's own
+/// targets say: (experiment, case-label prefix, metric, op, bound, why).
+const BOUNDS: &[(&str, &str, &str, &str, f64, &str)] = &[
+    // Raibert & Craig Fig. 7: the steady-state error is the largest |e| over the last second
+    // (the paper's < 1 N is a goal: the plant's stick-slip limit cycle keeps it above 1 N at
+    // 60 Hz); the offset under 1 N; contact kept on every step.
+    (
+        "force-step",
+        "",
+        "t90_s",
+        "<=",
+        0.5,
+        "reaches 90 % within 0.5 s",
+    ),
+    (
+        "force-step",
+        "",
+        "steady_state_error_n",
+        "<=",
+        2.0,
+        "max |e| in steady state",
+    ),
+    (
+        "force-step",
+        "",
+        "steady_state_mean_error_n",
+        "<=",
+        1.0,
+        "offset under the paper's 1 N",
+    ),
+    (
+        "force-step",
+        "",
+        "limit_cycle_n",
+        "<=",
+        1.75,
+        "model ≤ 1.26 N",
+    ),
+    ("force-step", "", "contact_lost", "==", 0.0, "contact kept"),
+    (
+        "force-step",
+        "plant",
+        "max_position_error_m",
+        "<=",
+        1e-3,
+        "C_y held (true hand)",
+    ),
+    // Fig. 8: over the ramp placed on the true first touch; the paper's 1.75 N except at the
+    // ramp ends.
+    (
+        "ramp-disturbance",
+        "",
+        "rms_force_error_n",
+        "<=",
+        1.0,
+        "whole ramp",
+    ),
+    (
+        "ramp-disturbance",
+        "",
+        "max_force_error_excl_ends_n",
+        "<=",
+        1.75,
+        "paper",
+    ),
+    (
+        "ramp-disturbance",
+        "",
+        "contact_lost",
+        "==",
+        0.0,
+        "paper: contact never lost",
+    ),
+    (
+        "ramp-disturbance",
+        "",
+        "touched",
+        "==",
+        1.0,
+        "the window is placed on a true touch",
+    ),
+    // Fig. 9 at 3 cm (the short form): runs to the end, C_y follows within 10 mm.
+    (
+        "sine-force-step",
+        "",
+        "completed",
+        "==",
+        1.0,
+        "runs to the end",
+    ),
+    (
+        "sine-force-step",
+        "",
+        "max_position_error_m",
+        "<=",
+        0.01,
+        "true hand",
+    ),
+    // Fig. 10: from the ramp's start, nothing cut.
+    (
+        "force-ramp",
+        "",
+        "rms_force_error_n",
+        "<=",
+        1.0,
+        "paper floor",
+    ),
+    (
+        "force-ramp",
+        "",
+        "max_position_error_m",
+        "<=",
+        1e-3,
+        "C_y held (true hand)",
+    ),
+    (
+        "contour",
+        "",
+        "rms_force_error_n",
+        "<=",
+        0.4,
+        "whole move, truth",
+    ),
+    ("contour", "", "contact_lost", "==", 0.0, "contact kept"),
+    (
+        "peg-in-hole",
+        "",
+        "success",
+        "==",
+        1.0,
+        "inserted (true depth)",
+    ),
+    (
+        "peg-in-hole",
+        "",
+        "peak_force_n",
+        "<=",
+        30.0,
+        "below the 40 N limit",
+    ),
+    (
+        "lead-through-axes",
+        "",
+        "response_time_s",
+        "<=",
+        0.2,
+        "follows within 0.2 s",
+    ),
+    (
+        "lead-through-axes",
+        "",
+        "path_length_m",
+        ">=",
+        0.04,
+        "follows a 60 mm pull",
+    ),
+    (
+        "lead-through-axes",
+        "stiffness",
+        "max_step_error_m",
+        "<=",
+        5e-4,
+        "d = 10 mm ± 0.5",
+    ),
+    (
+        "lead-through-45",
+        "",
+        "path_length_m",
+        ">=",
+        0.06,
+        "follows a 100 mm pull",
+    ),
+    (
+        "lead-through-45",
+        "admittance",
+        "rms_path_deviation_m",
+        "<=",
+        0.002,
+        "straight",
+    ),
+    (
+        "lead-through-45",
+        "admittance",
+        "guide_force_at_0_1_m_s_n",
+        "<=",
+        10.0,
+        "light",
+    ),
+    (
+        "teach-playback",
+        "3 waypoints",
+        "max_waypoint_error_m",
+        "<=",
+        5e-4,
+        "0.5 mm",
+    ),
+    (
+        "teach-playback",
+        "3 waypoints",
+        "completed",
+        "==",
+        1.0,
+        "ends Done",
+    ),
+    (
+        "teach-playback",
+        "3 waypoints",
+        "max_joint_speed_fraction",
+        "<=",
+        1.0,
+        "limits",
+    ),
+    (
+        "teach-playback",
+        "3 waypoints",
+        "max_joint_accel_fraction",
+        "<=",
+        1.0,
+        "limits",
+    ),
+];
+
+/// Holds the cases of experiment `name` to [`BOUNDS`]: each bounded metric present, not null,
+/// within its bound. Booleans compare as 0/1. Returns how many bounds were checked.
+fn check_bounds(v: &Value, name: &str) -> usize {
+    let mut n = 0;
+    for c in v["cases"].as_array().expect("cases") {
+        let label = c["label"].as_str().expect("label");
+        let m = &c["metrics"];
+        for (exp, prefix, metric, op, bound, why) in BOUNDS {
+            if *exp != name || !label.starts_with(prefix) {
+                continue;
+            }
+            let x = match &m[*metric] {
+                Value::Bool(b) => f64::from(u8::from(*b)),
+                other => other.as_f64().unwrap_or_else(|| {
+                    panic!("{name}/{label}: {metric} is {other}, not a number ({why}): {m}")
+                }),
+            };
+            let ok = match *op {
+                "<=" => x <= *bound,
+                ">=" => x >= *bound,
+                "==" => x == *bound,
+                other => panic!("unknown op {other}"),
+            };
+            assert!(
+                ok,
+                "{name}/{label}: {metric} = {x} not {op} {bound} ({why})\n{m}"
+            );
+            n += 1;
+        }
+        assert!(
+            m["truth_missing"].is_null(),
+            "{name}/{label}: {}",
+            m["truth_missing"]
+        );
+    }
+    n
 }
 
 fn json_of(out: &str, err: &str) -> Value {
@@ -165,6 +429,11 @@ async fn short_form_of_every_experiment_meets_its_gates() {
         for l in check(&v, name) {
             eprintln!("{l}");
         }
+        let bounded = check_bounds(&v, name);
+        assert!(
+            bounded > 0,
+            "{name}: no case was held to this test's bounds"
+        );
         assert!(
             ok,
             "{name}: cell experiment failed: {err}\n{}",

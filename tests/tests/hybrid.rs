@@ -78,6 +78,19 @@ fn column(file: &std::path::Path, name: &str) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// A (t, v) trace resampled uniformly and low-passed at 12 Hz (zero phase), as the papers'
+/// plots and every scored figure.
+fn filtered_12hz(v: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let (t, x): (Vec<f64>, Vec<f64>) = v.iter().copied().unzip();
+    if t.len() < 2 {
+        return Vec::new();
+    }
+    let fs = ((t.len() - 1) as f64 / (t[t.len() - 1] - t[0])).round();
+    let (tu, xu) = control::metrics::resample(&t, &x, fs);
+    let f = control::metrics::lowpass_zero_phase(&xu, 12.0, fs);
+    tu.into_iter().zip(f).collect()
+}
+
 /// RMS and max |v − r| over t in [a, b].
 fn window_error(v: &[(f64, f64)], r: f64, a: f64, b: f64) -> (f64, f64) {
     let e: Vec<f64> = v
@@ -547,8 +560,11 @@ fn plant_cell(name: &str, scenario: &str) -> TestCell {
     )
 }
 
-/// R&C Fig. 7 through the processes: 5 and 10 N steps at 60 and 120 Hz hold the paper's floor
-/// on the true contact force (steady-state error < 1 N) and reach 90 % within 0.5 s (measured
+/// R&C Fig. 7 through the processes: 5 and 10 N steps at 60 and 120 Hz, on the true contact
+/// force: the steady-state error (the paper's: max |e| over the last second) stays < 2.5 N
+/// (1.33–1.76 N measured) and
+/// the offset (the mean) < 1 N — the paper's < 1 N max is not met at 60 Hz, see
+/// hybrid_model.rs — and they reach 90 % within 0.5 s (measured
 /// 0.03–0.31 s: when the boom sticks, breaking loose waits for the integral); C_y < 1 mm.
 /// Overshoot, the limit cycle and contact losses are reported (stick-slip of the plant's
 /// prismatic joint, 4 N static against 3 N Coulomb friction, sets a floor on them:
@@ -583,8 +599,17 @@ async fn plant_force_steps_hold_the_papers_floor() {
             t90.is_some_and(|t| t <= 0.5),
             "{f} N @ {rate} Hz: t90 {t90:?}: {step}"
         );
+        // The paper's steady-state error is the largest |e| in steady state (issue 22; it was
+        // the mean): < 1 N only at 120 Hz on the model, up to 1.57 N at 60 Hz (the stick-slip
+        // limit cycle, hybrid_model.rs); through the processes bounded at 2.5 N. The offset (the
+        // mean) stays under the paper's 1 N.
         let ss = step["steady_state_error"].as_f64().expect("ss");
-        assert!(ss < 1.0, "{f} N @ {rate} Hz: steady-state error {ss}");
+        let offset = step["steady_state_mean_error"].as_f64().expect("offset");
+        assert!(ss < 2.5, "{f} N @ {rate} Hz: steady-state error (max) {ss}");
+        assert!(
+            offset < 1.0,
+            "{f} N @ {rate} Hz: steady-state offset {offset}"
+        );
         let dy = m["axes"]["y"]["max_deviation"].as_f64().expect("y");
         assert!(dy < 1e-3, "C_y moved {dy}");
     }
@@ -608,19 +633,31 @@ async fn plant_figs_8_9_10_run_and_report() {
     let _s = tests::up_all(&c).await;
     let (ok, m, dir) = hybrid(&c, "tasks/rc-fig8-ramp-disturbance.toml", &[], "fig8");
     assert!(ok, "{m}");
-    // Ramp: 1 s after the first touch, for 3 s (scenario rc-plant-ramp.toml); the hand starts
-    // touching, so the first touch is the task's start.
+    // Ramp: the scenario starts it 1 s after the true first touch and runs it 3 s
+    // (rc-plant-ramp.toml): the window is placed on the truth's first touch, not assumed at
+    // t = 0. The paper's ≤ 1.75 N holds "except at the ramp ends (accelerations)": 0.1 s is
+    // left out at each end for that figure; the RMS and the whole ramp's max keep everything.
     let truth = column(&dir.join("truth.csv"), "truth_force_x");
+    let touch = truth
+        .iter()
+        .find(|(_, f)| *f > 0.0)
+        .map(|(t, _)| *t)
+        .expect("the hand never touched the surface (truth)");
+    let (a, b) = (touch + 1.0, touch + 4.0);
     let (t, v): (Vec<f64>, Vec<f64>) = truth.iter().copied().unzip();
     let fs = (t.len() - 1) as f64 / (t[t.len() - 1] - t[0]);
     let (tu, vu) = control::metrics::resample(&t, &v, fs.round());
     let f = control::metrics::lowpass_zero_phase(&vu, 12.0, fs.round());
     let filtered: Vec<(f64, f64)> = tu.into_iter().zip(f).collect();
-    let (rms, max) = window_error(&filtered, 5.0, 1.1, 3.9);
-    eprintln!("Fig. 8: inside the ramp (12 Hz-filtered truth) RMS {rms:.3} N, max {max:.3} N; metrics {m}");
+    let (rms, max_all) = window_error(&filtered, 5.0, a, b);
+    let (_, max) = window_error(&filtered, 5.0, a + 0.1, b - 0.1);
+    eprintln!(
+        "Fig. 8: first touch at {touch:.3} s; the ramp (12 Hz-filtered truth) RMS {rms:.3} N, \
+         max {max_all:.3} N, max except the ends {max:.3} N; metrics {m}"
+    );
     let off_ms = truth
         .iter()
-        .filter(|(t, f)| *t >= 1.1 && *t <= 3.9 && *f <= 0.0)
+        .filter(|(t, f)| *t >= a && *t <= b && *f <= 0.0)
         .count();
     let min_filtered = filtered
         .iter()
@@ -649,25 +686,53 @@ async fn plant_figs_8_9_10_run_and_report() {
     ] {
         let (ok, out, err) = c.cli(&["sim-scenario", "{\"load\":\"scenarios/rc-plant.toml\"}"]);
         assert!(ok, "{out} {err}");
-        let (ok, m, _) = hybrid(&c, task, &[], name);
+        let (ok, m, run_dir) = hybrid(&c, task, &[], name);
         eprintln!("{name}: aborted {} axes {}", m["aborted"], m["axes"]);
         if name == "fig9" {
-            // Known: diverges at the paper's amplitude; the max-force limit must end it.
-            if !ok {
-                assert!(
-                    m["aborted"]
-                        .as_str()
-                        .is_some_and(|a| a.contains("contact force")),
-                    "{m}"
-                );
-            }
+            // Known (docs/hybrid.md): at the paper's 30 cm the contact bounces at the boom's
+            // mode once the hand slides fast and the max-force limit ends the task. Claimed,
+            // so checked: a run to the end means the docs are wrong.
+            assert!(
+                !ok && m["aborted"]
+                    .as_str()
+                    .is_some_and(|a| a.contains("contact force")),
+                "Fig. 9 at 30 cm did not end on the max-force limit: {m}"
+            );
             continue;
         }
         assert!(ok, "{name}: {m}");
-        assert!(m["axes"]["x"]["truth_rms_error"].as_f64().is_some(), "{m}");
+        let trace = run_dir.join("trace.csv");
         if name == "fig9-3cm" {
-            let dy = m["axes"]["y"]["max_deviation"].as_f64().expect("y");
-            assert!(dy < 0.01, "Fig. 9 (3 cm) position deviation {dy}");
+            // C_y against its reference on the plant's true hand position.
+            let y = column(&trace, "truth_position_y");
+            let yref = column(&trace, "position_ref_y");
+            assert!(y.len() > 100, "Fig. 9 (3 cm): no true position");
+            let dy = y
+                .iter()
+                .zip(&yref)
+                .fold(0.0f64, |d, ((_, p), (_, r))| d.max((p - r).abs()));
+            eprintln!("Fig. 9 (3 cm): true C_y deviation {:.2} mm", dy * 1e3);
+            assert!(dy < 0.01, "Fig. 9 (3 cm) true position deviation {dy}");
+        }
+        if name == "fig10" {
+            // The ramp 1 → 15 N from 0.5 s for 2.5 s, then held to 4 s: the 12 Hz-filtered
+            // true force against the reference, nothing cut: RMS ≤ 1 N (the paper's floor).
+            let tf = column(&run_dir.join("truth.csv"), "truth_force_x");
+            let (t, v): (Vec<f64>, Vec<f64>) = tf.iter().copied().unzip();
+            let fs = ((t.len() - 1) as f64 / (t[t.len() - 1] - t[0])).round();
+            let (tu, vu) = control::metrics::resample(&t, &v, fs);
+            let f = control::metrics::lowpass_zero_phase(&vu, 12.0, fs);
+            let reference = |t: f64| 1.0 + 14.0 * ((t - 0.5) / 2.5).clamp(0.0, 1.0);
+            let e: Vec<f64> = tu
+                .iter()
+                .zip(&f)
+                .filter(|(t, _)| **t >= 0.5 && **t <= 4.0)
+                .map(|(t, f)| f - reference(*t))
+                .collect();
+            assert!(e.len() > 100, "Fig. 10: no truth in the window");
+            let rms = (e.iter().map(|x| x * x).sum::<f64>() / e.len() as f64).sqrt();
+            eprintln!("Fig. 10: true force error over the ramp RMS {rms:.3} N");
+            assert!(rms <= 1.0, "Fig. 10 true RMS error {rms}");
         }
     }
 }
@@ -686,10 +751,15 @@ async fn contour_following_over_a_pipe_with_a_tracking_frame() {
     let (ok, m, dir) = hybrid(&c, "tasks/contour-cylinder.toml", &[], "contour");
     assert!(ok, "{m}\n{}", c.log_text());
     let contact = m["contact_at_s"].as_f64().expect("contact");
-    let fz = column(&dir.join("trace.csv"), "force_z");
-    let (rms, max) = window_error(&fz, 10.0, contact + 2.1, contact + 6.9);
+    // The true force the tool applies along {C} z (sim/truth per law step), 12 Hz filtered
+    // as every figure: over the whole move (2 s after contact, 5 s) for the RMS, its 0.1 s
+    // accelerations at each end left out for the max.
+    let fz = filtered_12hz(&column(&dir.join("trace.csv"), "truth_force_z"));
+    assert!(fz.len() > 500, "contour: no ground truth in the trace");
+    let (rms, _) = window_error(&fz, 10.0, contact + 2.0, contact + 7.0);
+    let (_, max) = window_error(&fz, 10.0, contact + 2.1, contact + 6.9);
     eprintln!(
-        "contour: during the move RMS {rms:.3} N, max {max:.3} N, losses {}",
+        "contour: during the move (truth) RMS {rms:.3} N, max {max:.3} N, losses {}",
         m["contact_losses"]
     );
     assert_eq!(m["contact_losses"], 0);

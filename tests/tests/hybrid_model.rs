@@ -152,13 +152,20 @@ fn gains() -> HybridGains {
     g
 }
 
-/// R&C Fig. 7 on the model: the paper's floor (steady-state error < 1 N, 12 Hz filtered, last
-/// second; the step reached) holds for 1, 5 and 10 N at 60, 80 and 120 Hz; C_y moves by less
-/// than 1 mm; 5 and 10 N never lose contact. Overshoot and the limit cycle are reported (the
-/// static − Coulomb friction difference of the prismatic joint, 1 N, sets a floor on them: see
-/// docs/hybrid.md).
+/// The largest steady-state error (max |e| over the last second, the paper's definition) of
+/// the model's force steps at 60 and 80 Hz: measured 1.57 N (10 N @ 60 Hz), the limit cycle
+/// of the prismatic joint's stick-slip (static − Coulomb friction 1 N).
+const SS_MAX_BOUND_N: f64 = 1.75;
+
+/// R&C Fig. 7 on the model, with the paper's definition of the steady-state error (the
+/// largest |e| over the last second, 12 Hz filtered; issue 22 — it was the mean): the paper's
+/// floor (< 1 N) holds at 120 Hz for 1, 5 and 10 N (0.80–0.99 N); at 60 and 80 Hz it does
+/// not (up to 1.57 N: the limit cycle of the prismatic joint's stick-slip, static − Coulomb
+/// friction 1 N, docs/hybrid.md), bounded by `SS_MAX_BOUND_N`; the offset (the mean error)
+/// stays < 1 N at every rate. C_y moves by less than 1 mm; 5 and 10 N never lose contact.
 #[test]
-fn force_steps_meet_the_papers_floor_at_60_80_120_hz() {
+fn force_steps_meet_the_papers_floor_at_120_hz_and_stay_bounded_at_60_80_hz() {
+    let mut worst_max: f64 = 0.0;
     for f in [1.0, 5.0, 10.0] {
         for rate in [60.0, 80.0, 120.0] {
             let r = simulate(params(), step_task(f, rate), gains(), 0.7);
@@ -177,14 +184,24 @@ fn force_steps_meet_the_papers_floor_at_60_80_120_hz() {
                     );
                 }
             }
+            worst_max = worst_max.max(fig.steady_state_error);
             assert!(fig.t90_s.is_some(), "{f} N @ {rate} Hz never reached 90 %");
-            assert!(fig.steady_state_error < 1.0, "{f} N @ {rate} Hz: {fig:?}");
+            assert!(
+                fig.steady_state_mean_error < 1.0,
+                "{f} N @ {rate} Hz: {fig:?}"
+            );
+            let bound = if rate >= 120.0 { 1.0 } else { SS_MAX_BOUND_N };
+            assert!(
+                fig.steady_state_error < bound,
+                "{f} N @ {rate} Hz: steady-state error over {bound} N: {fig:?}"
+            );
             assert!(dy < 1e-3, "{f} N @ {rate} Hz: y moved {dy}");
             if f >= 5.0 {
                 assert!(!r.lost_contact, "{f} N @ {rate} Hz lost contact");
             }
         }
     }
+    eprintln!("largest steady-state error (max |e|, last second): {worst_max:.3} N");
 }
 
 /// The same law with the plant's friction halved and doubled (explicit overrides of the
@@ -204,7 +221,8 @@ fn friction_halved_and_doubled_stays_stable_in_contact() {
             eprintln!("friction ×{scale}: {f} N: {fig:?}, lost {}", r.lost_contact);
             assert!(!r.lost_contact, "friction ×{scale}, {f} N lost contact");
             assert!(fig.limit_cycle_amplitude < 3.0, "{fig:?}");
-            assert!(fig.steady_state_error < 1.0, "{fig:?}");
+            assert!(fig.steady_state_mean_error < 1.0, "{fig:?}");
+            assert!(fig.steady_state_error < 3.0, "{fig:?}");
         }
     }
 }

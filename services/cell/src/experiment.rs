@@ -76,8 +76,25 @@ pub struct Options {
 enum Score {
     /// A step of the force reference (task time, shifted by contact for `from_contact`).
     Step { before: f64, after: f64, at_s: f64 },
-    /// Errors within `[from_s, to_s]` (task time, shifted by contact for `from_contact`).
-    Window { from_s: f64, to_s: f64 },
+    /// Errors within `[from_s, to_s]` after the event `anchor`; the paper's exclusion, if it
+    /// made one, in `ends_excluded_s` (a second pair of figures, `*_excl_ends_n`).
+    Window {
+        anchor: Anchor,
+        from_s: f64,
+        to_s: f64,
+        ends_excluded_s: f64,
+    },
+}
+
+/// The event a scoring window is measured from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Anchor {
+    /// The reference's own clock: task time 0, or control's contact for `from_contact` tasks
+    /// (the reference starts there).
+    Reference,
+    /// The first instant the true contact force is above zero (ground truth): the event a
+    /// scenario's trigger (`trigger = "contact"`) fires on.
+    TruthTouch,
 }
 
 /// A target: `metric op value` (`<=`, `>=`, `==`); `gate`: `cell experiment` (and the CI short
@@ -200,14 +217,47 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
         t.name = label.chars().take(60).collect();
         Ok(t)
     };
+    // Every force step: the paper's steady-state error (the largest |e| over the last second;
+    // a goal — the plant's stick-slip limit cycle keeps it above 1 N at 60 Hz), bounds that
+    // gate (the largest error, the offset, the limit cycle) and contact kept.
     let ss = || {
-        t(
-            "steady_state_error_n",
-            "<=",
-            json!(1.0),
-            true,
-            "paper: < 1 N",
-        )
+        vec![
+            t(
+                "steady_state_error_n",
+                "<=",
+                json!(1.0),
+                false,
+                "paper: < 1 N (max |e| over the last second)",
+            ),
+            t(
+                "steady_state_error_n",
+                "<=",
+                json!(2.5),
+                true,
+                "regression bound (model 0.80–1.57 N, hybrid_model.rs; 1.33–1.76 N through the processes)",
+            ),
+            t(
+                "steady_state_mean_error_n",
+                "<=",
+                json!(1.0),
+                true,
+                "the offset (mean) under the paper's 1 N",
+            ),
+            t(
+                "limit_cycle_n",
+                "<=",
+                json!(2.0),
+                true,
+                "regression bound (model ≤ 1.26 N, hybrid_model.rs; 1.19–1.45 N through the processes)",
+            ),
+            t(
+                "contact_lost",
+                "==",
+                json!(false),
+                true,
+                "every force step keeps contact",
+            ),
+        ]
     };
     let mut out = Vec::new();
     match name {
@@ -232,25 +282,30 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
                         after: f,
                         at_s: 0.5,
                     },
-                    targets: vec![
-                        t("rise_time_s", "<=", json!(0.15), false, "paper: ≈ 0.15 s"),
-                        t(
-                            "t90_s",
-                            "<=",
-                            json!(0.5),
-                            true,
-                            "tests/hybrid.rs bound (stiction delays it)",
-                        ),
+                    targets: [
+                        vec![
+                            t("rise_time_s", "<=", json!(0.15), false, "paper: ≈ 0.15 s"),
+                            t(
+                                "t90_s",
+                                "<=",
+                                json!(0.5),
+                                true,
+                                "tests/hybrid.rs bound (stiction delays it)",
+                            ),
+                        ],
                         ss(),
-                        t(
-                            "overshoot_pct",
-                            "<=",
-                            json!(10.0),
-                            false,
-                            "hybrid issue (stick-slip floor: docs/hybrid.md)",
-                        ),
-                        t("max_position_error_m", "<=", json!(1e-3), true, "C_y held"),
-                    ],
+                        vec![
+                            t(
+                                "overshoot_pct",
+                                "<=",
+                                json!(10.0),
+                                false,
+                                "hybrid issue (stick-slip floor: docs/hybrid.md)",
+                            ),
+                            t("max_position_error_m", "<=", json!(1e-3), true, "C_y held"),
+                        ],
+                    ]
+                    .concat(),
                     note: None,
                     may_abort: false,
                 });
@@ -274,13 +329,15 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
                     after: 10.0,
                     at_s: 1.0,
                 },
-                targets: vec![
-                    t("rise_time_s", "<=", json!(0.15), false, "paper: ≈ 0.15 s"),
-                    t("t90_s", "<=", json!(0.5), true, "as the plant"),
+                targets: [
+                    vec![
+                        t("rise_time_s", "<=", json!(0.15), false, "paper: ≈ 0.15 s"),
+                        t("t90_s", "<=", json!(0.5), true, "as the plant"),
+                    ],
                     ss(),
-                    t("overshoot_pct", "<=", json!(10.0), false, "hybrid issue"),
-                    t("contact_lost", "==", json!(false), true, "hybrid issue"),
-                ],
+                    vec![t("overshoot_pct", "<=", json!(10.0), false, "hybrid issue")],
+                ]
+                .concat(),
                 note: Some("law every EGM cycle (250 Hz); ground truth at the tool".into()),
                 may_abort: false,
             });
@@ -293,11 +350,15 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
                 scenario: plant_scenario("rc-plant-ramp.toml"),
                 place_mm: None,
                 force_axis: 0,
-                // The ramp: 1 s after the first touch (the start), for 3 s; 0.1 s excluded at
-                // each end.
+                // The ramp: the scenario starts it 1 s after the true first touch and runs it
+                // 3 s (rc-plant-ramp.toml); scored over all of it. The paper's ≤ 1.75 N is
+                // "except at the ramp ends (accelerations)": the `_excl_ends` figures leave
+                // out 0.1 s at each end (the paper does not say how much).
                 score: Score::Window {
-                    from_s: 1.1,
-                    to_s: 3.9,
+                    anchor: Anchor::TruthTouch,
+                    from_s: 1.0,
+                    to_s: 4.0,
+                    ends_excluded_s: 0.1,
                 },
                 targets: vec![
                     t(
@@ -308,14 +369,21 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
                         "tests/hybrid.rs",
                     ),
                     t(
-                        "max_force_error_n",
+                        "max_force_error_excl_ends_n",
                         "<=",
                         json!(1.75),
                         true,
-                        "paper (the gains: hybrid_model.rs, ≤ 1 N on the model)",
+                        "paper: ≤ 1.75 N except at the ramp ends (the gains: hybrid_model.rs, ≤ 1 N on the model)",
                     ),
                     t(
                         "max_force_error_n",
+                        "<=",
+                        json!(1.75),
+                        false,
+                        "the paper's bound over the whole ramp, ends included",
+                    ),
+                    t(
+                        "max_force_error_excl_ends_n",
                         "<=",
                         json!(1.0),
                         false,
@@ -366,18 +434,32 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
                     ),
                     t("rms_force_error_n", "<=", json!(1.0), false, "paper floor"),
                 ];
-                if !paper_amp {
-                    targets.push(t("completed", "==", json!(true), true, "runs to the end"));
-                }
+                // The 3 cm case must run to the end (gate); the paper's 30 cm is not reproduced
+                // on this plant (the max-force limit ends it, docs/hybrid.md): its run to the
+                // end is a goal, shown ✗ when it ends early, never a pass.
+                targets.push(t(
+                    "completed",
+                    "==",
+                    json!(true),
+                    !paper_amp,
+                    if paper_amp {
+                        "paper: runs to the end (not reproduced: docs/hybrid.md)"
+                    } else {
+                        "runs to the end"
+                    },
+                ));
                 out.push(Case {
                     label,
                     scenario: plant_scenario("rc-plant.toml"),
                     place_mm: None,
                     task,
                     force_axis: 0,
+                    // The whole task (two periods of the sine), as the paper plots it.
                     score: Score::Window {
-                        from_s: 0.1,
+                        anchor: Anchor::Reference,
+                        from_s: 0.0,
                         to_s: 5.4,
+                        ends_excluded_s: 0.0,
                     },
                     targets,
                     note: Some(if paper_amp {
@@ -397,9 +479,12 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
                 scenario: plant_scenario("rc-plant.toml"),
                 place_mm: None,
                 force_axis: 0,
+                // From the ramp's start (0.5 s) to the task's end: nothing cut.
                 score: Score::Window {
-                    from_s: 0.6,
+                    anchor: Anchor::Reference,
+                    from_s: 0.5,
                     to_s: 4.0,
+                    ends_excluded_s: 0.0,
                 },
                 targets: vec![
                     t(
@@ -424,10 +509,14 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
                 place_mm: Some([350.0, 0.0, 232.0]),
                 task,
                 force_axis: 2,
-                // The move: 2 s after contact for 5 s, 0.1 s excluded at each end.
+                // The move along the pipe: 2 s after control's contact (the reference's clock)
+                // for 5 s. Not a paper figure: our bound, scored over the whole move (the
+                // `_excl_ends` figures leave out its 0.1 s accelerations at each end).
                 score: Score::Window {
-                    from_s: 2.1,
-                    to_s: 6.9,
+                    anchor: Anchor::Reference,
+                    from_s: 2.0,
+                    to_s: 7.0,
+                    ends_excluded_s: 0.1,
                 },
                 targets: vec![
                     t(
@@ -684,6 +773,31 @@ async fn run_case_once(
     if o.aborted.is_some() && !case.may_abort {
         passed = false;
     }
+    // Scored on ground truth or not at all: a case whose truth is missing (≥ 10 % of the law
+    // steps without it, or no touch for a window placed on it) fails, whatever its numbers.
+    let coverage = metrics["truth_coverage"].as_f64().unwrap_or(0.0);
+    let touch_needed = matches!(
+        case.score,
+        Score::Window {
+            anchor: Anchor::TruthTouch,
+            ..
+        }
+    );
+    if coverage < 0.9 || (touch_needed && metrics["touched"] != json!(true)) {
+        passed = false;
+        metrics.insert(
+            "truth_missing".into(),
+            json!(format!(
+                "ground truth on {:.0} % of the law steps{}",
+                coverage * 100.0,
+                if touch_needed && metrics["touched"] != json!(true) {
+                    "; no true touch to place the window on"
+                } else {
+                    ""
+                }
+            )),
+        );
+    }
     let (force_panel, position_panel) = panels(case, &series);
     Ok(CaseResult {
         label: case.label.clone(),
@@ -725,7 +839,8 @@ fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>, CaseSerie
     } else {
         0.0
     };
-    // Ground truth: the plant at 1 kHz; the arm once per law step.
+    // Ground truth only: the plant at 1 kHz; the arm once per law step (the rows that have
+    // it). Never the estimate in its place: a missing truth fails the case (`truth_coverage`).
     let (tt, raw, raw_label): (Vec<f64>, Vec<f64>, &str) = if !o.truth.is_empty() {
         (
             o.truth.iter().map(|(t, _)| *t).collect(),
@@ -733,13 +848,16 @@ fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>, CaseSerie
             "raw truth (1 kHz)",
         )
     } else {
-        (
-            rows.iter().map(|r| r.state.t_s).collect(),
-            rows.iter()
-                .map(|r| r.truth_force.map_or(r.state.force[k], |f| f[k.min(2)]))
-                .collect(),
-            "F/T estimate",
-        )
+        let (t, f): (Vec<f64>, Vec<f64>) = rows
+            .iter()
+            .filter_map(|r| r.truth_force.map(|f| (r.state.t_s, f[k.min(2)])))
+            .unzip();
+        (t, f, "truth (per law step)")
+    };
+    let truth_coverage = if o.truth.is_empty() {
+        rows.iter().filter(|r| r.truth_force.is_some()).count() as f64 / rows.len().max(1) as f64
+    } else {
+        1.0
     };
     let fs = if tt.len() > 1 {
         ((tt.len() - 1) as f64 / (tt[tt.len() - 1] - tt[0]).max(1e-9))
@@ -758,11 +876,45 @@ fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>, CaseSerie
     let mut m = serde_json::Map::new();
     // Step cases: errors after the transient (0.5 s after the step), the force reaching 0 only
     // counts from the step (before it the reference may be 0 N).
+    // The true first touch: the first raw truth sample pressing (> 0 N).
+    let touch = tt
+        .iter()
+        .zip(&raw)
+        .find(|(_, f)| **f > 0.0)
+        .map(|(t, _)| *t);
     let (from, to, lost_from) = match case.score {
         Score::Step { at_s, .. } => (at_s + shift + 0.5, end, at_s + shift),
-        Score::Window { from_s, to_s } => (from_s + shift, (to_s + shift).min(end), from_s + shift),
+        Score::Window {
+            anchor,
+            from_s,
+            to_s,
+            ..
+        } => {
+            let at = match anchor {
+                Anchor::Reference => shift,
+                // No touch: the window cannot be placed; scored from task time 0 and the
+                // case fails on `touched` below.
+                Anchor::TruthTouch => touch.unwrap_or(0.0),
+            };
+            (from_s + at, (to_s + at).min(end), from_s + at)
+        }
     };
+    m.insert("window_from_s".into(), json!(from));
+    m.insert("window_to_s".into(), json!(to));
+    m.insert("touched".into(), json!(touch.is_some()));
+    m.insert("touch_at_s".into(), json!(touch));
     let (rms, max) = error_stats(&tg, &gf, &rg, from, to);
+    if let Score::Window {
+        ends_excluded_s, ..
+    } = case.score
+    {
+        if ends_excluded_s > 0.0 {
+            let (r, mx) = error_stats(&tg, &gf, &rg, from + ends_excluded_s, to - ends_excluded_s);
+            m.insert("rms_force_error_excl_ends_n".into(), json!(finite(r)));
+            m.insert("max_force_error_excl_ends_n".into(), json!(finite(mx)));
+            m.insert("ends_excluded_s".into(), json!(ends_excluded_s));
+        }
+    }
     if let Score::Step {
         before,
         after,
@@ -774,7 +926,14 @@ fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>, CaseSerie
         m.insert("rise_time_s".into(), json!(f.rise_time_s));
         m.insert("t90_s".into(), json!(f.t90_s));
         m.insert("overshoot_pct".into(), json!(f.overshoot_pct));
-        m.insert("steady_state_error_n".into(), json!(f.steady_state_error));
+        m.insert(
+            "steady_state_error_n".into(),
+            json!(finite(f.steady_state_error)),
+        );
+        m.insert(
+            "steady_state_mean_error_n".into(),
+            json!(finite(f.steady_state_mean_error)),
+        );
         m.insert("limit_cycle_n".into(), json!(f.limit_cycle_amplitude));
         let band = (0.1 * (after - before).abs()).max(1.0);
         m.insert(
@@ -808,19 +967,70 @@ fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>, CaseSerie
             * dt;
         m.insert("raw_off_surface_s".into(), json!(off));
     }
-    // Position axes: the largest deviation from the reference after contact.
-    let mut dev: f64 = 0.0;
+    // Position axes: the largest deviation from the reference after contact — the plant's
+    // true hand position; the arm's TCP as control measures it (joint feedback through FK:
+    // not gated on the arm).
+    let plant = !o.truth.is_empty();
+    let mut dev: Option<f64> = Some(0.0);
     for kk in 0..3 {
         if case.task.force_axes[kk] {
             continue;
         }
         for r in rows {
             if contact_at.is_some_and(|c| r.state.t_s >= c) {
-                dev = dev.max((r.state.position[kk] - r.state.position_ref[kk]).abs());
+                let p = if plant {
+                    r.truth_position.map(|p| p[kk])
+                } else {
+                    Some(r.state.position[kk])
+                };
+                dev = match (dev, p) {
+                    (Some(d), Some(p)) => Some(d.max((p - r.state.position_ref[kk]).abs())),
+                    _ => None,
+                };
             }
         }
     }
     m.insert("max_position_error_m".into(), json!(dev));
+    m.insert("truth_coverage".into(), json!(truth_coverage));
+    // Where each figure comes from.
+    let truth = if plant {
+        "truth: plant (sim/plant/state), 12 Hz filtered"
+    } else {
+        "truth: sim/truth at the tool, 12 Hz filtered"
+    };
+    let mut sources = serde_json::Map::new();
+    for key in [
+        "rise_time_s",
+        "t90_s",
+        "overshoot_pct",
+        "steady_state_error_n",
+        "steady_state_mean_error_n",
+        "limit_cycle_n",
+        "settling_time_s",
+        "rms_force_error_n",
+        "max_force_error_n",
+        "rms_force_error_excl_ends_n",
+        "max_force_error_excl_ends_n",
+        "touch_at_s",
+        "raw_off_surface_s",
+    ] {
+        sources.insert(key.into(), json!(truth));
+    }
+    sources.insert(
+        "contact_lost".into(),
+        json!(format!("{truth}, or control's contact losses")),
+    );
+    sources.insert(
+        "max_position_error_m".into(),
+        json!(if plant {
+            "truth: the plant's hand position"
+        } else {
+            "control: TCP from joint feedback (FK)"
+        }),
+    );
+    sources.insert("completed".into(), json!("control"));
+    sources.insert("late_law_cycles".into(), json!("control's law clock"));
+    m.insert("sources".into(), json!(sources));
     // Context for the scores above: law cycles the host ran late inside the scored window
     // (the law's own clock stepping more than 1.5 periods). Not a gate; a run with late cycles
     // perturbs the plant's stick-slip sequence (docs/hybrid.md, Fig. 8).
@@ -1209,10 +1419,46 @@ pub fn markdown(results: &[(Value, String)]) -> String {
          Generated by `cell experiment all` (do not edit by hand; rerun it). Each experiment runs \
          against `cell-sim` through the real service processes; forces are the simulator's ground \
          truth (the surface's force on the tool or on the plant's hand), 12 Hz zero-phase \
-         filtered as the paper's plots, against the task's reference; step cases count their \
-         errors from 0.5 s after the step (`rise_time_s` 10 → 90 %, `t90_s` from the step, \
-         `settling_time_s` into ±max(10 % of the step, 1 N), `steady_state_error_n` and \
-         `limit_cycle_n` over the last second). `cell experiment NAME \
+         filtered as the paper's plots, against the task's reference. Every force or contact \
+         figure comes from ground truth, never from the F/T estimate (each case's metrics JSON \
+         carries `sources`; a case whose truth is missing fails: `truth_missing`).\n\n\
+         **Definitions.** Step cases: `rise_time_s` 10 → 90 % of the step, `t90_s` from the \
+         step to 90 %, `settling_time_s` into ±max(10 % of the step, 1 N) (– when it never \
+         settles), `overshoot_pct` the peak beyond the final value; over the last second: \
+         `steady_state_error_n` the **largest** |e| (the paper's \"steady-state error < 1 N\" bounds \
+         the error; Raibert & Craig do not say more, so a limit cycle counts in full), \
+         `steady_state_mean_error_n` the offset |mean − reference| (context), `limit_cycle_n` \
+         half the peak-to-peak; `rms_force_error_n`/`max_force_error_n` from 0.5 s after the \
+         step. Window cases: the window is placed on an event — the reference's own clock (task \
+         time 0, or control's contact for tasks that start there) or the true first touch \
+         (`touch_at_s`, the first instant the true force is above 0 N: what a scenario's \
+         contact trigger fires on) — and printed in the metrics (`window_from_s`, \
+         `window_to_s`); nothing is cut from it. Where the paper excludes something (Fig. 8: \
+         \"except at the ramp ends\"), the `*_excl_ends_n` figures leave out `ends_excluded_s` \
+         at each end, beside the whole window's. `contact_lost` and `limit_cycle_n` are gated on \
+         every force step. The plant's `max_position_error_m` is the true hand position against \
+         the reference; the arm's is control's TCP from joint feedback (not gated). Peg: \
+         `success` and `time_to_target_s` from the true TCP depth.\n\n\
+         **Retries.** A case is run again only after a *proven* host stall: every cell \
+         process's scheduling watchdog (`common::watchdog`, in each service's status) saw one \
+         common gap of ≥ 30 ms inside the attempt (`cell stalls`). Anything else — one frozen \
+         or slow service, a lost sensor, a controller leaving EGM — fails at once with its \
+         reason. A retry is kept in the metrics (`retries`: the first attempt's reason, the \
+         common stall, each process's gap, where the first attempt's files were kept) and \
+         counted under each experiment below.\n\n\
+         **Changelog of definitions** (issue 22, 2026-12-03): `steady_state_error_n` was the \
+         mean error (now the largest; the mean is `steady_state_mean_error_n`); Fig. 8's window \
+         was task time 1.1–3.9 s (assumed contact at 0, 0.1 s cut at each end), now the ramp \
+         itself from the true touch + 1 s for 3 s, with the paper's exclusion as a second \
+         figure; Fig. 9's window started at 0.1 s and Fig. 10's at 0.6 s (now 0 s and the \
+         ramp's start, 0.5 s); the contour's move 2.1–6.9 s after contact (now 2–7 s, and \
+         the ends excluded as a second figure); the arm's force no longer falls back to the \
+         estimate where truth is missing; the plant's position error is the true hand's (was \
+         control's); peg `success`/`time_to_target_s` from the true depth (were control's); \
+         Fig. 9 at the paper's 30 cm now reports `completed` as a goal (it passed whatever \
+         happened); `limit_cycle_n` and `contact_lost` gated on every force step; a retry \
+         needs a proven all-process stall (was a matched stop reason).\n\n\
+         `cell experiment NAME \
          [--rate HZ] [--out DIR] [--json] [--world KEY=VALUE]` reruns one; the traces (CSV), \
          plots (SVG, PNG) and metrics (JSON) go to `out/experiments/NAME/`.\n\n\
          Targets: **gate** — what the cell guarantees today; the CI short form \
@@ -1251,6 +1497,33 @@ pub fn markdown(results: &[(Value, String)]) -> String {
             md.push_str(&format!("; the paper: {}", paper.join(", ")));
         }
         md.push_str(".\n\n");
+        let retries: Vec<String> = v["cases"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| {
+                c["metrics"]["retries"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(move |r| {
+                        format!(
+                            "{} ({}; every process unscheduled together for {:.0} ms)",
+                            c["label"].as_str().unwrap_or("?"),
+                            r["reason"].as_str().unwrap_or("?"),
+                            r["stall_ms"].as_f64().unwrap_or(f64::NAN)
+                        )
+                    })
+            })
+            .collect();
+        md.push_str(&format!(
+            "Retries after a proven host stall: {}.\n\n",
+            if retries.is_empty() {
+                "none".to_string()
+            } else {
+                format!("{}: {}", retries.len(), retries.join("; "))
+            }
+        ));
         md.push_str(&format!("![{name}]({png})\n\n"));
         md.push_str(
             "| case | metric | value | target | kind | source |\n|---|---|---|---|---|---|\n",
@@ -1282,9 +1555,11 @@ pub fn markdown(results: &[(Value, String)]) -> String {
             "overshoot_pct",
             "settling_time_s",
             "steady_state_error_n",
+            "steady_state_mean_error_n",
             "limit_cycle_n",
             "rms_force_error_n",
             "max_force_error_n",
+            "max_force_error_excl_ends_n",
             "contact_lost",
             "max_position_error_m",
             "response_time_s",

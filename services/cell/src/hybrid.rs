@@ -31,6 +31,9 @@ pub struct Row {
     /// Ground truth of the plant (surface force on the hand, x and y), when recorded.
     /// Ground truth: the force applied by the tool (hand) in {C}, x, y, z; plant: x, y.
     pub truth_force: Option<[f64; 3]>,
+    /// Plant tasks: the hand's true position in the plane (x, y, 0; base = {C}), the truth
+    /// sample at or just before the row.
+    pub truth_position: Option<[f64; 3]>,
 }
 
 /// A finished (or aborted) run.
@@ -88,6 +91,7 @@ pub async fn run(
         .map_err(|e| anyhow::anyhow!("publish the task: {e}"))?;
     let mut rows: Vec<Row> = Vec::new();
     let mut truth: Vec<(f64, [f64; 2])> = Vec::new();
+    let mut truth_pos: Vec<[f64; 2]> = Vec::new();
     let mut aborted = None;
     let mut last_print = std::time::Instant::now();
     let first_timeout = Duration::from_secs(3);
@@ -127,6 +131,7 @@ pub async fn run(
         while let Ok(Some(p)) = plant.try_recv() {
             if let Ok(ps) = codec::decode::<msg::PlantState>(&p.payload().to_bytes()) {
                 truth.push((ps.t_s, [-ps.contact_force_n[0], -ps.contact_force_n[1]]));
+                truth_pos.push(ps.hand_pos_m);
             }
         }
         while let Ok(Some(w)) = world.try_recv() {
@@ -137,6 +142,7 @@ pub async fn run(
         rows.push(Row {
             state: st,
             truth_force: None,
+            truth_position: None,
         });
         row_at.push(std::time::Instant::now());
         if opts.progress && last_print.elapsed() > Duration::from_millis(500) {
@@ -156,7 +162,7 @@ pub async fn run(
     // of the first row.
     let mut truth_task = Vec::new();
     if let (TaskRobot::Plant, Some(first)) = (task.robot, rows.first().copied()) {
-        attach_truth(&mut rows, &truth);
+        attach_truth(&mut rows, &truth, &truth_pos);
         let t0 = first.state.clock_s - first.state.t_s;
         let last = rows.last().map_or(0.0, |r| r.state.t_s);
         truth_task = truth
@@ -184,14 +190,18 @@ pub async fn run(
 
 /// Hybrid states of a plant task carry the plant time of their step (`clock_s`), the clock of
 /// `PlantState::t_s`: each row gets the truth sample at or just before it.
-fn attach_truth(rows: &mut [Row], truth: &[(f64, [f64; 2])]) {
+fn attach_truth(rows: &mut [Row], truth: &[(f64, [f64; 2])], position: &[[f64; 2]]) {
     let mut j = 0;
     for r in rows.iter_mut() {
         let t = r.state.clock_s;
         while j + 1 < truth.len() && truth[j + 1].0 <= t {
             j += 1;
         }
-        r.truth_force = Some([truth[j].1[0], truth[j].1[1], 0.0]);
+        let Some(tr) = truth.get(j) else {
+            return;
+        };
+        r.truth_force = Some([tr.1[0], tr.1[1], 0.0]);
+        r.truth_position = position.get(j).map(|p| [p[0], p[1], 0.0]);
     }
 }
 
@@ -475,6 +485,8 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
             head.push(format!("{pre}_{a}"));
         }
     }
+    head.push("truth_position_x".into());
+    head.push("truth_position_y".into());
     writeln!(f, "{}", head.join(","))?;
     for r in &out.rows {
         let s = &r.state;
@@ -491,6 +503,10 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
         }
         for a in [s.gains_for_n_per_m, s.stiffness_estimate_n_per_m] {
             v.extend(a.iter().map(|x| format!("{x:.1}")));
+        }
+        match r.truth_position {
+            Some(p) => v.extend(p[..2].iter().map(|x| format!("{x:.7}"))),
+            None => v.extend([String::new(), String::new()]),
         }
         writeln!(f, "{}", v.join(","))?;
     }

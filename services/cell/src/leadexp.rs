@@ -896,10 +896,9 @@ fn pull_metrics(p: &Pull) -> serde_json::Map<String, Value> {
                 .fold(0.0, f64::max)),
         );
     }
-    // Only when they happened: a session that ended, a pull repeated after a host stall.
-    if let Some(why) = &p.ended {
-        m.insert("guide_ended".into(), json!(why));
-    }
+    // A session that ended during the pull (null: still guiding at its end; gated in every
+    // pull case), a pull repeated after a proven host stall (only when it happened).
+    m.insert("guide_ended".into(), json!(p.ended));
     if let Some(retry) = &p.retried_after {
         stall::record(&mut m, retry);
     }
@@ -1037,6 +1036,13 @@ async fn axes(
                     true,
                     "follows a 60 mm pull",
                 ),
+                target(
+                    "guide_ended",
+                    "==",
+                    Value::Null,
+                    true,
+                    "guiding never ended during the pull",
+                ),
             ];
             if *law == "stiffness" {
                 targets.push(target(
@@ -1162,13 +1168,22 @@ async fn forty_five(
     let mut cases = Vec::new();
     for (law, p, _, _) in &pulls {
         let mut metrics = pull_metrics(p);
-        let mut targets = vec![target(
-            "path_length_m",
-            ">=",
-            json!(0.06),
-            true,
-            "follows a 100 mm pull",
-        )];
+        let mut targets = vec![
+            target(
+                "path_length_m",
+                ">=",
+                json!(0.06),
+                true,
+                "follows a 100 mm pull",
+            ),
+            target(
+                "guide_ended",
+                "==",
+                Value::Null,
+                true,
+                "guiding never ended during the pull",
+            ),
+        ];
         match **law {
             "staircase" => {
                 metrics.insert(

@@ -168,8 +168,9 @@ enum Cmd {
         stiffness_n_per_m: Option<f64>,
     },
     /// Run a paper's experiment against the simulator (the running cell, or a private one it
-    /// starts): force-step, ramp-disturbance, sine-force-step, force-ramp, contour; `all` runs
-    /// every one and regenerates docs/experiments.md. Writes traces (CSV), plots (SVG, PNG) and
+    /// starts): force-step, ramp-disturbance, sine-force-step, force-ramp, contour,
+    /// peg-in-hole, lead-through-axes, lead-through-45, teach-playback; `all` runs every one
+    /// and regenerates docs/experiments.md (definitions, retries: docs/experiments.md). Writes traces (CSV), plots (SVG, PNG) and
     /// metrics (JSON) into --out; exits non-zero when a gate target fails.
     Experiment {
         name: String,

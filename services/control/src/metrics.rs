@@ -85,8 +85,13 @@ pub struct StepFigures {
     pub t90_s: Option<f64>,
     /// Peak beyond the final value, in % of the step size.
     pub overshoot_pct: f64,
-    /// |mean − reference| over the last `window_s` (same unit as the trace).
+    /// The largest |y − reference| over the last `window_s` (same unit as the trace): the
+    /// paper's "steady-state error < 1 N" is a bound on the error, so its maximum (Raibert &
+    /// Craig do not say more; a limit cycle counts in full).
     pub steady_state_error: f64,
+    /// |mean − reference| over the last `window_s`: the offset alone, limit cycle averaged out
+    /// (context; not the paper's figure).
+    pub steady_state_mean_error: f64,
     /// Half the peak-to-peak over the last `window_s` (limit-cycle amplitude).
     pub limit_cycle_amplitude: f64,
 }
@@ -142,6 +147,11 @@ pub fn step_figures(
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
             (l.min(*v), h.max(*v))
         });
+    let max_err = if tail.is_empty() {
+        f64::NAN
+    } else {
+        tail.iter().fold(0.0f64, |m, v| m.max((v - to).abs()))
+    };
     StepFigures {
         rise_time_s: match (t10, t90) {
             (Some(a), Some(b)) => Some(b - a),
@@ -153,7 +163,8 @@ pub fn step_figures(
         } else {
             0.0
         },
-        steady_state_error: (mean - to).abs(),
+        steady_state_error: max_err,
+        steady_state_mean_error: (mean - to).abs(),
         limit_cycle_amplitude: if tail.is_empty() {
             0.0
         } else {
@@ -248,6 +259,26 @@ mod tests {
             "{}",
             f2.overshoot_pct
         );
+    }
+
+    #[test]
+    fn the_steady_state_error_is_the_largest_error_not_the_mean() {
+        // 10 N with a ±1.2 N limit cycle around it (the plant's stick-slip): the mean is on
+        // target, the paper's error is not. Issue 22: the mean read 0 N and passed "< 1 N".
+        let t: Vec<f64> = (0..3000).map(|i| i as f64 * 1e-3).collect();
+        let y: Vec<f64> = t
+            .iter()
+            .map(|t| 10.0 + 1.2 * (std::f64::consts::TAU * 4.0 * t).sin())
+            .collect();
+        let f = step_figures(&t, &y, 0.0, 0.0, 10.0, 1.0);
+        assert!((f.steady_state_error - 1.2).abs() < 0.01, "{f:?}");
+        assert!(f.steady_state_mean_error < 0.01, "{f:?}");
+        assert!((f.limit_cycle_amplitude - 1.2).abs() < 0.01, "{f:?}");
+        // An offset alone: both read it.
+        let y: Vec<f64> = t.iter().map(|_| 9.5).collect();
+        let f = step_figures(&t, &y, 0.0, 0.0, 10.0, 1.0);
+        assert!((f.steady_state_error - 0.5).abs() < 1e-9);
+        assert!((f.steady_state_mean_error - 0.5).abs() < 1e-9);
     }
 
     #[test]
