@@ -1731,9 +1731,20 @@ pub async fn command(
                 if req.json {
                     println!("{v}");
                 } else {
+                    let retried = v["cases"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|c| c["metrics"]["retries"].is_array())
+                        .count();
                     eprintln!(
-                        "{name}: {} — traces, plots ({name}.svg, {name}.png) and metrics.json in {}",
+                        "{name}: {}{} — traces, plots ({name}.svg, {name}.png) and metrics.json in {}",
                         if v["passed"] == true { "gates met" } else { "A GATE FAILED" },
+                        if retried > 0 {
+                            format!(" ({retried} case(s) run twice after a proven host stall; the first attempts kept)")
+                        } else {
+                            String::new()
+                        },
                         out.display()
                     );
                 }
