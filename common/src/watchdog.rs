@@ -105,9 +105,11 @@ pub struct ProvenStall {
 }
 
 /// Finds the longest interval inside `[from_ns, to_ns]` that lies inside a gap of every
-/// process in `processes` (name, gaps) and is at least [`PROVEN_STALL_NS`] long. When there is
-/// none, says why: which processes saw no gap in the window at all, or the longest common
-/// interval found. An empty process list proves nothing. Pure.
+/// process in `processes` (name, gaps) and is at least [`PROVEN_STALL_NS`] long, while no
+/// process was unscheduled alone (its longest gap in the window beyond that interval) for more
+/// than [`PROVEN_STALL_NS`]. When there is none, says why: which processes saw no gap in the
+/// window at all, which one stalled alone, or the longest common interval found. An empty
+/// process list proves nothing. Pure.
 pub fn common_stall(
     processes: &[(String, Vec<Gap>)],
     from_ns: u64,
@@ -177,6 +179,30 @@ pub fn common_stall(
         cands = next;
     }
     let best = cands.into_iter().max_by_key(|(g, _)| g.len_ns());
+    // A process unscheduled alone for longer than a stall's bound beyond the common interval
+    // (its own longest gap in the window) is a fault of its own — a frozen or starved service
+    // — that explains a stop as well as the host's stall does: not proven. A real host stall
+    // pauses every process alike (their gaps differ by a tick and the wake-up order).
+    if let Some((common, _)) = &best {
+        for (name, gs) in processes {
+            let longest = gs
+                .iter()
+                .filter(|g| in_window(g))
+                .map(|g| g.to_ns.min(to_ns).saturating_sub(g.from_ns.max(from_ns)))
+                .max()
+                .unwrap_or(0);
+            let alone = longest.saturating_sub(common.len_ns());
+            if alone > PROVEN_STALL_NS {
+                return Err(format!(
+                    "not a host stall: {name} was unscheduled for {:.1} ms, {:.1} ms longer \
+                     than every process together ({:.1} ms)",
+                    longest as f64 * 1e-6,
+                    alone as f64 * 1e-6,
+                    common.len_ns() as f64 * 1e-6
+                ));
+            }
+        }
+    }
     match best {
         Some((common, per_process)) if common.len_ns() >= PROVEN_STALL_NS => Ok(ProvenStall {
             common,
@@ -331,6 +357,13 @@ mod tests {
             ("b".to_string(), vec![gap(130, 200)]),
         ];
         let e = common_stall(&p, 0, 1000 * MS).expect_err("short");
+        assert!(e.contains("not a host stall"), "{e}");
+        // Alike, but together for 20 ms only: under the 30 ms bound.
+        let p = vec![
+            ("a".to_string(), vec![gap(100, 121)]),
+            ("b".to_string(), vec![gap(101, 122)]),
+        ];
+        let e = common_stall(&p, 0, 1000 * MS).expect_err("short");
         assert!(e.contains("20.0 ms"), "{e}");
         // Outside the attempt's window: not this attempt's stall.
         let p = vec![
@@ -342,5 +375,28 @@ mod tests {
         let s = common_stall(&p, 160 * MS, 900 * MS).expect("clipped");
         assert_eq!(s.common, gap(160, 200));
         assert!(common_stall(&[], 0, 1).is_err());
+    }
+
+    #[test]
+    fn a_process_frozen_alone_beyond_a_common_stall_is_not_a_host_stall() {
+        // Seen through the processes: force SIGSTOPped 200 ms while the host also paused
+        // every process for 35 ms in the same attempt — the stop was force's, not the host's.
+        let p = vec![
+            ("force".to_string(), vec![gap(1000, 1200)]),
+            ("control".to_string(), vec![gap(1100, 1136)]),
+            ("sim".to_string(), vec![gap(1100, 1136)]),
+        ];
+        let e = common_stall(&p, 0, 2000 * MS).expect_err("force alone");
+        assert!(e.contains("force was unscheduled for 200.0 ms"), "{e}");
+        // The same host stall with every process paused alike is proven.
+        let p = vec![
+            ("force".to_string(), vec![gap(1099, 1137)]),
+            ("control".to_string(), vec![gap(1100, 1136)]),
+            ("sim".to_string(), vec![gap(1100, 1138)]),
+        ];
+        assert_eq!(
+            common_stall(&p, 0, 2000 * MS).expect("alike").common,
+            gap(1100, 1136)
+        );
     }
 }
