@@ -769,35 +769,7 @@ async fn run_case_once(
     write_plot_csv(dir, &r.1)?;
     let (mut metrics, series) = r;
     cli::RobotIoCounters::insert_metrics(&mut metrics, rio_before, rio_after);
-    let (checks, mut passed) = checks(&metrics, &case.targets);
-    if o.aborted.is_some() && !case.may_abort {
-        passed = false;
-    }
-    // Scored on ground truth or not at all: a case whose truth is missing (≥ 10 % of the law
-    // steps without it, or no touch for a window placed on it) fails, whatever its numbers.
-    let coverage = metrics["truth_coverage"].as_f64().unwrap_or(0.0);
-    let touch_needed = matches!(
-        case.score,
-        Score::Window {
-            anchor: Anchor::TruthTouch,
-            ..
-        }
-    );
-    if coverage < 0.9 || (touch_needed && metrics["touched"] != json!(true)) {
-        passed = false;
-        metrics.insert(
-            "truth_missing".into(),
-            json!(format!(
-                "ground truth on {:.0} % of the law steps{}",
-                coverage * 100.0,
-                if touch_needed && metrics["touched"] != json!(true) {
-                    "; no true touch to place the window on"
-                } else {
-                    ""
-                }
-            )),
-        );
-    }
+    let (checks, passed) = judge(case, &mut metrics, o.aborted.is_some());
     let (force_panel, position_panel) = panels(case, &series);
     Ok(CaseResult {
         label: case.label.clone(),
@@ -808,6 +780,46 @@ async fn run_case_once(
         position_panel,
         passed_gates: passed,
     })
+}
+
+/// A case's verdict from its scored metrics (pure): the targets' checks; a gate missed, an
+/// unexpected end (`aborted` when the case may not abort) or missing ground truth (≥ 10 % of
+/// the law steps without it, or no true touch for a window placed on one: `truth_missing` is
+/// added to the metrics) fails it, whatever its numbers.
+fn judge(
+    case: &Case,
+    metrics: &mut serde_json::Map<String, Value>,
+    aborted: bool,
+) -> (Vec<Value>, bool) {
+    let (checks, mut passed) = checks(metrics, &case.targets);
+    if aborted && !case.may_abort {
+        passed = false;
+    }
+    let coverage = metrics["truth_coverage"].as_f64().unwrap_or(0.0);
+    let touch_needed = matches!(
+        case.score,
+        Score::Window {
+            anchor: Anchor::TruthTouch,
+            ..
+        }
+    );
+    let untouched = touch_needed && metrics["touched"] != json!(true);
+    if coverage < 0.9 || untouched {
+        passed = false;
+        metrics.insert(
+            "truth_missing".into(),
+            json!(format!(
+                "ground truth on {:.0} % of the law steps{}",
+                coverage * 100.0,
+                if untouched {
+                    "; no true touch to place the window on"
+                } else {
+                    ""
+                }
+            )),
+        );
+    }
+    (checks, passed)
 }
 
 /// The plotted series of a case.
@@ -1797,4 +1809,153 @@ pub async fn command(
         }
     }
     Ok(results.iter().all(|(v, _)| v["passed"] == true))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Scoring on synthetic traces whose answers are known (issue 22).
+    use super::*;
+    use crate::hybrid::Row;
+    use common::msg::HybridState;
+
+    fn plant_outcome(task: &HybridTask, force: impl Fn(f64) -> f64, end_s: f64) -> Outcome {
+        // Law rows at 60 Hz, truth at 1 kHz; position held.
+        let rows = (0..(end_s * 60.0) as usize)
+            .map(|i| {
+                let t = i as f64 / 60.0;
+                Row {
+                    state: HybridState {
+                        t_s: t,
+                        clock_s: t,
+                        phase: if force(t) > 0.0 {
+                            HybridPhase::Contact
+                        } else {
+                            HybridPhase::Approach
+                        },
+                        ..HybridState::default()
+                    },
+                    truth_force: Some([force(t), 0.0, 0.0]),
+                    truth_position: Some([0.0; 3]),
+                }
+            })
+            .collect();
+        let truth = (0..(end_s * 1000.0) as usize)
+            .map(|i| {
+                let t = i as f64 * 1e-3;
+                (t, [force(t), 0.0])
+            })
+            .collect();
+        Outcome {
+            task: task.clone(),
+            rows,
+            truth,
+            aborted: None,
+            metrics: Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_step_with_a_limit_cycle_scores_its_largest_error_not_its_mean() {
+        let cases = cases("force-step", 60.0, true).expect("cases");
+        let c = &cases[0];
+        // 10 N from 0.5 s with a ±1.5 N, 4 Hz limit cycle around it (passes the 12 Hz filter).
+        let o = plant_outcome(
+            &c.task,
+            |t| {
+                if t < 0.5 {
+                    0.0
+                } else {
+                    10.0 + 1.5 * (std::f64::consts::TAU * 4.0 * t).sin()
+                }
+            },
+            3.0,
+        );
+        let (mut m, _) = score(c, &o);
+        let ss = m["steady_state_error_n"].as_f64().expect("ss");
+        let mean = m["steady_state_mean_error_n"].as_f64().expect("mean");
+        assert!((1.3..1.6).contains(&ss), "{ss}");
+        assert!(mean < 0.1, "{mean}");
+        let (checks, passed) = judge(c, &mut m, false);
+        // The paper's < 1 N is a goal shown ✗; the gates hold (≤ 2.5 N, offset, limit cycle).
+        let paper = checks
+            .iter()
+            .find(|ch| ch["metric"] == "steady_state_error_n" && ch["gate"] == false)
+            .expect("paper goal");
+        assert_eq!(paper["pass"], json!(false), "{paper}");
+        assert!(passed, "{checks:?}");
+    }
+
+    #[test]
+    fn the_ramp_window_is_placed_on_the_true_first_touch() {
+        let cases = cases("ramp-disturbance", 120.0, true).expect("cases");
+        let c = &cases[0];
+        // The hand touches at 0.4 s; the error is 3 N in the first 50 ms of the ramp (touch +
+        // 1 s) and nowhere else.
+        let o = plant_outcome(
+            &c.task,
+            |t| {
+                if t < 0.4 {
+                    0.0
+                } else if (1.4..1.45).contains(&t) {
+                    8.0
+                } else {
+                    5.0
+                }
+            },
+            6.0,
+        );
+        let (mut m, _) = score(c, &o);
+        assert!(
+            (m["window_from_s"].as_f64().expect("from") - 1.4).abs() < 2e-3,
+            "{m:?}"
+        );
+        assert!((m["window_to_s"].as_f64().expect("to") - 4.4).abs() < 2e-3);
+        // The whole window sees the ramp start's error; the paper's exclusion does not.
+        assert!(m["max_force_error_n"].as_f64().expect("max") > 1.0, "{m:?}");
+        assert!(m["max_force_error_excl_ends_n"].as_f64().expect("excl") < 0.5);
+        let (_, passed) = judge(c, &mut m, false);
+        assert!(passed, "{m:?}");
+        assert!(m.get("truth_missing").is_none());
+        // Never touched: the window cannot be placed and the case fails.
+        let o = plant_outcome(&c.task, |_| 0.0, 6.0);
+        let (mut m, _) = score(c, &o);
+        let (_, passed) = judge(c, &mut m, false);
+        assert!(!passed);
+        assert!(m["truth_missing"]
+            .as_str()
+            .is_some_and(|w| w.contains("no true touch")));
+    }
+
+    #[test]
+    fn an_arm_case_without_ground_truth_fails_instead_of_scoring_the_estimate() {
+        let cases = cases("contour", 0.0, true).expect("cases");
+        let c = &cases[0];
+        // Control's estimate on target all along, the truth absent: no figure from it.
+        let rows: Vec<Row> = (0..2500)
+            .map(|i| Row {
+                state: HybridState {
+                    t_s: i as f64 * 4e-3,
+                    phase: HybridPhase::Contact,
+                    force: [0.0, 0.0, 10.0, 0.0, 0.0, 0.0],
+                    force_ref: [0.0, 0.0, 10.0, 0.0, 0.0, 0.0],
+                    ..HybridState::default()
+                },
+                truth_force: None,
+                truth_position: None,
+            })
+            .collect();
+        let o = Outcome {
+            task: c.task.clone(),
+            rows,
+            truth: Vec::new(),
+            aborted: None,
+            metrics: Value::Null,
+        };
+        let (mut m, _) = score(c, &o);
+        assert_eq!(m["truth_coverage"], json!(0.0));
+        assert!(m["rms_force_error_n"].is_null(), "{m:?}");
+        let (_, passed) = judge(c, &mut m, false);
+        assert!(!passed);
+        assert!(m["truth_missing"].is_string());
+    }
 }
