@@ -472,11 +472,12 @@ pub async fn command(
             log.display()
         );
     }
-    // Children inherit the spawning thread's policy: elevate it for the spawn only.
+    // Children inherit the spawning thread's policy: elevate it for the spawn only (an error
+    // here, unlike the private cell's own attempt, refuses the benchmark).
     if let Some(prio) = req.fifo {
         set_fifo(Some(prio)).map_err(|e| anyhow::anyhow!("--fifo {prio}: SCHED_FIFO: {e}"))?;
     }
-    let started = PrivateCell::start(config, &all, &log);
+    let started = PrivateCell::start(config, &all, &log, req.fifo);
     if req.fifo.is_some() {
         let _ = set_fifo(None);
     }

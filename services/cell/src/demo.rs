@@ -123,7 +123,12 @@ pub async fn command(
                 cell.router,
                 log.display()
             ));
-            let mut p = experiment::PrivateCell::start(config, sets, &log)?;
+            let mut p = experiment::PrivateCell::start(
+                config,
+                sets,
+                &log,
+                experiment::private_fifo_priority(),
+            )?;
             let started = p.ready(bus, Duration::from_secs(90), true);
             let r = tokio::select! {
                 r = started => r,

@@ -1211,6 +1211,16 @@ pub fn parse_world(items: &[String]) -> anyhow::Result<serde_json::Map<String, V
 }
 
 /// A cell started for the experiments (private router port, cell id and device ports).
+/// The real-time priority of the private cell that `cell demo` and `cell experiment` start:
+/// `CELL_PRIVATE_FIFO` (`0`: none; `N` in 1–99; default 50).
+pub fn private_fifo_priority() -> Option<i32> {
+    match std::env::var("CELL_PRIVATE_FIFO").ok().as_deref() {
+        Some("0") => None,
+        Some(v) => v.parse().ok().filter(|p| (1..=99).contains(p)).or(Some(50)),
+        None => Some(50),
+    }
+}
+
 pub struct PrivateCell {
     child: std::process::Child,
     pub cell: CellSection,
@@ -1224,6 +1234,7 @@ impl PrivateCell {
         config: Option<&Path>,
         sets: &[String],
         log: &Path,
+        fifo: Option<i32>,
     ) -> anyhow::Result<PrivateCell> {
         let tcp = || -> anyhow::Result<u16> {
             Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -1267,6 +1278,29 @@ impl PrivateCell {
         for s in &all {
             cmd.arg("--set").arg(s);
         }
+        // As deployed (deploy/systemd: every unit under CPUSchedulingPolicy=fifo) and as the
+        // whole-cell tests run it: `cell up` and every process and thread it starts under
+        // SCHED_FIFO, so that a service's deadlines do not depend on the host's time-sharing.
+        // Under normal scheduling a 2-core host starved single services for 57 ms (a CI run,
+        // 2026-12-03: control alone, during the demo's payload identification) — a hold that is
+        // not a host stall (crate::stall) and so ends the step. `CELL_PRIVATE_FIFO=0` runs the
+        // private cell under normal scheduling, `=N` at priority N (default 50); without the
+        // privilege it runs under normal scheduling and says so. `fifo`: the priority (None:
+        // normal scheduling).
+        if let Some(prio) = fifo {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec only an async-signal-safe call on the child itself;
+            // a refusal (no privilege) is checked after the spawn.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let param = libc::sched_param {
+                        sched_priority: prio,
+                    };
+                    libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+                    Ok(())
+                });
+            }
+        }
         let child = cmd
             .arg("up")
             .stdin(std::process::Stdio::null())
@@ -1274,6 +1308,20 @@ impl PrivateCell {
             .stderr(logf)
             .spawn()
             .context("starting a private cell (cell up)")?;
+        if let Some(prio) = fifo {
+            // SAFETY: a plain query of the child's policy.
+            let policy = unsafe { libc::sched_getscheduler(child.id() as libc::pid_t) };
+            if policy == libc::SCHED_FIFO {
+                eprintln!("private cell: SCHED_FIFO {prio}, as deployed");
+            } else {
+                eprintln!(
+                    "private cell: SCHED_FIFO {prio} not permitted here; it runs under normal \
+                     scheduling, and a service the host starves past its staleness bound ends \
+                     the step it was in (give the privilege, e.g. run as root or with \
+                     CAP_SYS_NICE, for the deployed timing)"
+                );
+            }
+        }
         Ok(PrivateCell {
             child,
             cell: CellSection {
@@ -1711,7 +1759,7 @@ pub async fn command(
                     log.display()
                 );
             }
-            let mut p = PrivateCell::start(config, sets, &log)?;
+            let mut p = PrivateCell::start(config, sets, &log, private_fifo_priority())?;
             let s = match p.ready(bus, Duration::from_secs(90), !req.json).await {
                 Ok(s) => s,
                 Err(e) => {

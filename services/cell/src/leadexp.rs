@@ -425,8 +425,12 @@ pub struct Pull {
     /// Largest commanded TCP speed (m/s), and the TCP speed from the truth (m/s).
     pub max_cmd_speed_m_s: f64,
     pub max_tcp_speed_m_s: f64,
-    /// Stepping laws: the step lengths (m) from the commanded positions at step ends.
+    /// Stepping laws: the step lengths (m) from the commanded positions at step ends (control's
+    /// view: the law sets them by construction).
     pub steps_m: Vec<f64>,
+    /// The same steps made by the true TCP (m): where it stood just before each next step
+    /// (the last: at the record's end) against where it stood before the step ([`true_steps_m`]).
+    pub true_steps_m: Vec<f64>,
     /// RMS of the TCP velocity along the pull above 2 Hz (m/s), from the truth: jitter a
     /// hand would feel.
     pub band_rms_above_2hz_m_s: f64,
@@ -614,6 +618,7 @@ pub fn score(
             .fold(0.0, f64::max),
         max_tcp_speed_m_s: speeds.iter().fold(0.0, |m, v| m.max(*v)),
         steps_m,
+        true_steps_m: true_steps_m(tr, &rec.guide),
         band_rms_above_2hz_m_s: rms_above(
             &vu,
             (tr[tr.len() - 1].t_s - tr[0].t_s) / (tr.len() - 1) as f64,
@@ -627,6 +632,40 @@ pub fn score(
         ended: None,
         retried_after: None,
     })
+}
+
+/// The steps of a stepping law made by the true TCP (pure): a step happens where the guide
+/// state's step count rises (its stamp, host monotonic); the true TCP is taken just before
+/// each step and just before the next one (the last step: at the record's end), matched on
+/// the messages' production stamps. Empty without steps or truth.
+pub fn true_steps_m(truth: &[SimTruth], guide: &[GuideState]) -> Vec<f64> {
+    let events: Vec<u64> = guide
+        .windows(2)
+        .filter(|w| w[1].steps > w[0].steps)
+        .map(|w| w[1].stamp.source_mono_ns)
+        .collect();
+    let at = |ns: u64| -> Option<Vector3<f64>> {
+        truth
+            .iter()
+            .take_while(|t| t.stamp.source_mono_ns < ns)
+            .last()
+            .map(|t| Vector3::from(t.tcp_in_base_m))
+    };
+    let Some(last) = truth.last().map(|t| Vector3::from(t.tcp_in_base_m)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (k, e) in events.iter().enumerate() {
+        let before = at(*e);
+        let after = match events.get(k + 1) {
+            Some(next) => at(*next),
+            None => Some(last),
+        };
+        if let (Some(b), Some(a)) = (before, after) {
+            out.push((a - b).norm());
+        }
+    }
+    out
 }
 
 /// Writes the truth of a pull as CSV.
@@ -896,6 +935,28 @@ fn pull_metrics(p: &Pull) -> serde_json::Map<String, Value> {
                 .fold(0.0, f64::max)),
         );
     }
+    if !p.true_steps_m.is_empty() {
+        let n = p.true_steps_m.len() as f64;
+        m.insert(
+            "true_step_m".into(),
+            json!(p.true_steps_m.iter().sum::<f64>() / n),
+        );
+        m.insert(
+            "max_true_step_error_m".into(),
+            json!(p
+                .true_steps_m
+                .iter()
+                .map(|s| (s - STEP_M).abs())
+                .fold(0.0, f64::max)),
+        );
+        m.insert(
+            "step_sources".into(),
+            json!({
+                "step_m": "control: commanded TCP at each step (set by the law)",
+                "true_step_m": "truth: sim/truth TCP just before each step and the next",
+            }),
+        );
+    }
     // A session that ended during the pull (null: still guiding at its end; gated in every
     // pull case), a pull repeated after a proven host stall (only when it happened).
     m.insert("guide_ended".into(), json!(p.ended));
@@ -1057,7 +1118,14 @@ async fn axes(
                     "<=",
                     json!(0.0005),
                     true,
-                    "lead-through issue: d = 10 mm ± 0.5 mm",
+                    "lead-through issue: d = 10 mm ± 0.5 mm (commanded)",
+                ));
+                targets.push(target(
+                    "max_true_step_error_m",
+                    "<=",
+                    json!(0.0005),
+                    false,
+                    "lead-through issue: d = 10 mm ± 0.5 mm, made by the true TCP",
                 ));
             }
             let (checks, passed) = checks(&metrics, &targets);
@@ -1969,7 +2037,7 @@ fn slug(label: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{from_closest, joint_fractions, max_deviation_m, rms_above};
+    use super::{from_closest, joint_fractions, max_deviation_m, rms_above, true_steps_m};
 
     #[test]
     fn path_deviation_is_the_distance_to_the_reference_polyline() {
@@ -2028,6 +2096,45 @@ mod tests {
         // can tell the two apart.
         let (_, _, wa_nominal) = joint_fractions(&cmds, &BTreeMap::new(), &vmax, &amax);
         assert!(wa_nominal > 2.0, "{wa_nominal}");
+    }
+
+    #[test]
+    fn true_steps_are_measured_on_the_true_tcp_not_the_command() {
+        use common::msg::{GuideState, SimTruth, Stamp};
+        let stamp = |ms: u64| Stamp {
+            seq: ms,
+            source_mono_ns: ms * 1_000_000,
+        };
+        // Steps at 100 ms and 300 ms; the true TCP settles 9 mm then 10 mm further along x
+        // (the command would say 10 and 10).
+        let guide: Vec<GuideState> = (0..50)
+            .map(|i| GuideState {
+                stamp: stamp(i * 10),
+                steps: u32::from(i >= 10) + u32::from(i >= 30),
+                ..GuideState::default()
+            })
+            .collect();
+        let x = |ms: u64| {
+            if ms < 150 {
+                0.0
+            } else if ms < 350 {
+                0.009
+            } else {
+                0.019
+            }
+        };
+        let truth: Vec<SimTruth> = (0..125)
+            .map(|i| SimTruth {
+                stamp: stamp(i * 4),
+                tcp_in_base_m: [x(i * 4), 0.0, 0.3],
+                ..SimTruth::default()
+            })
+            .collect();
+        let steps = true_steps_m(&truth, &guide);
+        assert_eq!(steps.len(), 2, "{steps:?}");
+        assert!((steps[0] - 0.009).abs() < 1e-12, "{steps:?}");
+        assert!((steps[1] - 0.010).abs() < 1e-12, "{steps:?}");
+        assert!(true_steps_m(&[], &guide).is_empty());
     }
 
     #[test]
