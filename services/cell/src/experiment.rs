@@ -1501,7 +1501,7 @@ pub fn markdown(results: &[(Value, String)]) -> String {
          `success` and `time_to_target_s` from the true TCP depth.\n\n\
          **Retries.** A case is run again only after a *proven* host stall: every cell \
          process's scheduling watchdog (`common::watchdog`, in each service's status) saw one \
-         common gap of ≥ 30 ms inside the attempt (`cell stalls`). Anything else — one frozen \
+         common gap of ≥ 20 ms inside the attempt (`cell stalls`). Anything else — one frozen \
          or slow service, a lost sensor, a controller leaving EGM — fails at once with its \
          reason. A retry is kept in the metrics (`retries`: the first attempt's reason, the \
          common stall, each process's gap, where the first attempt's files were kept) and \
