@@ -966,6 +966,17 @@ fn pull_metrics(p: &Pull) -> serde_json::Map<String, Value> {
     m
 }
 
+/// The gate every pull case shares: the guide session never ended during the pull.
+fn guide_ended_target() -> crate::experiment::Target {
+    target(
+        "guide_ended",
+        "==",
+        Value::Null,
+        true,
+        "guiding never ended during the pull",
+    )
+}
+
 /// The first truth time of a record (plots start at 0 with the pull).
 pub fn t0(rec: &Rec) -> f64 {
     rec.truth.first().map_or(0.0, |t| t.t_s)
@@ -1097,13 +1108,7 @@ async fn axes(
                     true,
                     "follows a 60 mm pull",
                 ),
-                target(
-                    "guide_ended",
-                    "==",
-                    Value::Null,
-                    true,
-                    "guiding never ended during the pull",
-                ),
+                guide_ended_target(),
             ];
             if *law == "stiffness" {
                 targets.push(target(
@@ -1244,13 +1249,7 @@ async fn forty_five(
                 true,
                 "follows a 100 mm pull",
             ),
-            target(
-                "guide_ended",
-                "==",
-                Value::Null,
-                true,
-                "guiding never ended during the pull",
-            ),
+            guide_ended_target(),
         ];
         match **law {
             "staircase" => {
