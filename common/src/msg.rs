@@ -757,6 +757,10 @@ pub struct SimTruth {
     pub hand_active: bool,
     /// Where the operator's hand is (m, base); meaningful while `hand_active`.
     pub hand_pos_base_m: [f64; 3],
+    /// The joint reference the emulated controller holds this cycle: the newest one it
+    /// received on the EGM wire (rad). What robot-io's references look like to the robot, for
+    /// scoring transitions (issue 19 item 10).
+    pub q_ref_rad: [f64; 6],
 }
 
 /// Deadman keep-alive for hand guiding (`control/enable`): guiding moves only while these
@@ -1149,7 +1153,8 @@ impl Check for SimTruth {
         finite("contact_force_base_n", &self.contact_force_base_n)?;
         finite("hand_force_base_n", &self.hand_force_base_n)?;
         finite("tcp_in_base_m", &self.tcp_in_base_m)?;
-        finite("hand_pos_base_m", &self.hand_pos_base_m)
+        finite("hand_pos_base_m", &self.hand_pos_base_m)?;
+        finite("q_ref_rad", &self.q_ref_rad)
     }
 }
 

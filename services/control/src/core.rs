@@ -22,7 +22,8 @@ use common::msg::{
 use kinematics::node::{from_msg_pose, to_msg_pose};
 use nalgebra::{Isometry3, Vector3};
 
-use crate::guide::{GuideInput, GuideParams, GuideReport, GuideRun};
+use crate::ending::{EndParams, Ending};
+use crate::guide::{GuideError, GuideInput, GuideParams, GuideReport, GuideRun};
 use crate::hybrid::{ArmInput, ArmRun, StepReport, WrenchPeak};
 use crate::trajectory::{CartesianPlayback, Playback, PlaybackState, SegmentKind};
 
@@ -140,6 +141,25 @@ impl std::fmt::Display for ModeError {
     }
 }
 
+/// The last Cartesian command of the motion, and its velocity (base; by the robot clock).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct CmdTrack {
+    last: Option<Isometry3<f64>>,
+    v_m_s: Vector3<f64>,
+    w_rad_s: Vector3<f64>,
+    clock: StepClock,
+}
+
+/// What to start once a motion that is ending has come to rest (a mode switch).
+#[derive(Debug, Clone)]
+enum Next {
+    Hold,
+    Move(MoveTarget),
+    Hybrid(Box<(HybridTask, HybridSetup)>),
+    Guide(Box<GuideParams>),
+    Play(Box<(String, PlayRun)>),
+}
+
 /// The motion in progress and what robot-io said about it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Motion {
@@ -184,6 +204,15 @@ pub struct ControlCore {
     /// The unfiltered peaks of the wrench estimate in use (set by the shell before each step,
     /// from [`WrenchGate::peak`]): the force limits' input.
     wrench_peak: WrenchPeak,
+    /// How a motion control ends comes to rest (`[control.ending]`).
+    end_params: EndParams,
+    /// A motion coming to rest (issue 19 item 10), and what to start after it.
+    ending: Option<(Ending, Option<Next>)>,
+    end_clock: StepClock,
+    /// The motion's last command and its velocity, where an ending starts from.
+    track: CmdTrack,
+    /// The newest usable contact force on the tool (base, N): what an ending unloads.
+    last_force: Option<Vector3<f64>>,
 }
 
 /// Which wrench a force mode may use (pure; times are parameters, any epoch). A `Stale` flag
@@ -338,6 +367,16 @@ impl ControlCore {
         self.mode
     }
 
+    /// How motions control ends come to rest.
+    pub fn set_end_params(&mut self, p: EndParams) {
+        self.end_params = p;
+    }
+
+    /// Whether the motion is coming to rest (an ending), and whether it unloads a surface.
+    pub fn ending(&self) -> Option<bool> {
+        self.ending.as_ref().map(|(e, _)| e.unloads())
+    }
+
     /// The unfiltered peaks of this cycle's wrench estimate ([`WrenchGate::peak`]).
     pub fn set_wrench_peak(&mut self, peak: WrenchPeak) {
         self.wrench_peak = peak;
@@ -356,6 +395,11 @@ impl ControlCore {
     /// Whether a move is done (or no move active).
     pub fn move_done(&self) -> bool {
         self.mv.is_none_or(|m| m.elapsed_s >= m.duration_s)
+    }
+
+    /// Ends the motion at once (no ending): robot-io brakes from its last reference and holds.
+    pub fn stop_now(&mut self, why: String) {
+        self.end_motion(why);
     }
 
     fn end_motion(&mut self, why: String) {
@@ -417,7 +461,113 @@ impl ControlCore {
         Ok(s.robot_boot)
     }
 
+    /// Whether the running motion can come to rest through an [`Ending`]: a mode that
+    /// streams Cartesian poses, a motion robot-io has accepted, a command to start from.
+    fn can_end_smoothly(&self) -> bool {
+        matches!(
+            self.mode,
+            Mode::Hybrid | Mode::LeadThrough | Mode::Move | Mode::Hold
+        ) && self.motion.is_some_and(|m| m.accepted)
+            && self.track.last.is_some()
+    }
+
+    /// Ends the running motion through an [`Ending`] (see [`crate::ending`]): `why` is the
+    /// stop reason (none for an operator's request), `next` what starts once at rest. A force
+    /// task that ends pressing (and is not followed by another force task) unloads its
+    /// surface. Without a running motion: idle at once, then `next`.
+    fn end_smoothly(&mut self, why: Option<String>, next: Option<Next>) {
+        if let Some(w) = why {
+            self.stop_reason = Some(w);
+        }
+        if let Some((_, n)) = self.ending.as_mut() {
+            *n = next;
+            return;
+        }
+        if !self.can_end_smoothly() {
+            self.finish_now(next);
+            return;
+        }
+        let Some(last) = self.track.last else {
+            self.finish_now(next);
+            return;
+        };
+        let unload = match (self.mode, &next, &self.hybrid, self.last_force) {
+            (Mode::Hybrid, Some(Next::Hybrid(_)), _, _) => None,
+            (Mode::Hybrid, _, Some(run), Some(f)) => {
+                run.unload(&f, self.end_params.release_force_n)
+            }
+            _ => None,
+        };
+        if self.mode == Mode::Hybrid {
+            if let Some(r) = self.report.as_mut() {
+                if r.phase != common::msg::HybridPhase::Done {
+                    r.phase = common::msg::HybridPhase::Aborted;
+                }
+            }
+        }
+        self.ending = Some((
+            Ending::new(
+                self.end_params,
+                last,
+                self.track.v_m_s,
+                self.track.w_rad_s,
+                unload,
+            ),
+            next,
+        ));
+        self.end_clock = self.track.clock;
+    }
+
+    /// Idle now (the motion ends at robot-io, which brakes and holds), then `next`.
+    fn finish_now(&mut self, next: Option<Next>) {
+        self.enter(Mode::Idle);
+        if let Some(n) = next {
+            match self.may_move() {
+                Ok(boot) => self.begin(n, boot),
+                Err(e) => {
+                    self.stop_reason = Some(format!(
+                        "the requested mode did not start after the previous motion ended: {e}"
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Starts `next` now as a new motion.
+    fn begin(&mut self, next: Next, boot: u64) {
+        match next {
+            Next::Hold => self.enter(Mode::Hold),
+            Next::Move(t) => {
+                self.enter(Mode::Move);
+                self.pending_move = Some(t);
+            }
+            Next::Hybrid(b) => {
+                self.enter(Mode::Hybrid);
+                self.pending_hybrid = Some(*b);
+            }
+            Next::Guide(p) => {
+                self.enter(Mode::LeadThrough);
+                self.pending_guide = Some(*p);
+            }
+            Next::Play(b) => {
+                self.enter(Mode::Playback);
+                self.pending_play = Some(*b);
+            }
+        }
+        self.start_motion(boot);
+    }
+
+    /// A new motion: after the running one has come to rest when it moves, else now.
+    fn switch(&mut self, next: Next, boot: u64) {
+        if self.ending.is_some() || self.can_end_smoothly() {
+            self.end_smoothly(None, Some(next));
+        } else {
+            self.begin(next, boot);
+        }
+    }
+
     fn start_motion(&mut self, robot_boot: u64) {
+        self.track = CmdTrack::default();
         self.next_id += 1;
         self.motion = Some(Motion {
             tag: MotionTag {
@@ -433,7 +583,8 @@ impl ControlCore {
     pub fn request_mode(&mut self, mode: Mode) -> Result<(), ModeError> {
         match mode {
             Mode::Idle => {
-                self.enter(Mode::Idle);
+                // An operator's stop: the motion comes to rest (and a force task unloads).
+                self.end_smoothly(None, None);
                 Ok(())
             }
             // Lead-through: `request_guide`, through the guide request that binds the deadman.
@@ -443,8 +594,7 @@ impl ControlCore {
             // Move needs a target (`request_move`); without one it holds where it is.
             Mode::Hold | Mode::Move => {
                 let boot = self.may_move()?;
-                self.enter(Mode::Hold);
-                self.start_motion(boot);
+                self.switch(Next::Hold, boot);
                 Ok(())
             }
         }
@@ -454,9 +604,7 @@ impl ControlCore {
     /// pose, as a new motion.
     pub fn request_move(&mut self, target: MoveTarget) -> Result<(), ModeError> {
         let boot = self.may_move()?;
-        self.enter(Mode::Move);
-        self.pending_move = Some(target);
-        self.start_motion(boot);
+        self.switch(Next::Move(target), boot);
         Ok(())
     }
 
@@ -482,9 +630,7 @@ impl ControlCore {
             Some(WrenchFault::None) => {}
             Some(f) => return Err(ModeError::WrenchNotUsable(format!("{f:?}"))),
         }
-        self.enter(Mode::Hybrid);
-        self.pending_hybrid = Some((task, setup));
-        self.start_motion(boot);
+        self.switch(Next::Hybrid(Box::new((task, setup))), boot);
         Ok(())
     }
 
@@ -505,9 +651,7 @@ impl ControlCore {
             Some(WrenchFault::None) => {}
             Some(f) => return Err(ModeError::WrenchNotUsable(format!("{f:?}"))),
         }
-        self.enter(Mode::LeadThrough);
-        self.pending_guide = Some(params);
-        self.start_motion(boot);
+        self.switch(Next::Guide(Box::new(params)), boot);
         Ok(())
     }
 
@@ -543,9 +687,7 @@ impl ControlCore {
     /// next step, as a new motion.
     pub fn request_play(&mut self, name: String, playback: PlayRun) -> Result<(), ModeError> {
         let boot = self.may_move()?;
-        self.enter(Mode::Playback);
-        self.pending_play = Some((name, playback));
-        self.start_motion(boot);
+        self.switch(Next::Play(Box::new((name, playback))), boot);
         Ok(())
     }
 
@@ -596,6 +738,7 @@ impl ControlCore {
         self.guide = None;
         self.pending_play = None;
         self.play_clock = StepClock::default();
+        self.ending = None;
         // Idle keeps the last hybrid run and playback (name and final report for the status).
         if mode != Mode::Idle {
             self.hybrid = None;
@@ -640,6 +783,55 @@ impl ControlCore {
                 self.end_motion(why);
             }
         }
+        if let Ok((f, _)) = wrench {
+            if f.iter().all(|v| v.is_finite()) {
+                self.last_force = Some(*f);
+            }
+        }
+        if self.ending.is_some() {
+            return self.step_ending(wrench, now_s);
+        }
+        let target = self.step_mode(tcp, now_s, wrench);
+        if self.ending.is_some() {
+            // The mode ended this cycle: its first step of coming to rest.
+            return self.step_ending(wrench, now_s);
+        }
+        match &target {
+            Some(CartesianTarget::Pose(p)) if self.motion.is_some() => {
+                let pose = from_msg_pose(p);
+                let dt = self.track.clock.advance(self.cycle, now_s);
+                if let (Some(prev), true) = (self.track.last, dt > 0.0) {
+                    self.track.v_m_s = (pose.translation.vector - prev.translation.vector) / dt;
+                    self.track.w_rad_s =
+                        (pose.rotation * prev.rotation.inverse()).scaled_axis() / dt;
+                }
+                self.track.last = Some(pose);
+            }
+            _ => self.track = CmdTrack::default(),
+        }
+        target
+    }
+
+    /// One cycle of an [`Ending`]; at rest the motion ends (and the next one is started).
+    fn step_ending(&mut self, wrench: &WrenchInput, now_s: f64) -> Option<CartesianTarget> {
+        let dt = self.end_clock.advance(self.cycle, now_s);
+        let force = wrench.as_ref().ok().map(|(f, _)| *f);
+        let (e, _) = self.ending.as_mut()?;
+        let s = e.step(dt, force.as_ref());
+        if s.done {
+            let next = self.ending.take().and_then(|(_, n)| n);
+            self.finish_now(next);
+            return None;
+        }
+        Some(CartesianTarget::Pose(to_msg_pose(&s.pose)))
+    }
+
+    fn step_mode(
+        &mut self,
+        tcp: &Isometry3<f64>,
+        now_s: f64,
+        wrench: &WrenchInput,
+    ) -> Option<CartesianTarget> {
         match self.mode {
             Mode::Idle => None,
             Mode::Hold => {
@@ -711,7 +903,13 @@ impl ControlCore {
                         if let Some(r) = self.report.as_mut() {
                             r.phase = common::msg::HybridPhase::Aborted;
                         }
-                        self.end_motion(format!("hybrid task ended: {why}"));
+                        let reason = format!("hybrid task ended: {why}");
+                        if why.is_protective() {
+                            // A stop at once: robot-io brakes from its last reference.
+                            self.end_motion(reason);
+                        } else {
+                            self.end_smoothly(Some(reason), None);
+                        }
                         None
                     }
                 }
@@ -741,7 +939,15 @@ impl ControlCore {
                         Some(CartesianTarget::Pose(to_msg_pose(&cmd)))
                     }
                     Err(why) => {
-                        self.end_motion(format!("lead-through ended: {why}"));
+                        let reason = format!("lead-through ended: {why}");
+                        if matches!(
+                            why,
+                            GuideError::ProtectiveStop(_) | GuideError::NonFinite(_)
+                        ) {
+                            self.end_motion(reason);
+                        } else {
+                            self.end_smoothly(Some(reason), None);
+                        }
                         None
                     }
                 }

@@ -413,6 +413,23 @@ pub fn default_limits() -> HybridLimits {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Abort(pub String);
 
+impl Abort {
+    /// A protective end: a force or torque over the task's limit, a position axis pushed past
+    /// its deviation limit, or a non-finite input. It stops at once (robot-io brakes and
+    /// holds); any other end comes to rest through a [`crate::ending::Ending`] that unloads
+    /// the surface. (The texts are the ones [`Supervision`] and [`ArmRun::step`] give.)
+    pub fn is_protective(&self) -> bool {
+        [
+            "contact force",
+            "contact torque",
+            "deviation on",
+            "non-finite",
+        ]
+        .iter()
+        .any(|p| self.0.starts_with(p))
+    }
+}
+
 impl std::fmt::Display for Abort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -1028,6 +1045,49 @@ impl ArmRun {
 
     pub fn command(&self) -> Isometry3<f64> {
         self.command
+    }
+
+    /// How the task backs off its surface when it ends pressing `force_on_tool_n` (the
+    /// surface's force on the tool, base): along the translational force axes of {C}, at the
+    /// task's force-axis speed; the blind distance from the softest stiffness believed (the
+    /// on-line estimate when there is one, else the one the gains are made for). `None`: not
+    /// pressing along the force axes.
+    pub fn unload(
+        &self,
+        force_on_tool_n: &Vector3<f64>,
+        release_force_n: f64,
+    ) -> Option<crate::ending::Unload> {
+        let rc = self.frame.rotation;
+        let axes: Vec<Vector3<f64>> = (0..3)
+            .filter(|&k| self.task.force_axes[k])
+            .map(|k| rc * Vector3::ith(k, 1.0))
+            .collect();
+        if axes.is_empty() {
+            return None;
+        }
+        let (gains_for, est) = self.stiffness_report();
+        let k = (0..3)
+            .filter(|&k| self.task.force_axes[k])
+            .map(|k| if est[k] > 0.0 { est[k] } else { gains_for[k] })
+            .filter(|k| *k > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let k = if k.is_finite() {
+            k
+        } else {
+            self.worst_case_n_per_m
+        };
+        crate::ending::Unload::from_force(
+            force_on_tool_n,
+            &axes,
+            self.sup.limits.force_axis_speed_m_s,
+            k,
+            release_force_n,
+        )
+    }
+
+    /// Whether the task ran its duration (`Done`: it holds its last command).
+    pub fn done(&self) -> bool {
+        self.done
     }
 
     /// The travel bound of a search for the surface: along the translational force axes of
@@ -1996,6 +2056,192 @@ mod tests {
             t += dt;
         }
         Ok(())
+    }
+
+    /// Issue 19 item 10, on the pure core: a press at 10 N on 2·10⁴ N/m is ended in contact
+    /// by an operator's stop, a mode switch (a move), a non-protective fault (the wrench
+    /// goes stale) and a protective stop (a force over the limit). Before, each went idle at
+    /// once: robot-io held the measured joints and the force stayed at 10 N. Now the first
+    /// three come to rest within `[control.ending]`'s deceleration and unload the surface
+    /// (the force decays, never rises), then end the motion at robot-io (which starts the
+    /// move only then); the protective stop still ends at once.
+    #[test]
+    fn ends_in_contact_come_to_rest_unloading_and_a_protective_stop_is_immediate() {
+        use crate::core::{ControlCore, HybridSetup};
+        use crate::ending::EndParams;
+        use common::msg::{
+            CartesianTarget, Mode, MoveTarget, SafetyLevel, SafetyReason, SafetyState, WrenchFault,
+        };
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        enum End {
+            Operator,
+            Switch,
+            StaleWrench,
+            Protective,
+        }
+        let ep = EndParams::default();
+        for end in [
+            End::Operator,
+            End::Switch,
+            End::StaleWrench,
+            End::Protective,
+        ] {
+            let k = 2e4;
+            let mut cell = Cell::new(k, 0.0005);
+            let tcp = |p: Vector3<f64>| {
+                Isometry3::from_parts(
+                    Translation3::from(p),
+                    UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0),
+                )
+            };
+            let mut core = ControlCore::new(5);
+            core.set_end_params(ep);
+            let safety = |level, reason, motion_id| SafetyState {
+                level,
+                reason,
+                robot_boot: 3,
+                motion_id,
+                ..Default::default()
+            };
+            core.on_safety(&safety(SafetyLevel::Hold, SafetyReason::NoCommandYet, 0));
+            let setup = HybridSetup {
+                gains: default_arm_gains([k; 3], [50.0; 3], 0.03),
+                limits: default_limits(),
+                stiffness: [k, k, k, 50.0, 50.0, 50.0],
+                worst_case_n_per_m: 2e4,
+                loop_delay_s: 0.03,
+                adapt_softest_n_per_m: None,
+            };
+            core.request_hybrid(press_task(10.0, 60.0), setup, Some(WrenchFault::None))
+                .unwrap_or_else(|e| panic!("{e}"));
+            let first = core.motion_tag().unwrap_or_else(|| panic!("a motion"));
+            core.on_safety(&safety(
+                SafetyLevel::Active,
+                SafetyReason::None,
+                first.motion_id,
+            ));
+            let dt = 0.004;
+            let mut t = 0.0;
+            let mut cycle = 0u64;
+            let mut at_end = None;
+            let mut cmds: Vec<Vector3<f64>> = Vec::new();
+            let mut forces = Vec::new();
+            let mut ended = None;
+            let mut next_started = None;
+            while t < 12.0 {
+                cycle += 1;
+                core.set_cycle(cycle, dt);
+                let mut peak = cell.peak();
+                if end == End::Protective && at_end.is_some() {
+                    // The obstacle's 60 N stays on the sensor.
+                    peak.force_n = 60.0;
+                }
+                core.set_wrench_peak(peak);
+                let stale = end == End::StaleWrench && at_end.is_some();
+                let w = if stale {
+                    Err("Stale (no usable estimate for 51 ms)".to_string())
+                } else {
+                    Ok((cell.estimate(), Vector3::zeros()))
+                };
+                if at_end.is_none() && t >= 6.0 {
+                    at_end = Some(cmds.len());
+                    assert!((cell.force().z - 10.0).abs() < 0.5, "{:?}", cell.force());
+                    match end {
+                        End::Operator => core.request_mode(Mode::Idle).map_err(|e| e.to_string()),
+                        End::Switch => core
+                            .request_move(MoveTarget {
+                                tcp_in_base: pose_of(&tcp(cell.pos + Vector3::new(0.0, 0.0, 0.05))),
+                                max_speed_m_s: 0.05,
+                                max_rot_speed_rad_s: 0.5,
+                                ..Default::default()
+                            })
+                            .map_err(|e| e.to_string()),
+                        _ => Ok(()),
+                    }
+                    .unwrap_or_else(|e| panic!("{e}"));
+                }
+                let out = core.step_with_wrench(&tcp(cell.pos), t, &w);
+                if let Some(m) = core.take_ended_motion() {
+                    assert_eq!(m, first, "{end:?}");
+                    ended.get_or_insert(cmds.len());
+                }
+                if let Some(m) = core.motion_tag().filter(|m| *m != first) {
+                    next_started.get_or_insert(cmds.len());
+                    core.on_safety(&safety(
+                        SafetyLevel::Active,
+                        SafetyReason::None,
+                        m.motion_id,
+                    ));
+                }
+                match out {
+                    Some(CartesianTarget::Pose(p)) => {
+                        let c = iso_of(&p).translation.vector;
+                        cell.step(c, dt);
+                        cmds.push(c);
+                    }
+                    _ => {
+                        // Idle: robot-io holds where the reference was.
+                        let c = *cmds.last().unwrap_or(&cell.pos);
+                        cell.step(c, dt);
+                        cmds.push(c);
+                    }
+                }
+                forces.push(cell.force().z);
+                t += dt;
+                if ended.is_some() && (end != End::Switch || cmds.len() > ended.unwrap_or(0) + 50) {
+                    break;
+                }
+            }
+            let i0 = at_end.unwrap_or_else(|| panic!("{end:?}: never ended"));
+            let i1 = ended.unwrap_or_else(|| panic!("{end:?}: the motion never ended"));
+            let f0 = forces[i0];
+            let f_max = forces[i0..].iter().fold(0.0f64, |a, b| a.max(*b));
+            let f_end = forces[i1];
+            // Accelerations of the command from the end on (both the deceleration and the
+            // unloading may act along z: ≤ 2 × max_accel).
+            let mut a_max: f64 = 0.0;
+            for i in (i0 + 2)..=i1 {
+                let v1 = (cmds[i] - cmds[i - 1]) / dt;
+                let v0 = (cmds[i - 1] - cmds[i - 2]) / dt;
+                a_max = a_max.max((v1 - v0).norm() / dt);
+            }
+            eprintln!(
+                "{end:?}: {f0:.2} N at the end, peak after {f_max:.2} N, {f_end:.2} N when the \
+                 motion ended {:.0} ms later; command acceleration ≤ {a_max:.2} m/s²",
+                (i1 - i0) as f64 * dt * 1e3
+            );
+            assert!(f_max <= f0 + 0.3, "{end:?}: the force rose to {f_max}");
+            match end {
+                End::Protective => {
+                    assert!(
+                        i1 - i0 <= 1,
+                        "{end:?}: a protective stop is at once ({})",
+                        i1 - i0
+                    );
+                    assert!(core
+                        .stop_reason()
+                        .is_some_and(|r| r.contains("contact force")));
+                }
+                _ => {
+                    assert!(i1 - i0 > 1, "{end:?}: came to rest first");
+                    assert!(a_max <= 2.0 * ep.max_accel_m_s2 * 1.01, "{end:?}: {a_max}");
+                    assert!(f_end < ep.release_force_n + 0.3, "{end:?}: still {f_end} N");
+                    assert!(
+                        (i1 - i0) as f64 * dt <= ep.timeout_s,
+                        "{end:?}: {} s",
+                        (i1 - i0) as f64 * dt
+                    );
+                }
+            }
+            if end == End::Switch {
+                let n = next_started.unwrap_or_else(|| panic!("the move never started"));
+                assert!(n >= i1, "the move started before the press came to rest");
+                assert_eq!(core.mode(), Mode::Move);
+            }
+            if end == End::StaleWrench {
+                assert!(core.stop_reason().is_some_and(|r| r.contains("Stale")));
+            }
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 pub mod core;
 pub mod deadman;
+pub mod ending;
 pub mod guide;
 pub mod hybrid;
 pub mod metrics;

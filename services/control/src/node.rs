@@ -262,6 +262,10 @@ pub struct ControlConfig {
     /// `[control.guide]`: the lead-through defaults (a session may override any field).
     pub guide: GuideParams,
     pub playback: PlaybackConfig,
+    /// `[control.ending]`: how a motion control ends (a task's fault or completion, an
+    /// operator's stop, a mode switch) comes to rest: decelerated, in contact unloaded
+    /// (`control::ending`). Protective stops (force or torque over a limit) stop at once.
+    pub ending: crate::ending::EndParams,
     /// Who turns control's Cartesian reference into the joint command (docs/performance.md):
     /// `direct` (default) — control subscribes to the joint state, computes FK and runs the
     /// servo (the kinematics library's) itself, and publishes `kin/joint_cmd`: 2 transfers per
@@ -449,6 +453,10 @@ impl Validate for ControlConfig {
         }
         self.playback
             .validate(&format!("{prefix}.playback"), errors);
+        for e in self.ending.problems(&format!("{prefix}.ending")) {
+            let (k, m) = e.split_once(": ").unwrap_or((e.as_str(), "invalid"));
+            errors.push(k.to_string(), m.to_string());
+        }
     }
 }
 
@@ -960,6 +968,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     // Motion ids differ per process start (a restarted control never reuses an id).
     let mut core =
         ControlCore::new(common::clock::mono_ns() ^ (u64::from(std::process::id()) << 40));
+    core.set_end_params(cfg.ending);
     // `initial_mode = "hold"` is applied once robot-io's safety state is known.
     let mut initial_hold = cfg.initial_mode == InitialMode::Hold;
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));
@@ -1159,6 +1168,9 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         "robot_boot": format!("{:016x}", m.robot_boot),
                     })),
                     "stop_reason": core.stop_reason(),
+                    // Coming to rest after an end (issue 19 item 10): null, or whether it
+                    // unloads a surface.
+                    "ending": core.ending().map(|unloads| serde_json::json!({ "unloads": unloads })),
                     "wrench_fault": w,
                     "hybrid": core.hybrid_task().map(|t| report_json(&t.name, core.hybrid_report())),
                     "plant_task": plant_report.as_ref().map(|(n, r)| report_json(n, Some(r))),
@@ -1227,7 +1239,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         if let Some(why) = d.other_commander(motion.motion_id, clock::mono_ns()) {
                             node.set_error(why.clone());
                             tracing::warn!("{why}: control goes idle");
-                            let _ = core.request_mode(Mode::Idle);
+                            core.stop_now(why);
                         } else if !d.command(&js, &target, motion, period_s) {
                             node.set_error("servo produced a non-finite reference: not sent");
                         }

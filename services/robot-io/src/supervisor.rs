@@ -179,6 +179,10 @@ pub struct Supervisor {
     hold_q: Option<[f64; AXES]>,
     /// The reference's velocity state and limits (at rest after a hold).
     lim: StepLimiter,
+    /// Control ended the motion robot-io was executing (`robot/motion_end`): the reference
+    /// brakes from its last value within the acceleration limits, then holds where it
+    /// stopped (a controlled end, not an outage: no jump to the measured joints).
+    braking: bool,
     last_cmd_seq: Option<u64>,
     /// The motion being executed.
     active_motion: Option<u64>,
@@ -218,6 +222,7 @@ impl Supervisor {
             last_ref: None,
             hold_q: None,
             lim: StepLimiter::new(p.limits, p.max_accel),
+            braking: false,
             last_cmd_seq: None,
             active_motion: None,
             ended_motion: None,
@@ -277,6 +282,7 @@ impl Supervisor {
             return false;
         }
         self.ended_motion = Some(id);
+        self.braking = self.level == SafetyLevel::Active && self.active_motion == Some(id);
         true
     }
 
@@ -311,6 +317,7 @@ impl Supervisor {
     /// Forgets the motion state: the next reference starts from the then-measured position,
     /// at rest, and the current motion (if any) has ended.
     fn forget_motion(&mut self) {
+        self.braking = false;
         self.last_ref = None;
         self.hold_q = None;
         self.lim.rest();
@@ -488,6 +495,7 @@ impl Supervisor {
         let (q_ref, qd_ref, level, reason) = match (target, start) {
             (Some(t), Some(prev)) => {
                 self.hold_q = None;
+                self.braking = false;
                 let r = self.lim.step(prev, t, i.dt_s);
                 self.limited_cycles += u64::from(r.limited);
                 self.per_joint_cycles += u64::from(r.per_joint);
@@ -504,19 +512,33 @@ impl Supervisor {
                 )
             }
             (None, _) => {
-                self.lim.rest();
-                // Hold: the position measured when the hold began, unclamped (the robot's own
-                // servo stops it there; in contact this keeps the force from growing). Never
-                // chase drift. Without a measurement: the last reference.
-                let h = match self.hold_q {
-                    Some(h) => Some(h),
-                    None => {
-                        let h = measured.or(self.last_ref);
-                        self.hold_q = h;
-                        h
+                let braked = match (self.braking, reason, self.hold_q, self.last_ref) {
+                    (true, SafetyReason::MotionEnded, None, Some(prev)) => {
+                        Some(self.brake_step(prev, i.dt_s))
                     }
+                    _ => None,
                 };
-                (h, [0.0; AXES], level, reason)
+                match braked {
+                    Some((q, v)) => (Some(q), v, level, reason),
+                    None => {
+                        // Any other hold (an outage, a stop) takes priority over braking.
+                        self.braking = false;
+                        self.lim.rest();
+                        // Hold: the position measured when the hold began, unclamped (the
+                        // robot's own servo stops it there; in contact this keeps the force
+                        // from growing). Never chase drift. Without a measurement: the last
+                        // reference.
+                        let h = match self.hold_q {
+                            Some(h) => Some(h),
+                            None => {
+                                let h = measured.or(self.last_ref);
+                                self.hold_q = h;
+                                h
+                            }
+                        };
+                        (h, [0.0; AXES], level, reason)
+                    }
+                }
             }
         };
         if level == SafetyLevel::Active {
@@ -535,6 +557,46 @@ impl Supervisor {
             reason,
             changed,
         }
+    }
+
+    /// One cycle of a controlled end's braking from `prev` over `dt` (s): every joint's
+    /// velocity falls in proportion, so the joints stop together (on the path) and the one
+    /// with the longest stopping time decelerates at its limit; the others less. At rest the
+    /// position is held ([`Self::hold_q`]) and braking is over. Returns the reference and its
+    /// velocity.
+    fn brake_step(&mut self, prev: [f64; AXES], dt: f64) -> ([f64; AXES], [f64; AXES]) {
+        let v = self.lim.last_v();
+        let a = self.lim.max_accel();
+        if !(dt.is_finite() && dt > 0.0) {
+            return (prev, v);
+        }
+        let t_stop = (0..AXES)
+            .filter(|&k| a[k].is_finite() && a[k] > 0.0)
+            .map(|k| v[k].abs() / a[k])
+            .fold(0.0f64, f64::max);
+        let scale = if t_stop > dt && t_stop.is_finite() {
+            1.0 - dt / t_stop
+        } else {
+            0.0
+        };
+        let mut q = prev;
+        let mut vn = [0.0; AXES];
+        for k in 0..AXES {
+            vn[k] = v[k] * scale;
+            // A backstop only: the limiter already braked for the position limits.
+            q[k] = (prev[k] + vn[k] * dt).clamp(
+                self.p.limits.min[k].min(prev[k]),
+                self.p.limits.max[k].max(prev[k]),
+            );
+        }
+        if scale == 0.0 {
+            self.braking = false;
+            self.hold_q = Some(q);
+            self.lim.rest();
+        } else {
+            self.lim.taken(prev, q, dt);
+        }
+        (q, vn)
     }
 
     /// The reference to send on shutdown: hold where the robot is (unclamped), else at the
@@ -1102,20 +1164,104 @@ mod tests {
         let q1 = [0.004; 6];
         let out = s.step(&input(2, 0.004, q1, Some((&c, 0.004))));
         assert_eq!(out.level, SafetyLevel::Active, "nothing ended it yet");
+        let before = s.last_ref.unwrap_or_else(|| panic!("a reference"));
         assert!(s.end_motion(tag(BOOT, 7)));
-        // The same, still fresh command on the next cycle: held at the measured position.
+        // The same, still fresh command on the next cycle: a controlled end holds at once
+        // (level, reason), braking from the last reference — not jumping to the measured
+        // position (issue 19 item 10).
         let q2 = [0.006; 6];
         let out = s.step(&input(3, 0.008, q2, Some((&c, 0.008))));
         assert_eq!(
             (out.level, out.reason),
             (SafetyLevel::Hold, SafetyReason::MotionEnded)
         );
-        assert_eq!(qr(&out), q2);
+        let a = irb120_max_accel();
+        let v0 = s.lim.last_v();
+        for k in 0..6 {
+            assert!(
+                (qr(&out)[k] - before[k]).abs() <= 0.004 * (v0[k].abs() + a[k] * 0.004) + 1e-12
+            );
+        }
         assert_eq!(s.ended_motion(), Some(7));
         // A new motion runs again.
         let c2 = cmd_m(2, [0.01; 6], 9);
         let out = s.step(&input(4, 0.012, q2, Some((&c2, 0.012))));
         assert_eq!(out.level, SafetyLevel::Active);
+    }
+
+    #[test]
+    fn a_controlled_end_brakes_within_the_acceleration_limit_then_holds_and_an_outage_still_holds_at_once(
+    ) {
+        let a = irb120_max_accel();
+        let dt = 0.004;
+        // A joint stream at 0.5 rad/s on every joint (within the limits), then control ends it.
+        let run = |outage_at: Option<u64>| {
+            let mut s = sup();
+            let mut seq = 0;
+            let mut q = [0.0; 6];
+            let mut t = 0.0;
+            let mut refs = Vec::new();
+            for cyc in 1..=100u64 {
+                seq += 1;
+                let target = [0.5 * t + 0.002; 6];
+                let c = cmd_m(seq, target, 7);
+                let out = s.step(&input(cyc, t, q, Some((&c, t))));
+                assert_eq!(out.level, SafetyLevel::Active);
+                refs.push(qr(&out));
+                // The robot lags its reference by 2 cycles.
+                q = refs[refs.len().saturating_sub(3)];
+                t += dt;
+            }
+            assert!(s.end_motion(MotionTag {
+                robot_boot: BOOT,
+                motion_id: 7
+            }));
+            let c = cmd_m(seq, [0.5 * t; 6], 7);
+            let mut levels = Vec::new();
+            for cyc in 101..=200u64 {
+                let mut i = input(cyc, t, q, Some((&c, t)));
+                if outage_at.is_some_and(|o| cyc >= o) {
+                    i.robot.motors_on = false;
+                }
+                let out = s.step(&i);
+                levels.push((out.level, out.reason));
+                refs.push(qr(&out));
+                q = refs[refs.len() - 3];
+                t += dt;
+            }
+            (refs, levels, q)
+        };
+        let (refs, levels, _) = run(None);
+        assert!(levels
+            .iter()
+            .all(|l| *l == (SafetyLevel::Hold, SafetyReason::MotionEnded)));
+        // Velocity and acceleration of the references across the end: within the limits.
+        let mut stopped_at = None;
+        for i in 2..refs.len() {
+            for k in 0..6 {
+                let v = (refs[i][k] - refs[i - 1][k]) / dt;
+                let v0 = (refs[i - 1][k] - refs[i - 2][k]) / dt;
+                assert!(
+                    (v - v0).abs() <= a[k] * dt * (1.0 + 1e-9),
+                    "cycle {i} joint {k}: {v0} → {v}"
+                );
+            }
+            if i > 100 && stopped_at.is_none() && refs[i] == refs[i - 1] {
+                stopped_at = Some(i);
+            }
+        }
+        // At rest after v/a (0.5 / 17.45 rad/s² ≈ 29 ms ≈ 8 cycles), then held still.
+        let at = stopped_at.unwrap_or_else(|| panic!("never came to rest"));
+        assert!(at <= 100 + 10, "{at}");
+        assert!(refs[at..].iter().all(|r| *r == refs[at]));
+        // An outage during the braking takes priority: the measured position at once.
+        let (refs, levels, _) = run(Some(103));
+        assert_eq!(levels[2], (SafetyLevel::Hold, SafetyReason::RobotNotReady));
+        let held = refs[102];
+        assert_ne!(
+            held, refs[101],
+            "held where the robot was, not where braking went"
+        );
     }
 
     #[test]

@@ -90,6 +90,11 @@ impl Controller {
         }
     }
 
+    /// The reference of this cycle (rad): the newest one received on the EGM wire, held.
+    pub fn reference(&self) -> [f64; 6] {
+        self.q_ref
+    }
+
     /// Measured joints (rad) and velocities (rad/s).
     pub fn joints(&self) -> ([f64; 6], [f64; 6]) {
         (self.servo.q(), self.servo.qd())

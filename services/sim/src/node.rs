@@ -732,6 +732,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     hand_active: w.hand_active,
                     // Not holding: reported at the TCP (finite; meaningless then).
                     hand_pos_base_m: w.hand_pos_base.unwrap_or([p.x, p.y, p.z]),
+                    q_ref_rad: ctl.reference(),
                 };
                 truth_pub.put(&msg);
             }

@@ -66,7 +66,13 @@ pub struct ReferenceStats {
     pub peak_accel_ratio: f64,
     /// Active replies outside the joint position limits.
     pub out_of_limits: u64,
-    /// (joints, velocity, active, robot time of the step) of the previous reply.
+    /// Replies of controlled ends (control ended the motion: hold `MotionEnded`) that follow
+    /// an active reply or another such reply, and their peaks against the limits: how the
+    /// reference came to rest (issue 19 item 10).
+    pub end_replies: u64,
+    pub end_peak_speed_ratio: f64,
+    pub end_peak_accel_ratio: f64,
+    /// (joints, velocity, active or braking, robot time of the step) of the previous reply.
     prev: Option<([f64; AXES], [f64; AXES], bool, f64)>,
 }
 
@@ -77,6 +83,9 @@ impl ReferenceStats {
             "peak_speed_ratio": self.peak_speed_ratio,
             "peak_accel_ratio": self.peak_accel_ratio,
             "out_of_limits": self.out_of_limits,
+            "end_replies": self.end_replies,
+            "end_peak_speed_ratio": self.end_peak_speed_ratio,
+            "end_peak_accel_ratio": self.end_peak_accel_ratio,
         })
     }
 }
@@ -107,40 +116,48 @@ impl EgmCore {
         self.refs
     }
 
-    fn record(&mut self, reply: &SensorReply, dt: f64, exempt: bool) {
+    fn record(&mut self, reply: &SensorReply, dt: f64, exempt: bool, controlled_end: bool) {
         if dt.is_nan() || dt <= 0.0 {
             return;
         }
         let q = reply.q_deg.map(f64::to_radians);
         let p = *self.sup.params();
         let mut v = [0.0; AXES];
-        if let (false, Some((pq, pv, was_active, pdt))) = (exempt, self.refs.prev) {
-            self.refs.active_replies += 1;
+        // A controlled end is measured against the limits like an active reply.
+        let measured = !exempt || controlled_end;
+        if let (true, Some((pq, pv, was_active, pdt))) = (measured, self.refs.prev) {
             // The velocity change spans the two steps' midpoints (as the supervisor's bound).
             let dt_mid = if was_active {
                 crate::supervisor::dv_span(pdt, dt)
             } else {
                 dt
             };
+            let (mut speed, mut accel) = (0.0f64, 0.0f64);
             for k in 0..AXES {
                 v[k] = (q[k] - pq[k]) / dt;
                 let v0 = if was_active { pv[k] } else { 0.0 };
-                self.refs.peak_speed_ratio = self
-                    .refs
-                    .peak_speed_ratio
-                    .max(v[k].abs() / p.limits.max_speed[k]);
+                speed = speed.max(v[k].abs() / p.limits.max_speed[k]);
                 if p.max_accel[k].is_finite() {
-                    self.refs.peak_accel_ratio = self
-                        .refs
-                        .peak_accel_ratio
-                        .max((v[k] - v0).abs() / (p.max_accel[k] * dt_mid));
+                    accel = accel.max((v[k] - v0).abs() / (p.max_accel[k] * dt_mid));
                 }
             }
-            if (0..AXES).any(|k| q[k] < p.limits.min[k] - 1e-9 || q[k] > p.limits.max[k] + 1e-9) {
-                self.refs.out_of_limits += 1;
+            if exempt {
+                if was_active {
+                    self.refs.end_replies += 1;
+                    self.refs.end_peak_speed_ratio = self.refs.end_peak_speed_ratio.max(speed);
+                    self.refs.end_peak_accel_ratio = self.refs.end_peak_accel_ratio.max(accel);
+                }
+            } else {
+                self.refs.active_replies += 1;
+                self.refs.peak_speed_ratio = self.refs.peak_speed_ratio.max(speed);
+                self.refs.peak_accel_ratio = self.refs.peak_accel_ratio.max(accel);
+                if (0..AXES).any(|k| q[k] < p.limits.min[k] - 1e-9 || q[k] > p.limits.max[k] + 1e-9)
+                {
+                    self.refs.out_of_limits += 1;
+                }
             }
         }
-        self.refs.prev = Some((q, v, !exempt, dt));
+        self.refs.prev = Some((q, v, measured, dt));
     }
 
     /// robot-io's cycle counter (+1 per controller cycle).
@@ -222,9 +239,12 @@ impl EgmCore {
             None => None,
         };
         if let Some(r) = &reply {
-            let exempt =
-                out.level != common::msg::SafetyLevel::Active || self.session.last_new_session();
-            self.record(r, dt_s, exempt);
+            let new_session = self.session.last_new_session();
+            let exempt = out.level != common::msg::SafetyLevel::Active || new_session;
+            let controlled_end = !new_session
+                && out.level == common::msg::SafetyLevel::Hold
+                && out.reason == common::msg::SafetyReason::MotionEnded;
+            self.record(r, dt_s, exempt, controlled_end);
         }
         Handled {
             datagram,
