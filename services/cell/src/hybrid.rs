@@ -265,7 +265,8 @@ async fn control_error(s: &Session, cell: &CellSection, not_started: bool) -> St
                 } else {
                     stop.or(err)
                 };
-                why.unwrap_or("no reason given").to_string()
+                why.unwrap_or("no fault reported: an operator's stop or another mode requested")
+                    .to_string()
             })
             .unwrap_or_else(|| "control did not answer its status".into()),
         Err(e) => format!("control status: {e}"),
