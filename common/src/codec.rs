@@ -926,6 +926,7 @@ mod tests {
             SafetyReason::MotionEnded => "0a",
             SafetyReason::OtherRobotBoot => "0b",
             SafetyReason::MeasuredOutOfLimits => "0c",
+            SafetyReason::ProtectiveRequest => "0d",
         }
     }
 
@@ -976,6 +977,7 @@ mod tests {
             SafetyReason::MotionEnded,
             SafetyReason::OtherRobotBoot,
             SafetyReason::MeasuredOutOfLimits,
+            SafetyReason::ProtectiveRequest,
         ];
         for (i, reason) in reasons.into_iter().enumerate() {
             assert_eq!(reason_index(reason), format!("{i:02x}"));
@@ -993,9 +995,9 @@ mod tests {
             &running,
             &format!("0c 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
         );
-        // Exactly four levels and thirteen reasons.
+        // Exactly four levels and fourteen reasons.
         assert!(decode::<SafetyState>(&unhex(&vector("04", "00"))).is_err());
-        assert!(decode::<SafetyState>(&unhex(&vector("01", "0d"))).is_err());
+        assert!(decode::<SafetyState>(&unhex(&vector("01", "0e"))).is_err());
     }
 
     fn action_index(a: EStopAction) -> &'static str {
@@ -1003,6 +1005,7 @@ mod tests {
             EStopAction::Engage => "00",
             EStopAction::Reset => "01",
             EStopAction::ResetProtective => "02",
+            EStopAction::Protective => "03",
         }
     }
 
@@ -1028,6 +1031,7 @@ mod tests {
             EStopAction::Engage,
             EStopAction::Reset,
             EStopAction::ResetProtective,
+            EStopAction::Protective,
         ];
         for (i, action) in all.into_iter().enumerate() {
             assert_eq!(action_index(action), format!("{i:02x}"));
@@ -1040,7 +1044,7 @@ mod tests {
             };
             golden(&e, &format!("0c {V300} 01 {}", action_index(action)));
         }
-        assert!(decode::<EStop>(&unhex(&format!("0c {V300} 01 03"))).is_err());
+        assert!(decode::<EStop>(&unhex(&format!("0c {V300} 01 04"))).is_err());
     }
 
     #[test]

@@ -672,6 +672,9 @@ pub enum SafetyReason {
     OtherRobotBoot,
     /// Protective stop: a joint was measured outside its configured limits.
     MeasuredOutOfLimits,
+    /// Protective stop raised by a commander (`EStopAction::Protective`: guiding met its
+    /// force ceiling or a collision).
+    ProtectiveRequest,
 }
 
 /// Published by robot-io on every change and periodically.
@@ -699,6 +702,10 @@ pub enum EStopAction {
     Reset,
     /// Clears a protective stop only (never an e-stop).
     ResetProtective,
+    /// A commander's protective stop (control: guiding met its force ceiling or the collision
+    /// signature): robot-io latches `ProtectiveStop` (`ProtectiveRequest`) like one it raises
+    /// itself; `Reset` or `ResetProtective` (`cell reset --protective`) clears it.
+    Protective,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

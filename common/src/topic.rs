@@ -93,7 +93,7 @@ topics! {
     },
     /// Emergency stop request (latches until Reset).
     ESTOP: msg::EStop = {
-        suffix: "robot/estop", publisher: "cell CLI, any", subscribers: "robot-io",
+        suffix: "robot/estop", publisher: "cell CLI, control (protective), any", subscribers: "robot-io",
         rate: "event", qos: QOS_CMD, frame: "-",
     },
     /// A motion ended by its commander: robot-io holds on its next cycle.

@@ -808,8 +808,9 @@ async fn teach_save_restart_load_and_play() {
 }
 
 /// Issue 19 item 6: a wrench above the guide's ceiling (60 N) ends the session with a
-/// protective stop — checked on the unfiltered peak — robot-io holds, the session's deadman
-/// stream no longer moves the arm, and only a new guide request guides again.
+/// protective stop — checked on the unfiltered peak — that robot-io latches; the session's
+/// deadman stream no longer moves the arm, a guide request is refused until the operator's
+/// `cell reset --protective`, and then guides again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrench_above_the_guide_ceiling_is_a_protective_stop() {
     let _serial = SERIAL.lock().await;
@@ -870,15 +871,35 @@ async fn a_wrench_above_the_guide_ceiling_is_a_protective_stop() {
         travel * 1e3
     );
     assert!(travel < 0.005, "the TCP travelled {travel} m after the hit");
-    let st = tests::statuses(&s, &c.cell).await.expect("status");
-    assert_eq!(st["robot-io"]["detail"]["safety"]["level"], "Hold");
+    // robot-io latched the protective stop (it survives control; `cell reset --protective`).
+    let latched = wait_for(Duration::from_secs(1), || async {
+        let st = tests::statuses(&s, &c.cell).await.ok()?;
+        let safety = &st.get("robot-io")?["detail"]["safety"];
+        (safety["level"] == "ProtectiveStop" && safety["reason"] == "ProtectiveRequest")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        latched.is_some(),
+        "robot-io did not latch the protective stop: {:?}",
+        tests::statuses(&s, &c.cell)
+            .await
+            .map(|m| m.get("robot-io").cloned())
+    );
     // The session's own enable stream is still running: it must not resume anything.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let st = status(s.clone(), c.cell.clone()).await.expect("status");
     assert_eq!(st["detail"]["mode"], "Idle");
     assert_eq!(st["detail"]["deadman"]["bound"], false, "{}", st["detail"]);
     let _ = en.send(());
-    // A new guide request guides again.
+    // While latched a new guide request is refused; after the operator's reset one guides.
+    let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
+    assert!(
+        r.is_err(),
+        "guiding while the protective stop is latched: {r:?}"
+    );
+    let (ok, _, err) = c.cli(&["reset", "--protective"]);
+    assert!(ok, "reset: {err}");
     let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
     assert!(r.is_ok(), "guide again: {r:?}");
     // The status is an observation refreshed on a mode change: wait for it (up to 1 s).

@@ -285,6 +285,7 @@ pub async fn estop(
         EStopAction::Engage => st.level == L::EmergencyStop,
         EStopAction::Reset => !matches!(st.level, L::EmergencyStop | L::ProtectiveStop),
         EStopAction::ResetProtective => st.level != L::ProtectiveStop,
+        EStopAction::Protective => matches!(st.level, L::ProtectiveStop | L::EmergencyStop),
     };
     let deadline = tokio::time::Instant::now() + ESTOP_ACK_TIMEOUT;
     loop {
@@ -297,6 +298,7 @@ pub async fn estop(
                     EStopAction::Engage => "e-stop",
                     EStopAction::Reset => "reset",
                     EStopAction::ResetProtective => "protective-stop reset",
+                    EStopAction::Protective => "protective stop",
                 }
             ),
         };

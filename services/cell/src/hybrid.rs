@@ -125,6 +125,11 @@ pub async fn run(
         if (task.robot == TaskRobot::Plant) != (st.motion_id == 0) {
             continue;
         }
+        // A task that is coming to rest (issue 19 item 10) keeps publishing its last,
+        // terminal state until the next task starts: this task's first state is a live one.
+        if motion_id.is_none() && matches!(st.phase, HybridPhase::Done | HybridPhase::Aborted) {
+            continue;
+        }
         if task.robot == TaskRobot::Arm && *motion_id.get_or_insert(st.motion_id) != st.motion_id {
             continue;
         }

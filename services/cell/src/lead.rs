@@ -259,6 +259,16 @@ pub async fn play(
     let mut stopping = false;
     let mut quiet_since = std::time::Instant::now();
     loop {
+        // States of another motion (an earlier playback that keeps publishing `Done`) do not
+        // count as this one's: 2 s without one of this playback's states is an end (5 s
+        // before the first: the motion before it may take up to 3 s to come to rest).
+        let quiet = Duration::from_secs(if states.is_empty() { 5 } else { 2 });
+        if quiet_since.elapsed() > quiet {
+            match crate::cli::control_errors(s, cell).await.1 {
+                Some(why) => anyhow::bail!("the playback ended: {why}"),
+                None => anyhow::bail!("no playback state from control for 2 s (did the motion end? see `cell status control`)"),
+            }
+        }
         tokio::select! {
             _ = &mut ctrl_c, if !stopping => {
                 stopping = true;
@@ -267,7 +277,7 @@ pub async fn play(
             }
             r = tokio::time::timeout(Duration::from_millis(200), sub.recv_async()) => {
                 let Ok(Ok(sample)) = r else {
-                    if quiet_since.elapsed() > Duration::from_secs(2) {
+                    if quiet_since.elapsed() > quiet {
                         // Say why when control knows (a hold ends the motion without a last
                         // state on some paths).
                         match crate::cli::control_errors(s, cell).await.1 {

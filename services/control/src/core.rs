@@ -213,6 +213,10 @@ pub struct ControlCore {
     track: CmdTrack,
     /// The newest usable contact force on the tool (base, N): what an ending unloads.
     last_force: Option<Vector3<f64>>,
+    /// Guiding ended on a protective stop: robot-io is to latch one (issue 19 item 6).
+    protective_request: bool,
+    /// The tag reserved for the motion queued behind an ending (a request's reply names it).
+    queued_tag: Option<MotionTag>,
 }
 
 /// Which wrench a force mode may use (pure; times are parameters, any epoch). A `Stale` flag
@@ -403,6 +407,7 @@ impl ControlCore {
     }
 
     fn end_motion(&mut self, why: String) {
+        self.queued_tag = None;
         if self.mode != Mode::Idle {
             self.stop_reason = Some(why);
             self.enter(Mode::Idle);
@@ -473,11 +478,14 @@ impl ControlCore {
 
     /// Ends the running motion through an [`Ending`] (see [`crate::ending`]): `why` is the
     /// stop reason (none for an operator's request), `next` what starts once at rest. A force
-    /// task that ends pressing (and is not followed by another force task) unloads its
-    /// surface. Without a running motion: idle at once, then `next`.
+    /// task that ends pressing unloads its surface, unless another force task or a hold
+    /// follows. Without a running motion: idle at once, then `next`.
     fn end_smoothly(&mut self, why: Option<String>, next: Option<Next>) {
         if let Some(w) = why {
             self.stop_reason = Some(w);
+        }
+        if next.is_none() {
+            self.queued_tag = None;
         }
         if let Some((_, n)) = self.ending.as_mut() {
             *n = next;
@@ -491,8 +499,10 @@ impl ControlCore {
             self.finish_now(next);
             return;
         };
+        // A force task followed by another keeps its contact; one asked to hold holds where
+        // it is (e.g. a peg at its depth); any other end unloads the surface.
         let unload = match (self.mode, &next, &self.hybrid, self.last_force) {
-            (Mode::Hybrid, Some(Next::Hybrid(_)), _, _) => None,
+            (Mode::Hybrid, Some(Next::Hybrid(_) | Next::Hold), _, _) => None,
             (Mode::Hybrid, _, Some(run), Some(f)) => {
                 run.unload(&f, self.end_params.release_force_n)
             }
@@ -525,6 +535,7 @@ impl ControlCore {
             match self.may_move() {
                 Ok(boot) => self.begin(n, boot),
                 Err(e) => {
+                    self.queued_tag = None;
                     self.stop_reason = Some(format!(
                         "the requested mode did not start after the previous motion ended: {e}"
                     ))
@@ -557,23 +568,38 @@ impl ControlCore {
         self.start_motion(boot);
     }
 
-    /// A new motion: after the running one has come to rest when it moves, else now.
+    /// A new motion: after the running one has come to rest when it moves, else now. Its tag
+    /// is chosen now either way ([`Self::requested_motion_tag`]).
     fn switch(&mut self, next: Next, boot: u64) {
         if self.ending.is_some() || self.can_end_smoothly() {
+            self.queued_tag = Some(self.new_tag(boot));
             self.end_smoothly(None, Some(next));
         } else {
             self.begin(next, boot);
         }
     }
 
+    fn new_tag(&mut self, robot_boot: u64) -> MotionTag {
+        self.next_id += 1;
+        MotionTag {
+            robot_boot,
+            motion_id: self.id_base.wrapping_add(self.next_id).max(1),
+        }
+    }
+
+    /// The tag of the motion the last request started, or queued behind an ending.
+    pub fn requested_motion_tag(&self) -> Option<MotionTag> {
+        self.queued_tag.or(self.motion_tag())
+    }
+
     fn start_motion(&mut self, robot_boot: u64) {
         self.track = CmdTrack::default();
-        self.next_id += 1;
+        let tag = match self.queued_tag.take() {
+            Some(t) if t.robot_boot == robot_boot => t,
+            _ => self.new_tag(robot_boot),
+        };
         self.motion = Some(Motion {
-            tag: MotionTag {
-                robot_boot,
-                motion_id: self.id_base.wrapping_add(self.next_id).max(1),
-            },
+            tag,
             start_s: None,
             accepted: false,
         });
@@ -750,6 +776,12 @@ impl ControlCore {
                 self.ended_motion = Some(m.tag);
             }
         }
+    }
+
+    /// Whether a protective stop was raised since the last call (to be latched at robot-io:
+    /// `EStopAction::Protective`; the operator resets it with `cell reset --protective`).
+    pub fn take_protective_request(&mut self) -> bool {
+        std::mem::take(&mut self.protective_request)
     }
 
     /// The motion that went idle since the last call (to be ended at robot-io explicitly).
@@ -944,6 +976,7 @@ impl ControlCore {
                             why,
                             GuideError::ProtectiveStop(_) | GuideError::NonFinite(_)
                         ) {
+                            self.protective_request |= matches!(why, GuideError::ProtectiveStop(_));
                             self.end_motion(reason);
                         } else {
                             self.end_smoothly(Some(reason), None);

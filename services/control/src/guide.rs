@@ -259,7 +259,7 @@ pub enum GuideError {
     NonFinite(&'static str),
     /// A force ceiling or the collision signature: the session ends and robot-io holds; only a
     /// new guide request (a new deadman token) guides again.
-    #[error("protective stop: {0}; guide again to resume")]
+    #[error("protective stop: {0}; `cell reset --protective`, then guide again")]
     ProtectiveStop(String),
 }
 

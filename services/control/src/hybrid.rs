@@ -2128,6 +2128,7 @@ mod tests {
             let mut forces = Vec::new();
             let mut ended = None;
             let mut next_started = None;
+            let mut reserved = None;
             while t < 12.0 {
                 cycle += 1;
                 core.set_cycle(cycle, dt);
@@ -2159,6 +2160,7 @@ mod tests {
                         _ => Ok(()),
                     }
                     .unwrap_or_else(|e| panic!("{e}"));
+                    reserved = core.requested_motion_tag();
                 }
                 let out = core.step_with_wrench(&tcp(cell.pos), t, &w);
                 if let Some(m) = core.take_ended_motion() {
@@ -2166,6 +2168,8 @@ mod tests {
                     ended.get_or_insert(cmds.len());
                 }
                 if let Some(m) = core.motion_tag().filter(|m| *m != first) {
+                    // The move runs under the tag its request's reply named.
+                    assert_eq!(Some(m), reserved, "{end:?}");
                     next_started.get_or_insert(cmds.len());
                     core.on_safety(&safety(
                         SafetyLevel::Active,

@@ -780,7 +780,7 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
                 .map_err(|e| e.to_string())?;
             Ok(json!({
                 "playing": program.name,
-                "motion_id": l.core.motion_tag().map(|m| m.motion_id),
+                "motion_id": l.core.requested_motion_tag().map(|m| m.motion_id),
                 "cartesian": cartesian,
                 "waypoints": n,
                 "duration_s": duration,
@@ -931,6 +931,8 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     let mut guide_pub = node.publisher(topic::GUIDE_STATE).await?;
     let mut play_pub = node.publisher(topic::PLAYBACK_STATE).await?;
     let mut end_pub = node.publisher(topic::MOTION_END).await?;
+    // Guiding's protective stops are latched at robot-io (issue 19 item 6).
+    let mut protective_pub = node.publisher(topic::ESTOP).await?;
     let lead_key = format!("cell/{}/{}", node.cell_id, topic::CONTROL_RPC_LEAD);
     let lead_q = node
         .session
@@ -1326,6 +1328,13 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
         }
         // A motion that went idle (a fault, a limit, an operator stop) is ended at robot-io
         // explicitly: it holds on its next cycle rather than when the stream goes stale.
+        if core.take_protective_request() {
+            let stamp = protective_pub.next_stamp();
+            protective_pub.put(&common::msg::EStop {
+                stamp,
+                action: common::msg::EStopAction::Protective,
+            });
+        }
         if let Some(motion) = core.take_ended_motion() {
             let stamp = end_pub.next_stamp();
             end_pub.put(&common::msg::MotionEnd { stamp, motion });

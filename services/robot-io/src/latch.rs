@@ -27,10 +27,13 @@ fn reason_name(r: SafetyReason) -> String {
     format!("{r:?}")
 }
 
-/// `MeasuredOutOfLimits` is the only protective-stop reason today; whatever name the file
-/// holds comes back as a protective stop all the same (the name is for the reader).
-fn reason_from(_name: &str) -> SafetyReason {
-    SafetyReason::MeasuredOutOfLimits
+/// The protective stop's reason by name; any other name the file holds comes back as a
+/// protective stop all the same (`MeasuredOutOfLimits`).
+fn reason_from(name: &str) -> SafetyReason {
+    match name {
+        "ProtectiveRequest" => SafetyReason::ProtectiveRequest,
+        _ => SafetyReason::MeasuredOutOfLimits,
+    }
 }
 
 /// Reads the latches. Missing → none. Unreadable or corrupt → e-stop latched, with the

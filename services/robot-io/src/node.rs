@@ -149,6 +149,10 @@ impl Shell {
                     tracing::info!("protective stop reset");
                     sup.reset_protective()
                 }
+                EStopAction::Protective => {
+                    tracing::warn!("protective stop requested by a commander");
+                    sup.request_protective()
+                }
             };
         }
         self.persist(sup);

@@ -407,6 +407,21 @@ impl Supervisor {
             None => false,
         }
     }
+    /// A commander's protective stop (`EStopAction::Protective`): latched until a reset, the
+    /// level changes at once (ending the motion); a motion being executed brakes from its
+    /// last reference within the acceleration limits, as a controlled end. Returns true when
+    /// the state changed.
+    pub fn request_protective(&mut self) -> bool {
+        if self.protective.is_none() {
+            self.protective = Some(SafetyReason::ProtectiveRequest);
+        }
+        self.braking |= self.level == SafetyLevel::Active;
+        match self.stop_level() {
+            Some((l, r)) => self.set_state(l, r, self.since_cycle),
+            None => false,
+        }
+    }
+
     /// Raises a protective stop (latched until a reset).
     pub fn protective_stop(&mut self, reason: SafetyReason) {
         if self.protective.is_none() {
@@ -513,9 +528,12 @@ impl Supervisor {
             }
             (None, _) => {
                 let braked = match (self.braking, reason, self.hold_q, self.last_ref) {
-                    (true, SafetyReason::MotionEnded, None, Some(prev)) => {
-                        Some(self.brake_step(prev, i.dt_s))
-                    }
+                    (
+                        true,
+                        SafetyReason::MotionEnded | SafetyReason::ProtectiveRequest,
+                        None,
+                        Some(prev),
+                    ) => Some(self.brake_step(prev, i.dt_s)),
                     _ => None,
                 };
                 match braked {
@@ -1262,6 +1280,68 @@ mod tests {
             held, refs[101],
             "held where the robot was, not where braking went"
         );
+    }
+
+    /// Issue 19 item 6: a commander's protective stop (guiding met its ceiling) is latched
+    /// like robot-io's own: the motion brakes to rest, nothing moves until a reset, and the
+    /// latch is persisted with its reason.
+    #[test]
+    fn a_commanders_protective_stop_latches_brakes_and_needs_a_reset() {
+        let mut s = sup();
+        let mut q = [0.0; 6];
+        let mut seq = 0;
+        let mut refs = Vec::new();
+        for cyc in 1..=50u64 {
+            seq += 1;
+            let c = cmd_m(seq, [0.3 * cyc as f64 * 0.004 + 0.001; 6], 7);
+            let out = s.step(&input(
+                cyc,
+                cyc as f64 * 0.004,
+                q,
+                Some((&c, cyc as f64 * 0.004)),
+            ));
+            refs.push(qr(&out));
+            q = refs[refs.len().saturating_sub(3)];
+        }
+        assert!(s.request_protective());
+        assert_eq!(
+            s.latches().protective,
+            Some(SafetyReason::ProtectiveRequest)
+        );
+        let a = irb120_max_accel();
+        for cyc in 51..=120u64 {
+            seq += 1;
+            let c = cmd_m(seq, [0.5; 6], 7);
+            let out = s.step(&input(
+                cyc,
+                cyc as f64 * 0.004,
+                q,
+                Some((&c, cyc as f64 * 0.004)),
+            ));
+            assert_eq!(
+                (out.level, out.reason),
+                (SafetyLevel::ProtectiveStop, SafetyReason::ProtectiveRequest)
+            );
+            refs.push(qr(&out));
+            q = refs[refs.len() - 3];
+        }
+        for i in 2..refs.len() {
+            for k in 0..6 {
+                let v = (refs[i][k] - refs[i - 1][k]) / 0.004;
+                let v0 = (refs[i - 1][k] - refs[i - 2][k]) / 0.004;
+                assert!((v - v0).abs() <= a[k] * 0.004 * (1.0 + 1e-9), "cycle {i}");
+            }
+        }
+        let n = refs.len();
+        assert_eq!(refs[n - 1], refs[n - 2], "at rest");
+        // A new motion is refused until the reset.
+        let c = cmd_m(seq + 1, refs[n - 1], 8);
+        let out = s.step(&input(121, 0.484, q, Some((&c, 0.484))));
+        assert_eq!(out.level, SafetyLevel::ProtectiveStop);
+        assert!(s.reset_protective());
+        let c = cmd_m(seq + 2, refs[n - 1], 8);
+        let out = s.step(&input(122, 0.488, q, Some((&c, 0.488))));
+        assert_eq!(out.level, SafetyLevel::Active);
     }
 
     #[test]
