@@ -376,6 +376,11 @@ impl ControlCore {
         self.end_params = p;
     }
 
+    /// A guide session is queued behind an ending (its deadman binding must stay).
+    pub fn guide_queued(&self) -> bool {
+        matches!(self.ending, Some((_, Some(Next::Guide(_)))))
+    }
+
     /// Whether the motion is coming to rest (an ending), and whether it unloads a surface.
     pub fn ending(&self) -> Option<bool> {
         self.ending.as_ref().map(|(e, _)| e.unloads())

@@ -1219,7 +1219,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             let newest_wrench = wrench.get();
             let (w, peak) = wrench_input(newest_wrench);
             core.set_wrench_peak(peak);
-            if core.mode() != Mode::LeadThrough && deadman.bound() {
+            if core.mode() != Mode::LeadThrough && !core.guide_queued() && deadman.bound() {
                 deadman.unbind();
             }
             let held = deadman.held(started.elapsed().as_secs_f64(), cfg.guide.deadman_timeout_s);
