@@ -797,6 +797,19 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
     let _serial = SERIAL.lock().await;
     let c = table_cell("hy-transitions");
     let s = tests::up_all(&c).await;
+    // TRANSITIONS_TABLE_N_PER_M=K: the same on a table of another stiffness (not identified;
+    // the gains follow the on-line estimate), e.g. 1e5 or 1e6.
+    if let Some(k) = std::env::var("TRANSITIONS_TABLE_N_PER_M")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+    {
+        let (ok, out, err) = c.cli(&[
+            "sim-scenario",
+            &format!("{{\"set\":{{\"surfaces.0.stiffness_n_per_m\":{k}}}}}"),
+        ]);
+        assert!(ok, "{out} {err}");
+        eprintln!("table stiffness {k:e} N/m");
+    }
     let truth: Arc<Mutex<Vec<(Instant, common::msg::SimTruth)>>> = Arc::default();
     let sub = s
         .declare_subscriber(common::topic::SIM_TRUTH.key(&c.cell.id))

@@ -97,6 +97,7 @@ pub async fn run(
     let first_timeout = Duration::from_secs(3);
     let started = std::time::Instant::now();
     let mut motion_id = None;
+    let mut seen_live = false;
     loop {
         let timeout = if rows.is_empty() {
             first_timeout.saturating_sub(started.elapsed())
@@ -127,9 +128,11 @@ pub async fn run(
         }
         // A task that is coming to rest (issue 19 item 10) keeps publishing its last,
         // terminal state until the next task starts: this task's first state is a live one.
-        if motion_id.is_none() && matches!(st.phase, HybridPhase::Done | HybridPhase::Aborted) {
+        let terminal = matches!(st.phase, HybridPhase::Done | HybridPhase::Aborted);
+        if !seen_live && terminal {
             continue;
         }
+        seen_live = true;
         if task.robot == TaskRobot::Arm && *motion_id.get_or_insert(st.motion_id) != st.motion_id {
             continue;
         }

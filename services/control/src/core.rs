@@ -217,6 +217,8 @@ pub struct ControlCore {
     protective_request: bool,
     /// The tag reserved for the motion queued behind an ending (a request's reply names it).
     queued_tag: Option<MotionTag>,
+    /// Counts the changes of `stop_reason` (the shell refreshes its status on a change).
+    stop_changes: u64,
 }
 
 /// Which wrench a force mode may use (pure; times are parameters, any epoch). A `Stale` flag
@@ -391,6 +393,18 @@ impl ControlCore {
         self.wrench_peak = peak;
     }
 
+    fn set_stop_reason(&mut self, r: Option<String>) {
+        if self.stop_reason != r {
+            self.stop_changes += 1;
+        }
+        self.stop_reason = r;
+    }
+
+    /// How often the stop reason changed (a status snapshot older than a change is stale).
+    pub fn stop_changes(&self) -> u64 {
+        self.stop_changes
+    }
+
     /// Why the last motion ended without an operator asking (cleared by a new motion).
     pub fn stop_reason(&self) -> Option<&str> {
         self.stop_reason.as_deref()
@@ -414,7 +428,7 @@ impl ControlCore {
     fn end_motion(&mut self, why: String) {
         self.queued_tag = None;
         if self.mode != Mode::Idle {
-            self.stop_reason = Some(why);
+            self.set_stop_reason(Some(why));
             self.enter(Mode::Idle);
         }
     }
@@ -487,7 +501,7 @@ impl ControlCore {
     /// follows. Without a running motion: idle at once, then `next`.
     fn end_smoothly(&mut self, why: Option<String>, next: Option<Next>) {
         if let Some(w) = why {
-            self.stop_reason = Some(w);
+            self.set_stop_reason(Some(w));
         }
         if next.is_none() {
             self.queued_tag = None;
@@ -541,9 +555,9 @@ impl ControlCore {
                 Ok(boot) => self.begin(n, boot),
                 Err(e) => {
                     self.queued_tag = None;
-                    self.stop_reason = Some(format!(
+                    self.set_stop_reason(Some(format!(
                         "the requested mode did not start after the previous motion ended: {e}"
-                    ))
+                    )))
                 }
             }
         }
@@ -608,7 +622,7 @@ impl ControlCore {
             start_s: None,
             accepted: false,
         });
-        self.stop_reason = None;
+        self.set_stop_reason(None);
     }
 
     pub fn request_mode(&mut self, mode: Mode) -> Result<(), ModeError> {

@@ -986,6 +986,8 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     let mut direct_js: Option<common::msg::JointState> = None;
     loop {
         let mode_at_start = core.mode();
+        let stops_at_start = core.stop_changes();
+        let ending_at_start = core.ending().is_some();
         tokio::select! {
             _ = &mut shutdown => break,
             Some(m) = modes.rx.recv() => {
@@ -1341,7 +1343,12 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
         }
         // A mode change shows in the status at once, not up to a status period later (a
         // client that saw a task's `Aborted` state and asks for the status reads `Idle`).
-        if core.mode() != mode_at_start {
+        // Likewise a stop reason or an ending that began (the mode stays while it comes to
+        // rest; a client that saw `Aborted` reads the reason at once).
+        if core.mode() != mode_at_start
+            || core.stop_changes() != stops_at_start
+            || core.ending().is_some() != ending_at_start
+        {
             status_tick.reset_immediately();
         }
     }
