@@ -260,6 +260,21 @@ pub async fn wait_for_usable_wrench(s: &Session, cell: &CellSection, timeout: Du
 /// Control's word on why a task ended (its stop reason), or — `not_started`: a task that never
 /// started — why it was refused (its last error; an older stop reason would be another task's).
 async fn control_error(s: &Session, cell: &CellSection, not_started: bool) -> String {
+    // Control's status is a snapshot refreshed right after the cycle that ended the task,
+    // which can reach a client after the task's last state: a task that ended without a stop
+    // reason in the snapshot is asked again, for up to 0.6 s, before an older error counts.
+    if !not_started {
+        for _ in 0..4 {
+            let stop = crate::cli::status(s, cell, Some("control"))
+                .await
+                .ok()
+                .and_then(|v| v.first().map(|c| c["detail"]["stop_reason"].is_string()));
+            if stop != Some(false) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    }
     match crate::cli::status(s, cell, Some("control")).await {
         Ok(v) => v
             .first()
