@@ -849,8 +849,14 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
         "fixed_gains = true\n[gains]\nkp_f = [0.0, 0.0, 3e-4, 0.0, 0.0, 0.0]\n",
     );
     let long = press("press-long", 30.0, "");
+    let traces = dir.join("runs");
     let run = |task: &PathBuf| {
-        let (ok, out, err) = c.cli(&["hybrid", task.to_str().unwrap_or_default()]);
+        let (ok, out, err) = c.cli(&[
+            "hybrid",
+            task.to_str().unwrap_or_default(),
+            "--out",
+            traces.to_str().unwrap_or_default(),
+        ]);
         assert!(ok, "{}: {err}\n{out}", task.display());
     };
     let mut marks: Vec<Mark> = Vec::new();
