@@ -152,11 +152,11 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
         &format!("{{\"set\":{{\"surfaces.0.stiffness_n_per_m\":{stiffness}}}}}"),
     ]);
     assert!(ok, "{out} {err}");
-    place_and_tare(c, [350.0, 0.0, 208.0]).await;
+    place_and_tare(c, [350.0, 0.0, 206.0]).await;
     let since = common::clock::mono_ns();
     let (mut ok, mut out, mut err) = c.cli(&["identify", "stiffness", "--into=-z"]);
     if !ok && host_stall_hold(c, name, &err, since) {
-        place_and_tare(c, [350.0, 0.0, 208.0]).await;
+        place_and_tare(c, [350.0, 0.0, 206.0]).await;
         (ok, out, err) = c.cli(&["identify", "stiffness", "--into=-z"]);
     }
     assert!(ok, "identify: {err}\n{}", c.log_text());
@@ -178,11 +178,11 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
             name,
         )
     };
-    place_and_tare(c, [350.0, 0.0, 208.0]).await;
+    place_and_tare(c, [350.0, 0.0, 206.0]).await;
     let since = common::clock::mono_ns();
     let (mut ok, mut m, mut dir) = press();
     if !ok && host_stall_hold(c, name, m["aborted"].as_str().unwrap_or(""), since) {
-        place_and_tare(c, [350.0, 0.0, 208.0]).await;
+        place_and_tare(c, [350.0, 0.0, 206.0]).await;
         (ok, m, dir) = press();
     }
     assert!(ok, "{name}: task failed: {m}\n{}", c.log_text());
@@ -283,7 +283,7 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
         let mut tries = 0;
         let (ok, m, dir) = loop {
             tries += 1;
-            place_and_tare(&c, [350.0, 0.0, 208.0]).await;
+            place_and_tare(&c, [350.0, 0.0, 206.0]).await;
             let since = common::clock::mono_ns();
             let (ok, m, dir) = hybrid(&c, &task, &[], &name);
             let why = m["aborted"].as_str().unwrap_or("");
@@ -304,6 +304,20 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
             .collect();
         let rms = (during.iter().map(|e| e * e).sum::<f64>() / during.len().max(1) as f64).sqrt();
         let max = during.iter().fold(0.0f64, |a, e| a.max(e.abs()));
+        // The first contact on the true force: the rise from 10 to 90 % of the setpoint and
+        // the overshoot past it before the move starts (2 s after contact).
+        let truth = column(&dir.join("trace.csv"), "truth_force_z");
+        let t10 = truth.iter().find(|(_, f)| *f >= 1.0).map(|p| p.0);
+        let t90 = truth.iter().find(|(_, f)| *f >= 9.0).map(|p| p.0);
+        let rise = match (t10, t90) {
+            (Some(a), Some(b)) => b - a,
+            _ => f64::NAN,
+        };
+        let settle_peak = truth
+            .iter()
+            .filter(|(t, _)| t90.is_some_and(|t9| *t >= t9) && *t <= contact + 2.0)
+            .fold(0.0f64, |a, p| a.max(p.1));
+        let overshoot_pct = (settle_peak - 10.0).max(0.0) * 10.0;
         let est = m["stiffness_estimate_n_per_m"][2]
             .as_f64()
             .unwrap_or(f64::NAN);
@@ -314,7 +328,8 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
         eprintln!(
             "{name}: un-identified, true first-contact peak {peak:.1} N (estimate {:.1} N), \
              during the move true RMS error {rms:.3} N, max {max:.2} N, stiffness estimate {est:.3e} N/m, gains \
-             made for {gains_for:.3e} N/m, contact at {contact:.2} s, ended at {t_end:.2} s: {}",
+             made for {gains_for:.3e} N/m, contact at {contact:.2} s, ended at {t_end:.2} s, \
+             rise {rise:.3} s, overshoot {overshoot_pct:.1} %: {}",
             z["peak_first_contact"].as_f64().unwrap_or(f64::NAN),
             if ok { "completed" } else { &why }
         );
@@ -336,9 +351,19 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
                 est >= 0.75 * stiffness && est <= 1.5 * stiffness,
                 "{name}: estimate {est:e} N/m"
             );
-            if stiffness == 2e4 {
-                assert!(peak <= 15.0, "{name}: peak {peak:.1} N > 1.5 × 10 N");
-            }
+            // Issue 20's acceptance for the first contact: a true peak ≤ 13 N and ≤ 10 %
+            // overshoot on every table (measured 10.1–10.5 N, 1.7–5.0 %). Its rise target
+            // (≤ 0.15 s) is not met on the softest table (0.196 s measured, docs/hybrid.md):
+            // the bound here is what would catch a regression to the creeping seating (0.5 s).
+            assert!(
+                peak <= 13.0,
+                "{name}: true first-contact peak {peak:.1} N > 13 N"
+            );
+            assert!(
+                overshoot_pct <= 10.0,
+                "{name}: overshoot {overshoot_pct:.1} %"
+            );
+            assert!(rise <= 0.3, "{name}: rise {rise:.3} s");
         } else {
             // The chatter ends the task soon after it begins, the command fails.
             assert!(!ok, "{name}: the chattering press completed: {m}");
@@ -406,7 +431,7 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     assert!(err.contains("NotTared"), "{err}");
 
     // Stale wrench: unplug the sensor mid-task.
-    place_and_tare(&c, [350.0, 0.0, 208.0]).await;
+    place_and_tare(&c, [350.0, 0.0, 206.0]).await;
     let run = hybrid_in_background(&c, repo_root().join("tasks/press-table.toml"), "stale");
     tokio::time::sleep(Duration::from_secs(4)).await;
     tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": true})).await;
@@ -422,7 +447,7 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
 
     // Excess force: 25 N pushed on the tool by the simulator (an obstacle, a person) during
     // the approach of a 10 N press with a 20 N limit.
-    place_and_tare(&c, [350.0, 0.0, 208.0]).await;
+    place_and_tare(&c, [350.0, 0.0, 206.0]).await;
     let task = std::env::temp_dir().join(format!("hy-limit-{}.toml", std::process::id()));
     let text = std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).expect("task")
         + "\n[limits]\nmax_force_n = 20.0\n";
@@ -868,7 +893,7 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
         })
     };
     let above = ["move", "350", "0", "208", "0", "0", "1", "0", "--wait"];
-    place_and_tare(&c, [350.0, 0.0, 208.0]).await;
+    place_and_tare(&c, [350.0, 0.0, 206.0]).await;
     mark("task start (approach, first contact)", false);
     run(&hold);
     mark("completion (duration ran out: holds)", false);
@@ -908,7 +933,7 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": false})).await;
-    place_and_tare(&c, [350.0, 0.0, 208.0]).await;
+    place_and_tare(&c, [350.0, 0.0, 206.0]).await;
     run(&hold);
     tokio::time::sleep(Duration::from_millis(300)).await;
     mark("guide start (from a press at 10 N)", true);

@@ -230,7 +230,7 @@ fn workload_task(seconds: f64) -> anyhow::Result<common::msg::HybridTask> {
 async fn start_workload(s: &Session, cell: &CellSection, seconds: f64) -> anyhow::Result<()> {
     leadexp::place(s, cell, [350.0, 0.0, 320.0], 150.0).await?;
     leadexp::scenario(s, cell, json!({ "load": "scenarios/table-contact.toml" })).await?;
-    leadexp::place_and_tare(s, cell, [350.0, 0.0, 208.0], 100.0).await?;
+    leadexp::place_and_tare(s, cell, [350.0, 0.0, 206.0], 100.0).await?;
     let mut task = workload_task(seconds)?;
     task.stamp = cli::stamp();
     crate::hybrid::wait_for_usable_wrench(s, cell, Duration::from_secs(2)).await;

@@ -620,7 +620,7 @@ async fn press(
     let o = loop {
         let attempt = crate::stall::Attempt::start();
         // Tool down 8 mm above the table (top at z = 0.20 m), still: tare there.
-        leadexp::place_and_tare(s, cell, [350.0, 0.0, 208.0], 100.0).await?;
+        leadexp::place_and_tare(s, cell, [350.0, 0.0, 206.0], 100.0).await?;
         let mut task = control::taskfile::parse(PRESS_TASK)
             .map_err(|e| anyhow::anyhow!("task: {}", e.join("; ")))?;
         task.rate_hz = 0.0;

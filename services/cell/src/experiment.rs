@@ -321,7 +321,7 @@ fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
             out.push(Case {
                 label: "IRB 120 press 2 → 10 N".into(),
                 scenario: json!({"load": "scenarios/table-contact.toml"}),
-                place_mm: Some([350.0, 0.0, 208.0]),
+                place_mm: Some([350.0, 0.0, 206.0]),
                 task,
                 force_axis: 2,
                 score: Score::Step {

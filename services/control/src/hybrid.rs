@@ -386,6 +386,18 @@ pub const DEFAULT_WORST_CASE_STIFFNESS_N_PER_M: f64 = 1e6;
 pub const APPROACH_SETPOINT_FRACTION: f64 = 0.5;
 /// Seating ends when the force first reaches this fraction of its setpoint.
 pub const SEATED_FRACTION: f64 = 0.9;
+/// How long the arm moves on after the seating decides to stop, as a fraction of the loop
+/// delay `T`, with the reference pulled back to the measured pose: the servo's transport
+/// delay and its deceleration, not the tracking lag (which the pull-back removes).
+pub const STOP_LAG_FRACTION: f64 = 0.5;
+/// The first contact's overshoot on the cell's worst-case surface, as a fraction of the
+/// setpoint: until the surface is known the approach moves no faster than
+/// `c·|F_d| / (K_wc·STOP_LAG_FRACTION·T)`.
+pub const APPROACH_PEAK_FRACTION: f64 = 0.3;
+/// The seating's secant stiffness needs at least this travel (m) and this force rise (N)
+/// between the touch and the seated pose.
+pub const SECANT_MIN_DX_M: f64 = 1e-6;
+pub const SECANT_MIN_DF_N: f64 = 1.0;
 /// The approach speed's design fraction of the force limit on the worst-case stiffness:
 /// `v ≤ c·max_force_n/(K_wc·T)`.
 pub const APPROACH_MAX_FORCE_FRACTION: f64 = 0.5;
@@ -824,6 +836,15 @@ pub struct ArmRun {
     v_est: Vector3<f64>,
     /// On-line stiffness and the gains that follow it ([`ArmRun::with_adaptation`]).
     adapt: Option<Adaptation>,
+    /// The unfiltered peak force and torque of the last cycle (the seating's rate of rise).
+    prev_peak: Option<[f64; 2]>,
+    /// Per translational axis: the seating stopped it (its command pulled back to the
+    /// measured pose once).
+    stopped: [bool; 3],
+    /// Per translational axis: where the seating touched (the position along the axis, the
+    /// unfiltered force), and the secant stiffness from there to the seated pose.
+    touch: [Option<(f64, f64)>; 3],
+    seat_secant: [Option<f64>; 3],
 }
 
 /// Gains that follow the surface: per translational force axis an on-line stiffness
@@ -930,6 +951,10 @@ impl ArmRun {
             prev_p: None,
             v_est: Vector3::zeros(),
             adapt: None,
+            prev_peak: None,
+            stopped: [false; 3],
+            touch: [None; 3],
+            seat_secant: [None; 3],
             task,
         })
     }
@@ -994,10 +1019,12 @@ impl ArmRun {
             } else {
                 a.est[k].pause();
             }
-            let before = if settled_in {
-                a.made_for[k]
-            } else {
-                a.stiffest_n_per_m
+            let before = match self.seat_secant[k] {
+                // Seated without an estimate (a stiff surface: 10 N is 10 µm into 10⁶ N/m,
+                // over before the estimator has data): the seating's own secant.
+                Some(ks) => ks.clamp(a.softest_n_per_m, a.stiffest_n_per_m),
+                None if settled_in => a.made_for[k],
+                None => a.stiffest_n_per_m,
             };
             let want = crate::stiffness::scheduled_stiffness(
                 &a.last[k],
@@ -1034,10 +1061,13 @@ impl ArmRun {
             ke[..3].copy_from_slice(&a.scheduled);
         }
         let gains_for = std::array::from_fn(|k| if self.task.force_axes[k] { ke[k] } else { 0.0 });
+        // The estimator's, else the seating's secant (a stiff surface seats before the
+        // estimator has data).
         let est = std::array::from_fn(|k| {
             self.adapt
                 .as_ref()
                 .and_then(|a| a.last[k].k_n_per_m)
+                .or(self.seat_secant[k])
                 .unwrap_or(0.0)
         });
         (gains_for, est)
@@ -1152,10 +1182,23 @@ impl ArmRun {
                 v = v.min(APPROACH_SETPOINT_FRACTION * f_ref.abs() / (ke[k] * t));
             }
         }
-        if k < 3 && self.worst_case_n_per_m > 0.0 {
+        // The worst case stands until the surface under the tool is known: in contact with
+        // a usable estimate (which the feedforward's stiffness then follows) it is not
+        // assumed any more; a lost contact searches for an unknown surface again.
+        let known = k < 3
+            && self.sup.in_contact()
+            && self
+                .adapt
+                .as_ref()
+                .is_some_and(|a| a.last[k].upper().is_some());
+        if k < 3 && self.worst_case_n_per_m > 0.0 && !known {
             v = v.min(
                 APPROACH_MAX_FORCE_FRACTION * self.sup.limits.max_force_n
                     / (self.worst_case_n_per_m * t),
+            );
+            v = v.min(
+                APPROACH_PEAK_FRACTION * f_ref.abs()
+                    / (self.worst_case_n_per_m * STOP_LAG_FRACTION * t),
             );
         }
         let floor = if k < 3 { 1e-4 } else { 1e-3 };
@@ -1286,6 +1329,17 @@ impl ArmRun {
             }
             self.seating = true;
         }
+        // Along {C} from the start: where the tool is (for the seating's secant and the
+        // estimator).
+        let p_c = rc.inverse() * (i.tcp.translation.vector - self.start_tcp.translation.vector);
+        if self.seating && self.sup.in_contact() {
+            for k in 0..3 {
+                if sel[k] && f_ref[k] != 0.0 && self.touch[k].is_none() {
+                    let s = f_ref[k].signum();
+                    self.touch[k] = Some((s * p_c[k], finite_or_zero(i.peak.force_n)));
+                }
+            }
+        }
         if self.seating
             && self.sup.in_contact()
             && (0..6)
@@ -1293,6 +1347,16 @@ impl ArmRun {
                 .all(|k| fc[k] * f_ref[k].signum() >= SEATED_FRACTION * f_ref[k].abs())
         {
             self.seating = false;
+            // The seating's secant: from the touch (unfiltered force, measured pose) to the
+            // seated pose (the filtered force, settled by now: the arm has stopped).
+            for k in 0..3 {
+                if let Some((x1, f1)) = self.touch[k].take() {
+                    let s = f_ref[k].signum();
+                    let (dx, df) = (s * p_c[k] - x1, s * fc[k] - f1);
+                    self.seat_secant[k] =
+                        (dx > SECANT_MIN_DX_M && df > SECANT_MIN_DF_N).then(|| df / dx);
+                }
+            }
         }
         if self.sup.in_contact() && self.contact_s.is_none() {
             self.contact_s = Some(t);
@@ -1321,7 +1385,6 @@ impl ArmRun {
             // axes move (sliding, a contour: the surface height under the tool changes, and
             // a tracking frame turns) the estimate is held.
             let still = v_ref.iter().all(|v| *v == 0.0);
-            let p_c = rc.inverse() * (i.tcp.translation.vector - self.start_tcp.translation.vector);
             self.adapt_step(&p_c, &fc, &f_ref, dt, still);
         }
         let mut u = if self.done {
@@ -1344,28 +1407,55 @@ impl ArmRun {
         // ([`ArmRun::approach_speed`]: the overshoot ≈ K·v·T). The filtered estimate lags an
         // impact by ~25 ms, so once the unfiltered force (the force service's confirmed peak)
         // has reached the setpoint the axis stops advancing until the estimate catches up.
+        let peak = [
+            finite_or_zero(i.peak.force_n),
+            finite_or_zero(i.peak.torque_nm),
+        ];
+        // The unfiltered peak's rate of rise (per second), for the seating's stop.
+        let rise_rate = match (self.prev_peak, dt > 0.0) {
+            (Some(p), true) => [
+                ((peak[0] - p[0]) / dt).max(0.0),
+                ((peak[1] - p[1]) / dt).max(0.0),
+            ],
+            _ => [0.0; 2],
+        };
+        self.prev_peak = Some(peak);
         if !self.done && (!self.sup.in_contact() || self.seating) {
-            let peak = [
-                finite_or_zero(i.peak.force_n),
-                finite_or_zero(i.peak.torque_nm),
-            ];
+            // Where the force will be when the arm has stopped: it moves on for about
+            // `STOP_LAG_FRACTION·T` after a stop is decided (the reference is pulled back to
+            // the measured pose, below), the force rising at its current rate.
+            let t_stop = STOP_LAG_FRACTION * self.loop_delay_s;
             for k in 0..6 {
                 if !(sel[k] && f_ref[k] != 0.0) {
                     continue;
                 }
                 let s = f_ref[k].signum();
-                let cap = if peak[k / 3] >= SEATED_FRACTION * f_ref[k].abs() {
+                let predicted = peak[k / 3] + rise_rate[k / 3] * t_stop;
+                let stop = predicted >= SEATED_FRACTION * f_ref[k].abs();
+                let cap = if stop {
                     0.0
                 } else {
                     self.approach_speed(k, f_ref[k])
                 };
-                if !self.sup.in_contact() {
-                    // No contact yet (or lost): the force axes approach towards the
-                    // reference's sign.
-                    u[k] = s * cap;
-                } else if u[k] * s > cap {
-                    u[k] = s * cap;
+                if k < 3 {
+                    if stop && !self.stopped[k] {
+                        // Stop where the arm is: the command leads the measured pose by the
+                        // tracking lag (v·T); left there, the arm would travel it into the
+                        // surface after the decision (the first contact's overshoot).
+                        let ax = rc * Vector3::ith(k, 1.0);
+                        let lead =
+                            ax.dot(&(self.command.translation.vector - i.tcp.translation.vector));
+                        if lead * s > 0.0 {
+                            self.command.translation.vector -= ax * lead;
+                        }
+                    }
+                    self.stopped[k] = stop;
                 }
+                // No contact yet (or lost), or seating: the force axes move towards the
+                // reference's sign at the approach speed, a guarded move that ends on the
+                // predicted force (the law's own output, with gains made for the worst case
+                // until the estimate is usable, would creep: 0.1 mm/s on a soft surface).
+                u[k] = s * cap;
             }
         }
         if i.peak.bridged {
@@ -2412,9 +2502,9 @@ mod tests {
     #[test]
     fn the_search_for_a_surface_is_bounded_in_travel() {
         let limits = default_limits();
-        let mut cell = Cell::new(2e4, 0.002);
+        let mut cell = Cell::new(2e4, 0.0005);
         cell.edge_x = 0.45;
-        let mut task = press_task(10.0, 30.0);
+        let mut task = press_task(10.0, 60.0);
         task.reference[0] = Profile::Ramp {
             from: 0.0,
             to: 0.1,
@@ -2422,7 +2512,7 @@ mod tests {
             duration_s: 5.0,
         };
         let mut lowest: f64 = 0.0;
-        let e = run_arm(task, &mut cell, limits, 30.0, |_, _, c| {
+        let e = run_arm(task, &mut cell, limits, 60.0, |_, _, c| {
             lowest = lowest.min(c.pos.z)
         })
         .expect_err("off the edge");
@@ -2438,14 +2528,18 @@ mod tests {
             drop * 1e3
         );
         // No surface at all: the approach ends after its travel.
+        // (At the unknown surface's approach speed, 0.2 mm/s for 10 N, the timeout would end
+        // it first: this search is given the time to reach its travel bound.)
         let mut void = Cell::new(2e4, 0.002);
         void.surface_z = -10.0;
         let mut travelled: f64 = 0.0;
+        let mut slow = limits;
+        slow.approach_timeout_s = 400.0;
         let e = run_arm(
-            press_task(10.0, 90.0),
+            press_task(10.0, 400.0),
             &mut void,
-            limits,
-            90.0,
+            slow,
+            400.0,
             |_, _, c| travelled = travelled.max(0.002 - c.pos.z),
         )
         .expect_err("no surface");
@@ -2758,15 +2852,15 @@ mod tests {
 
     #[test]
     fn contact_loss_is_detected_and_the_axis_approaches_again() {
-        let mut cell = Cell::new(2e4, 0.002);
+        let mut cell = Cell::new(2e4, 0.0005);
         let limits = default_limits();
         let mut phases = Vec::new();
         let mut dropped = false;
         run_arm(
-            press_task(10.0, 20.0),
+            press_task(10.0, 30.0),
             &mut cell,
             limits,
-            12.0,
+            25.0,
             |t, rep, c| {
                 if t > 3.0 && !dropped {
                     // The surface drops away by 3 mm at once (the re-approach may search 5).
@@ -2785,5 +2879,83 @@ mod tests {
             phases[i..].contains(&HybridPhase::Contact),
             "contact made again"
         );
+    }
+
+    /// The 10 N press on a surface nobody identified (gains made for 2·10⁴ N/m): the true
+    /// first-contact peak, the rise (10 → 90 % of the setpoint, from the first touch) and the
+    /// overshoot past the setpoint after the rise, with the gains following the estimate.
+    fn unknown_surface_press(surface: f64) -> (f64, f64, f64, Result<(), Abort>, StepReport) {
+        let limits = default_limits();
+        let mut cell = Cell::new(surface, 0.0005);
+        cell.gain_k = 2e4;
+        cell.filtered = true;
+        cell.adapt = true;
+        let mut touched: Option<f64> = None;
+        let (mut t10, mut t90) = (None, None);
+        let mut peak: f64 = 0.0;
+        let mut after: f64 = 0.0;
+        let mut last = StepReport::default();
+        let r = run_arm(
+            press_task(10.0, 8.0),
+            &mut cell,
+            limits,
+            8.0,
+            |t, rep, c| {
+                let f = c.force().z;
+                if f > 0.0 && touched.is_none() {
+                    touched = Some(t);
+                }
+                if touched.is_some_and(|t0| t - t0 <= 1.0) {
+                    peak = peak.max(f);
+                }
+                if f >= 1.0 && t10.is_none() {
+                    t10 = Some(t);
+                }
+                if f >= 9.0 && t90.is_none() {
+                    t90 = Some(t);
+                }
+                if t90.is_some() {
+                    after = after.max(f);
+                }
+                last = *rep;
+            },
+        );
+        let rise = match (t10, t90) {
+            (Some(a), Some(b)) => b - a,
+            _ => f64::INFINITY,
+        };
+        let overshoot = (after - 10.0).max(0.0) / 10.0 * 100.0;
+        eprintln!(
+            "surface {surface:e}: peak {peak:.2} N, rise {rise:.3} s, overshoot {overshoot:.1} %, \
+             estimate {:.3e}, gains for {:.3e}: {}",
+            last.stiffness_estimate_n_per_m[2],
+            last.gains_for_n_per_m[2],
+            r.as_ref()
+                .map_or_else(|e| e.0.clone(), |_| "completed".into())
+        );
+        (peak, rise, overshoot, r, last)
+    }
+
+    /// Issue 20: the first contact on a surface nobody identified, 2·10⁴ … 10⁶ N/m, gains
+    /// made for 2·10⁴. The approach is bounded for the worst case until the surface is known
+    /// (`APPROACH_PEAK_FRACTION`), the seating is a guarded move that stops on the predicted
+    /// force with its reference pulled back to the measured pose, and speeds up once the
+    /// estimate says the surface is soft; a stiff surface seats before the estimator has data
+    /// and its gains come from the seating's secant. Before: 29 N on 10⁶ N/m (the gains fell
+    /// back to the task's 2·10⁴ 0.3 s after contact with no estimate), 0.52 s to rise on 2·10⁴.
+    #[test]
+    fn unknown_surface_first_contact_rise_and_overshoot() {
+        for surface in [2e4, 1e5, 1e6] {
+            let (peak, rise, overshoot, r, last) = unknown_surface_press(surface);
+            assert!(r.is_ok(), "{r:?}");
+            assert!(peak <= 13.0, "surface {surface:e}: peak {peak:.2} N");
+            assert!(overshoot <= 10.0, "surface {surface:e}: {overshoot:.1} %");
+            assert!(rise <= 0.25, "surface {surface:e}: rise {rise:.3} s");
+            let est = last.stiffness_estimate_n_per_m[2];
+            assert!(
+                (est / surface - 1.0).abs() < 0.3,
+                "surface {surface:e}: {est:e}"
+            );
+        }
     }
 }

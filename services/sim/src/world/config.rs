@@ -128,6 +128,24 @@ pub struct SurfaceParams {
     pub mu: f64,
     /// Optional ramp motion.
     pub motion: Option<Ramp>,
+    /// Optional stiffness that changes along the surface (a pad set flush into the table,
+    /// tapering out): `{ axis = [1, 0, 0], from_m = 0.40, to_m = 0.41,
+    /// to_stiffness_n_per_m = 1e6 }` (`contact::Grade`).
+    pub grade: Option<GradeParams>,
+}
+
+/// `grade = { … }` of a surface.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GradeParams {
+    /// Direction along which the stiffness changes (base; normalised on use).
+    pub axis: [f64; 3],
+    /// `stiffness_n_per_m` up to here (m, along `axis`) ...
+    pub from_m: f64,
+    /// ... `to_stiffness_n_per_m` from here on, the compliance linear in between (m).
+    pub to_m: f64,
+    /// N/m, in [0, 1e9].
+    pub to_stiffness_n_per_m: f64,
 }
 
 impl Default for SurfaceParams {
@@ -149,6 +167,7 @@ impl Default for SurfaceParams {
             damping_n_s_per_m: 50.0,
             mu: 0.3,
             motion: None,
+            grade: None,
         }
     }
 }
@@ -320,6 +339,37 @@ impl SurfaceParams {
         if let Some(m) = &self.motion {
             e.extend(m.validate(&format!("{prefix}.motion")));
         }
+        if let Some(g) = &self.grade {
+            check_vec(&mut e, &format!("{prefix}.grade.axis"), &g.axis, 10.0);
+            let n = Vector3::from(g.axis).norm();
+            if !(n.is_finite() && n > 1e-9) {
+                e.push(format!("{prefix}.grade.axis: must be a non-zero direction"));
+            }
+            for (key, v) in [("from_m", g.from_m), ("to_m", g.to_m)] {
+                check_range(
+                    &mut e,
+                    &format!("{prefix}.grade.{key}"),
+                    v,
+                    -10.0,
+                    10.0,
+                    "m",
+                );
+            }
+            if g.from_m.is_finite() && g.to_m.is_finite() && g.to_m < g.from_m {
+                e.push(format!(
+                    "{prefix}.grade.to_m: must be ≥ from_m ({} < {})",
+                    g.to_m, g.from_m
+                ));
+            }
+            check_range(
+                &mut e,
+                &format!("{prefix}.grade.to_stiffness_n_per_m"),
+                g.to_stiffness_n_per_m,
+                0.0,
+                1e9,
+                "N/m",
+            );
+        }
         e
     }
 
@@ -356,14 +406,26 @@ impl SurfaceParams {
                 thickness: self.thickness_m.filter(|r| r.is_finite() && *r > 0.0)?,
             },
         };
-        Some(Surface::new(
-            self.display_name(index),
-            shape,
-            self.stiffness_n_per_m,
-            self.damping_n_s_per_m,
-            self.mu,
-            self.motion,
-        ))
+        let grade = match &self.grade {
+            Some(g) => Some(super::contact::Grade {
+                axis: unit(g.axis)?,
+                from_m: g.from_m,
+                to_m: g.to_m,
+                to_stiffness: g.to_stiffness_n_per_m,
+            }),
+            None => None,
+        };
+        Some(
+            Surface::new(
+                self.display_name(index),
+                shape,
+                self.stiffness_n_per_m,
+                self.damping_n_s_per_m,
+                self.mu,
+                self.motion,
+            )
+            .with_grade(grade),
+        )
     }
 
     /// The name used in reports (`surface<i>` when unnamed).

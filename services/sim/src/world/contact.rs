@@ -441,6 +441,49 @@ pub struct Surface {
     pub motion: Option<Ramp>,
     /// The start trigger of `motion` (a `time` trigger when there is no motion).
     pub trigger: TriggerClock,
+    /// A stiffness that changes along the surface ([`Grade`]); `stiffness` where it does not.
+    pub grade: Option<Grade>,
+}
+
+/// A stiffness that changes along a surface: a compliant pad set flush into a stiff table,
+/// its depth tapering to nothing. A pad's column compresses in proportion to its depth, so the
+/// compliance `1/K` (pad in series with the table) falls linearly along the taper. With
+/// `s = axis·c` (`c` the contact point, base, at rest): `K = stiffness` for `s ≤ from_m`,
+/// `K = to_stiffness` for `s ≥ to_m`, and `1/K` linear in `s` in between. The surface's
+/// height does not change: only what it is made of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grade {
+    /// Unit direction along which the stiffness changes (base).
+    pub axis: Vector3<f64>,
+    pub from_m: f64,
+    pub to_m: f64,
+    /// The stiffness from `to_m` on (N/m).
+    pub to_stiffness: f64,
+}
+
+impl Grade {
+    /// The stiffness at the contact point `c` (base) of a surface whose own is `k0`.
+    pub fn stiffness_at(&self, k0: f64, c: &Vector3<f64>) -> f64 {
+        let s = self.axis.dot(c);
+        let span = self.to_m - self.from_m;
+        let w = if span > 0.0 {
+            ((s - self.from_m) / span).clamp(0.0, 1.0)
+        } else if s >= self.to_m {
+            1.0
+        } else {
+            0.0
+        };
+        if w <= 0.0 {
+            return k0;
+        }
+        if w >= 1.0 {
+            return self.to_stiffness;
+        }
+        if k0 <= 0.0 || self.to_stiffness <= 0.0 {
+            return k0 + (self.to_stiffness - k0) * w;
+        }
+        1.0 / ((1.0 - w) / k0 + w / self.to_stiffness)
+    }
 }
 
 /// Penetration of the tip sphere into a surface.
@@ -492,6 +535,21 @@ impl Surface {
             mu,
             motion,
             trigger: TriggerClock::new(motion.map_or(Trigger::Time, |m| m.trigger)),
+            grade: None,
+        }
+    }
+
+    /// The same surface with a stiffness that changes along it.
+    pub fn with_grade(mut self, grade: Option<Grade>) -> Self {
+        self.grade = grade;
+        self
+    }
+
+    /// The normal stiffness at the contact point `c` (base, the surface's own coordinates).
+    pub fn stiffness_at(&self, c: &Vector3<f64>) -> f64 {
+        match &self.grade {
+            Some(g) => g.stiffness_at(self.stiffness, c),
+            None => self.stiffness,
         }
     }
 
@@ -666,7 +724,8 @@ impl Surface {
         let v_point = tcp_twist.linear + tcp_twist.angular.cross(&r);
         let v_rel = v_point - self.velocity(t);
         let depth_rate = -v_rel.dot(&n);
-        let normal_force = (self.stiffness * p.depth + self.damping * depth_rate).max(0.0);
+        let k = self.stiffness_at(&(point - self.offset(t)));
+        let normal_force = (k * p.depth + self.damping * depth_rate).max(0.0);
         let v_t = v_rel - n * v_rel.dot(&n);
         let speed = v_t.norm();
         let friction = if speed > 0.0 && normal_force > 0.0 && self.mu > 0.0 {
@@ -816,6 +875,48 @@ mod tests {
 
     fn moving(v: Vector3<f64>) -> Twist {
         Twist::new(v, Vector3::zeros())
+    }
+
+    /// A pad set flush into a steel table, tapering out along x: the same depth presses
+    /// with the pad's stiffness before the taper, the steel's after it, and in between the
+    /// compliance falls linearly (pad and steel in series); the height does not change.
+    #[test]
+    fn a_graded_surface_changes_stiffness_along_it_not_height() {
+        let g = Grade {
+            axis: Vector3::x(),
+            from_m: 0.40,
+            to_m: 0.42,
+            to_stiffness: 1e6,
+        };
+        let t = table(0.0, 0.0).with_grade(Some(g));
+        let k0 = t.stiffness;
+        let at = |x: f64| {
+            t.contact(
+                &Vector3::new(x, 0.0, 0.101 - 1e-5),
+                &still(),
+                0.001,
+                1e-3,
+                0.0,
+            )
+            .map(|c| (c.depth, c.normal_force))
+            .expect("contact")
+        };
+        let (d0, f0) = at(0.35);
+        let (d1, f1) = at(0.45);
+        let (dm, fm) = at(0.41);
+        assert!((d0 - 1e-5).abs() < 1e-12 && (d1 - d0).abs() < 1e-12 && (dm - d0).abs() < 1e-12);
+        assert!((f0 - k0 * 1e-5).abs() < 1e-9, "{f0}");
+        assert!((f1 - 1e6 * 1e-5).abs() < 1e-6, "{f1}");
+        let km = 1.0 / (0.5 / k0 + 0.5 / 1e6);
+        assert!((fm - km * 1e-5).abs() < 1e-6, "{fm} vs {}", km * 1e-5);
+        // Monotonic through the taper.
+        let mut prev = 0.0;
+        for i in 0..=40 {
+            let x = 0.395 + i as f64 * 0.0005;
+            let k = g.stiffness_at(k0, &Vector3::new(x, 0.0, 0.0));
+            assert!(k >= prev && (k0..=1e6).contains(&k), "x {x}: {k}");
+            prev = k;
+        }
     }
 
     #[test]
