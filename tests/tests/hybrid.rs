@@ -774,7 +774,7 @@ async fn contour_following_over_a_pipe_with_a_tracking_frame() {
         &["sim.scenario=\"scenarios/curved-contact.toml\""],
     );
     let _s = tests::up_all(&c).await;
-    place_and_tare(&c, [350.0, 0.0, 232.0]).await;
+    place_and_tare(&c, [350.0, 0.0, 226.0]).await;
     let (ok, m, dir) = hybrid(&c, "tasks/contour-cylinder.toml", &[], "contour");
     assert!(ok, "{m}\n{}", c.log_text());
     let contact = m["contact_at_s"].as_f64().expect("contact");

@@ -1196,10 +1196,17 @@ impl ArmRun {
                 APPROACH_MAX_FORCE_FRACTION * self.sup.limits.max_force_n
                     / (self.worst_case_n_per_m * t),
             );
-            v = v.min(
-                APPROACH_PEAK_FRACTION * f_ref.abs()
-                    / (self.worst_case_n_per_m * STOP_LAG_FRACTION * t),
-            );
+            // A task whose gains follow the surface does not know it: its first contact is
+            // bounded to a fraction of the setpoint over the worst case. (A task on fixed
+            // gains declares them made for its surface — the peg's plate — and keeps the
+            // force limit's bound above: a peg searching 10 mm down a hole at 0.1 mm/s
+            // would not be inserted in its time.)
+            if self.adapt.is_some() {
+                v = v.min(
+                    APPROACH_PEAK_FRACTION * f_ref.abs()
+                        / (self.worst_case_n_per_m * STOP_LAG_FRACTION * t),
+                );
+            }
         }
         let floor = if k < 3 { 1e-4 } else { 1e-3 };
         lim.min(v.max(floor))
