@@ -863,7 +863,24 @@ struct Adaptation {
     scheduled: [f64; 3],
     softest_n_per_m: f64,
     stiffest_n_per_m: f64,
+    /// Per axis: where the surface is along it (into the surface positive, from the task's
+    /// start) and how uncertain that is (m), from the spring model while the tool is still
+    /// and the stiffness known (`x − F/K̂`).
+    surface_x: [Option<(f64, f64)>; 3],
+    /// Per axis: the stiffness was raised from the depth while sliding; the estimator
+    /// starts afresh and the gains are not lowered until it is usable again.
+    raised: [bool; 3],
+    /// Whether the depth may raise the stiffness while sliding (see [`DEPTH_UNCERTAINTY_M`]).
+    depth_raise: bool,
 }
+
+/// Sliding on a surface whose height does not change (a base or tool frame, not a tracking
+/// one), the depth below where the surface was found tells the stiffness: `K = F/d`. It may
+/// only *raise* the scheduled stiffness (a pad giving way to steel along the path); `d` is
+/// taken less its uncertainty, so that the reading errs stiff (slower, stable gains).
+/// The floor of the depth's uncertainty (m): the measured pose's noise, the surface's
+/// flatness.
+pub const DEPTH_UNCERTAINTY_M: f64 = 2e-6;
 
 /// A scheduled stiffness moving by less than this fraction leaves the gains as they are.
 pub const RETUNE_FRACTION: f64 = 0.05;
@@ -983,6 +1000,9 @@ impl ArmRun {
             scheduled: made_for,
             softest_n_per_m,
             stiffest_n_per_m: self.worst_case_n_per_m.max(softest_n_per_m),
+            surface_x: [None; 3],
+            raised: [false; 3],
+            depth_raise: true,
         });
         // Until the estimate is usable the gains are made for the stiffest surface.
         self.adapt_step(&Vector3::zeros(), &[0.0; 6], &[1.0; 6], 0.0, false);
@@ -1006,6 +1026,7 @@ impl ArmRun {
         let settled_in = self
             .contact_s
             .is_some_and(|c| self.t_s - c > PRE_ESTIMATE_S);
+        let flat = self.task.frame_kind != FrameKind::Tracking;
         let Some(a) = self.adapt.as_mut() else {
             return;
         };
@@ -1014,10 +1035,49 @@ impl ArmRun {
                 continue;
             }
             let s = f_ref[k].signum();
+            let (x, f) = (s * p_c[k], s * fc[k]);
             if in_contact && still {
-                a.last[k] = a.est[k].step(s * p_c[k], s * fc[k], dt);
+                a.last[k] = a.est[k].step(x, f, dt);
+                // Where the surface is: x − F/K̂ (the estimate, else the seating's secant).
+                let known = match (a.last[k].usable, a.last[k].k_n_per_m) {
+                    (true, Some(kk)) => Some((kk, a.last[k].se_n_per_m)),
+                    _ => self.seat_secant[k].map(|kk| (kk, 0.1 * kk)),
+                };
+                if let Some((kk, se)) = known.filter(|(kk, _)| *kk > 0.0) {
+                    if f >= 1.0 {
+                        let unc = 2.0 * f * se / (kk * kk) + DEPTH_UNCERTAINTY_M;
+                        a.surface_x[k] = Some((x - f / kk, unc));
+                    }
+                }
             } else {
                 a.est[k].pause();
+            }
+            if a.depth_raise && in_contact && !still && flat {
+                if let Some((x0, unc)) = a.surface_x[k] {
+                    let d = x - x0 - unc;
+                    let kd = if d > DEPTH_UNCERTAINTY_M {
+                        f / d
+                    } else {
+                        a.stiffest_n_per_m
+                    };
+                    let kd = kd.min(a.stiffest_n_per_m);
+                    if f >= 1.0 && kd > a.scheduled[k] * (1.0 + RETUNE_FRACTION) {
+                        let scale = a.made_for[k] / kd;
+                        self.law
+                            .retune_force_axis(k, a.kp_f0[k] * scale, a.ki_f0[k] * scale);
+                        a.scheduled[k] = kd;
+                        if let Feedforward::RateOverStiffness(ke) = &mut self.law.ff {
+                            ke[k] = kd;
+                        }
+                        a.raised[k] = true;
+                        a.est[k].reset();
+                        a.last[k] = Default::default();
+                    }
+                }
+            }
+            if a.raised[k] && !a.last[k].usable {
+                // Raised from the depth: kept until the estimator has learnt the new surface.
+                continue;
             }
             let before = match self.seat_secant[k] {
                 // Seated without an estimate (a stiff surface: 10 N is 10 µm into 10⁶ N/m,
@@ -2030,6 +2090,9 @@ mod tests {
         lp: [Vector3<f64>; 2],
         /// The task's gains follow an on-line stiffness estimate ([`ArmRun::with_adaptation`]).
         adapt: bool,
+        /// A stiffness that changes along x (from, to, stiffness from `to` on): the
+        /// compliance linear in between, the height unchanged (the simulator's `grade`).
+        grade: Option<(f64, f64, f64)>,
     }
 
     impl Cell {
@@ -2046,6 +2109,17 @@ mod tests {
                 filtered: false,
                 lp: [Vector3::zeros(); 2],
                 adapt: false,
+                grade: None,
+            }
+        }
+        /// The surface's stiffness under the tool.
+        fn k_here(&self) -> f64 {
+            match self.grade {
+                Some((a, b, k1)) => {
+                    let w = ((self.pos.x - a) / (b - a)).clamp(0.0, 1.0);
+                    1.0 / ((1.0 - w) / self.k + w / k1)
+                }
+                None => self.k,
             }
         }
         fn step(&mut self, cmd: Vector3<f64>, dt: f64) {
@@ -2083,7 +2157,7 @@ mod tests {
         fn force(&self) -> Vector3<f64> {
             let d = -(self.pos - Vector3::new(0.0, 0.0, self.surface_z)).dot(&self.normal);
             if d > 0.0 && self.pos.x <= self.edge_x {
-                self.normal * (self.k * d)
+                self.normal * (self.k_here() * d)
             } else {
                 Vector3::zeros()
             }
@@ -2113,6 +2187,17 @@ mod tests {
         cell: &mut Cell,
         limits: HybridLimits,
         seconds: f64,
+        each: impl FnMut(f64, &StepReport, &mut Cell),
+    ) -> Result<(), Abort> {
+        run_arm_with(task, cell, limits, seconds, true, each)
+    }
+
+    fn run_arm_with(
+        task: HybridTask,
+        cell: &mut Cell,
+        limits: HybridLimits,
+        seconds: f64,
+        depth_raise: bool,
         mut each: impl FnMut(f64, &StepReport, &mut Cell),
     ) -> Result<(), Abort> {
         let k = cell.gain_k;
@@ -2135,6 +2220,9 @@ mod tests {
         .expect("task");
         if cell.adapt {
             run = run.with_adaptation(crate::stiffness::StiffnessParams::default(), 2e3);
+            if let Some(a) = run.adapt.as_mut() {
+                a.depth_raise = depth_raise;
+            }
         }
         let dt = 0.004;
         let mut t = 0.0;
@@ -2964,5 +3052,76 @@ mod tests {
                 "surface {surface:e}: {est:e}"
             );
         }
+    }
+
+    /// Issue 20 item 4, on the model: the 10 N press slides from a 2·10⁴ N/m pad onto a
+    /// 10⁶ N/m table (the pad set flush, tapering out over 20 mm, 1 s at 20 mm/s). The
+    /// estimate is held while sliding; the depth below the surface raises the gains as the
+    /// tool meets the steel. Without the raise the loop, made for the pad, chatters on the
+    /// steel and the task ends.
+    fn pad_onto_steel(raise: bool) -> (Result<(), Abort>, f64, f64, f64) {
+        let limits = default_limits();
+        let mut cell = Cell::new(2e4, 0.0005);
+        cell.gain_k = 2e4;
+        cell.filtered = true;
+        cell.adapt = true;
+        cell.grade = Some((0.43, 0.45, 1e6));
+        let mut task = press_task(10.0, 10.0);
+        task.from_contact = true;
+        task.reference[0] = Profile::Ramp {
+            from: 0.0,
+            to: 0.1,
+            start_s: 2.0,
+            duration_s: 5.0,
+        };
+        let (mut worst_in, mut sq, mut n, mut worst_out) = (0.0f64, 0.0, 0usize, 0.0f64);
+        let mut contact: Option<f64> = None;
+        let r = run_arm_with(task, &mut cell, limits, 14.0, raise, |t, rep, c| {
+            if contact.is_none() && rep.phase == HybridPhase::Contact {
+                contact = Some(t);
+            }
+            let Some(t0) = contact else { return };
+            let e = c.force().z - 10.0;
+            if t < t0 + 1.5 {
+                return;
+            }
+            // The taper is crossed between x = 0.43 and 0.45 (the tool starts at 0.4).
+            if (0.425..=0.46).contains(&c.pos.x) {
+                worst_in = worst_in.max(e.abs());
+            } else if t <= t0 + 9.0 {
+                sq += e * e;
+                n += 1;
+                worst_out = worst_out.max(e.abs());
+            }
+        });
+        let rms = (sq / n.max(1) as f64).sqrt();
+        eprintln!(
+            "pad onto steel, raise {raise}: {} through the taper max |e| {worst_in:.2} N; \
+             outside RMS {rms:.3} N, max {worst_out:.2} N",
+            r.as_ref()
+                .map_or_else(|e| e.0.clone(), |_| "completed,".into())
+        );
+        (r, worst_in, rms, worst_out)
+    }
+
+    /// What is asserted is what the law can do: the gains follow the stiffness through the
+    /// taper and the press completes, on target outside it. The issue's ±3 N through the
+    /// taper is not met and cannot be with this world: the linear taper needs the tool to
+    /// retract at `F·Δ(1/K)/Δx·v` = 0.49 mm/s all the way to the steel and then not at all;
+    /// a velocity error of 0.49 mm/s on 10⁶ N/m is 490 N/s, 15 N within the loop's 30 ms
+    /// before any feedback acts. Measured: the force falls to 0 for ≈ 0.1 s where the taper
+    /// ends and the press re-seats.
+    #[test]
+    fn a_press_sliding_from_a_pad_onto_steel_raises_its_gains_from_the_depth() {
+        let (r, _worst_in, rms, worst_out) = pad_onto_steel(true);
+        assert!(r.is_ok(), "{r:?}");
+        assert!(
+            rms <= 0.5 && worst_out <= 2.0,
+            "outside RMS {rms:.3} N, max {worst_out:.2} N"
+        );
+        // The failure this fixes (the test can fail): the pad's gains on steel chatter and
+        // the task ends.
+        let (r, _, _, _) = pad_onto_steel(false);
+        assert!(r.is_err(), "{r:?}");
     }
 }
