@@ -845,6 +845,13 @@ pub struct ArmRun {
     /// unfiltered force), and the secant stiffness from there to the seated pose.
     touch: [Option<(f64, f64)>; 3],
     seat_secant: [Option<f64>; 3],
+    /// The force reference's pre-filter (issue 20 item 3): per axis its value and rate, the
+    /// time constant (s, 0 = none), and the filtered values of the last loop delay (task
+    /// time, values) — the feedback compares the force with the reference as it was one loop
+    /// delay ago, the feedforward drives the change now.
+    pf: [(f64, f64); 6],
+    pub prefilter_s: f64,
+    pf_hist: std::collections::VecDeque<(f64, [f64; 6])>,
 }
 
 /// Gains that follow the surface: per translational force axis an on-line stiffness
@@ -881,6 +888,14 @@ struct Adaptation {
 /// The floor of the depth's uncertainty (m): the measured pose's noise, the surface's
 /// flatness.
 pub const DEPTH_UNCERTAINTY_M: f64 = 2e-6;
+/// Time constant of the force reference's pre-filter on the arm (s): a critically damped
+/// second order, 10 → 90 % of a step in ≈ 3.4 × this (0.13 s), its rate the feedforward.
+pub const FORCE_PREFILTER_S: f64 = 0.04;
+/// The feedback compares the force with the shaped reference of this many loop delays ago:
+/// how late the (12 Hz-filtered) force answers the feedforward — the servo's ≈ T plus the
+/// filter's lag. On the model 1 × T left a 7 % overshoot of a 2 → 10 N step, 1.5 × T 0.8 %
+/// (rise 0.14 s), 2 × T 0.5 % (rise 0.19 s).
+pub const PREFILTER_MATCH: f64 = 1.5;
 
 /// A scheduled stiffness moving by less than this fraction leaves the gains as they are.
 pub const RETUNE_FRACTION: f64 = 0.05;
@@ -972,6 +987,9 @@ impl ArmRun {
             stopped: [false; 3],
             touch: [None; 3],
             seat_secant: [None; 3],
+            pf: [(0.0, 0.0); 6],
+            prefilter_s: FORCE_PREFILTER_S,
+            pf_hist: std::collections::VecDeque::with_capacity(32),
             task,
         })
     }
@@ -1099,12 +1117,11 @@ impl ArmRun {
             self.law
                 .retune_force_axis(k, a.kp_f0[k] * scale, a.ki_f0[k] * scale);
             a.scheduled[k] = want;
-            // The feedforward and the seating speed: the configured stiffness until the
-            // estimate is usable (the stiffest would slow every approach 50×), then the
-            // estimate.
-            if let (Feedforward::RateOverStiffness(ke), Some(_)) =
-                (&mut self.law.ff, a.last[k].upper())
-            {
+            // The feedforward (the pre-filtered reference's rate over the stiffness) and the
+            // seating speed follow the gains' stiffness: a feedforward made for a softer
+            // surface than the one met drives the force past the setpoint (41 N on 10⁶ N/m
+            // with the configured 2·10⁴ on the model).
+            if let Feedforward::RateOverStiffness(ke) = &mut self.law.ff {
                 ke[k] = want;
             }
         }
@@ -1237,11 +1254,6 @@ impl ArmRun {
             return lim;
         }
         let mut v = f64::INFINITY;
-        if let Feedforward::RateOverStiffness(ke) = self.law.ff {
-            if ke[k] > 0.0 {
-                v = v.min(APPROACH_SETPOINT_FRACTION * f_ref.abs() / (ke[k] * t));
-            }
-        }
         // The worst case stands until the surface under the tool is known: in contact with
         // a usable estimate (which the feedforward's stiffness then follows) it is not
         // assumed any more; a lost contact searches for an unknown surface again.
@@ -1251,6 +1263,14 @@ impl ArmRun {
                 .adapt
                 .as_ref()
                 .is_some_and(|a| a.last[k].upper().is_some());
+        // The stiffness the gains are made for: with adaptation it is the worst case until
+        // the surface is known, which the bound below covers (slower still would leave the
+        // estimator's pairs below their excitation on a soft surface).
+        if let Feedforward::RateOverStiffness(ke) = self.law.ff {
+            if ke[k] > 0.0 && (self.adapt.is_none() || known || k >= 3) {
+                v = v.min(APPROACH_SETPOINT_FRACTION * f_ref.abs() / (ke[k] * t));
+            }
+        }
         if k < 3 && self.worst_case_n_per_m > 0.0 && !known {
             v = v.min(
                 APPROACH_MAX_FORCE_FRACTION * self.sup.limits.max_force_n
@@ -1468,6 +1488,7 @@ impl ArmRun {
             // While the wrench is bridged (a gap in the samples), the force integral does not
             // integrate a force that is no longer measured.
             let integrate = self.sup.in_contact() && !i.peak.bridged && !self.seating;
+            let inp = self.prefiltered(inp, t, dt);
             self.law.step(&inp, dt, integrate)
         };
         // Approach and seating: into the surface no faster than the approach speed
@@ -1580,6 +1601,61 @@ impl ArmRun {
                 stiffness_estimate_n_per_m: stiffness_est,
             },
         ))
+    }
+
+    /// The force reference through its pre-filter ([`FORCE_PREFILTER_S`]): until the axis is
+    /// seated in contact the filter sits at the task's reference (the seating's last 10 % are
+    /// the feedback's, as before: a feedforward made for the wrong stiffness would push them
+    /// 50× too far on an unknown stiff surface); from then on a critically damped second
+    /// order shapes the task's reference, its rate is the feedforward (`Ḟ/K_e`), and
+    /// the feedback compares the force with the shaped reference of one loop delay ago (the
+    /// force answers the feedforward that late; compared with the reference of now, the
+    /// feedback would push on top of it: the overshoot of a step).
+    fn prefiltered(&mut self, mut inp: LawInput, t: f64, dt: f64) -> LawInput {
+        if self.prefilter_s <= 0.0 {
+            return inp;
+        }
+        let w = 1.0 / self.prefilter_s;
+        let live = self.sup.in_contact() && !self.seating;
+        let mut now = [0.0; 6];
+        for k in 0..6 {
+            if !self.task.force_axes[k] {
+                continue;
+            }
+            let (mut v, mut rd) = self.pf[k];
+            if !live {
+                (v, rd) = (inp.f_ref[k], 0.0);
+            } else if dt > 0.0 {
+                // Semi-implicit Euler, sub-stepped so that dt·w stays small.
+                let n = (dt * w / 0.1).ceil().max(1.0) as usize;
+                let h = dt / n as f64;
+                for _ in 0..n {
+                    rd += (w * w * (inp.f_ref[k] - v) - 2.0 * w * rd) * h;
+                    v += rd * h;
+                }
+            }
+            self.pf[k] = (v, rd);
+            now[k] = v;
+        }
+        self.pf_hist.push_back((t, now));
+        while self.pf_hist.len() > 1
+            && self
+                .pf_hist
+                .get(1)
+                .is_some_and(|(t1, _)| *t1 <= t - PREFILTER_MATCH * self.loop_delay_s)
+        {
+            self.pf_hist.pop_front();
+        }
+        let past = self.pf_hist.front().map_or(now, |(_, v)| *v);
+        if live {
+            for k in 0..6 {
+                if self.task.force_axes[k] {
+                    inp.f_ref[k] = past[k];
+                    inp.f_ref_rate[k] = self.pf[k].1;
+                }
+            }
+        }
+        inp
     }
 
     /// Tracking frame: turn z of {C} towards the measured contact normal, low-passed with
@@ -2198,6 +2274,26 @@ mod tests {
         limits: HybridLimits,
         seconds: f64,
         depth_raise: bool,
+        each: impl FnMut(f64, &StepReport, &mut Cell),
+    ) -> Result<(), Abort> {
+        run_arm_full(
+            task,
+            cell,
+            limits,
+            seconds,
+            depth_raise,
+            FORCE_PREFILTER_S,
+            each,
+        )
+    }
+
+    fn run_arm_full(
+        task: HybridTask,
+        cell: &mut Cell,
+        limits: HybridLimits,
+        seconds: f64,
+        depth_raise: bool,
+        prefilter_s: f64,
         mut each: impl FnMut(f64, &StepReport, &mut Cell),
     ) -> Result<(), Abort> {
         let k = cell.gain_k;
@@ -2224,6 +2320,7 @@ mod tests {
                 a.depth_raise = depth_raise;
             }
         }
+        run.prefilter_s = prefilter_s;
         let dt = 0.004;
         let mut t = 0.0;
         while t < seconds {
@@ -3123,5 +3220,76 @@ mod tests {
         // the task ends.
         let (r, _, _, _) = pad_onto_steel(false);
         assert!(r.is_err(), "{r:?}");
+    }
+
+    /// Issue 20 item 3 on the model: a 2 → 10 N step 1 s after contact, identified gains and
+    /// gains following the estimate, with and without the reference pre-filter. Returns
+    /// (overshoot % of the step, rise 10 → 90 % of the step in s) on the true force.
+    fn force_step(surface: f64, adapt: bool, prefilter_s: f64) -> (f64, f64) {
+        let limits = default_limits();
+        let mut cell = Cell::new(surface, 0.0005);
+        cell.gain_k = surface;
+        cell.filtered = true;
+        cell.adapt = adapt;
+        let mut task = press_task(2.0, 3.0);
+        task.from_contact = true;
+        task.reference[2] = Profile::Step {
+            before: 2.0,
+            after: 10.0,
+            at_s: 1.0,
+        };
+        let mut contact: Option<f64> = None;
+        let (mut t10, mut t90, mut peak) = (None, None, 0.0f64);
+        run_arm_full(
+            task,
+            &mut cell,
+            limits,
+            8.0,
+            true,
+            prefilter_s,
+            |t, rep, c| {
+                if contact.is_none() && rep.phase == HybridPhase::Contact {
+                    contact = Some(t);
+                }
+                let Some(t0) = contact else { return };
+                if t < t0 + 1.0 {
+                    return;
+                }
+                let f = c.force().z;
+                if f >= 2.8 && t10.is_none() {
+                    t10 = Some(t);
+                }
+                if f >= 9.2 && t90.is_none() {
+                    t90 = Some(t);
+                }
+                peak = peak.max(f);
+            },
+        )
+        .expect("step");
+        let rise = match (t10, t90) {
+            (Some(a), Some(b)) => b - a,
+            _ => f64::INFINITY,
+        };
+        let overshoot = (peak - 10.0).max(0.0) / 8.0 * 100.0;
+        eprintln!(
+            "step 2 → 10 N on {surface:e}, adapt {adapt}, pre-filter {prefilter_s} s: \
+             overshoot {overshoot:.1} %, rise {rise:.3} s"
+        );
+        (overshoot, rise)
+    }
+
+    #[test]
+    fn a_force_step_through_the_pre_filter_does_not_overshoot() {
+        for surface in [2e4, 1e5, 1e6] {
+            for adapt in [false, true] {
+                let (os0, _) = force_step(surface, adapt, 0.0);
+                let (os, rise) = force_step(surface, adapt, FORCE_PREFILTER_S);
+                assert!(
+                    os <= 10.0,
+                    "{surface:e} {adapt}: overshoot {os:.1} % (without {os0:.1} %)"
+                );
+                assert!(rise <= 0.25, "{surface:e} {adapt}: rise {rise:.3} s");
+            }
+        }
     }
 }
