@@ -246,6 +246,25 @@ const BOUNDS: &[(&str, &str, &str, &str, f64, &str)] = &[
         "whole move, truth",
     ),
     ("contour", "", "contact_lost", "==", 0.0, "contact kept"),
+    // Issue 20: the press on a surface nobody identified (the short form: 10⁶ N/m and the pad
+    // onto steel).
+    ("unknown-surface", "", "completed", "==", 1.0, "completed"),
+    (
+        "unknown-surface",
+        "table",
+        "truth_peak_first_contact_n",
+        "<=",
+        13.0,
+        "first contact ≤ 1.3 × 10 N",
+    ),
+    (
+        "unknown-surface",
+        "table",
+        "rms_force_error_n",
+        "<=",
+        0.5,
+        "during the move, truth",
+    ),
     (
         "peg-in-hole",
         "",
@@ -410,6 +429,7 @@ async fn short_form_of_every_experiment_meets_its_gates() {
         "sine-force-step",
         "force-ramp",
         "contour",
+        "unknown-surface",
         "peg-in-hole",
         // Lead-through: the scripted operator's hand (scenarios/lead-through.toml).
         "lead-through-axes",
