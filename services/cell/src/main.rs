@@ -169,7 +169,7 @@ enum Cmd {
     },
     /// Run a paper's experiment against the simulator (the running cell, or a private one it
     /// starts): force-step, ramp-disturbance, sine-force-step, force-ramp, contour,
-    /// peg-in-hole, lead-through-axes, lead-through-45, teach-playback; `all` runs every one
+    /// unknown-surface, peg-in-hole, lead-through-axes, lead-through-45, teach-playback; `all` runs every one
     /// and regenerates docs/experiments.md (definitions, retries: docs/experiments.md). Writes traces (CSV), plots (SVG, PNG) and
     /// metrics (JSON) into --out; exits non-zero when a gate target fails.
     Experiment {
