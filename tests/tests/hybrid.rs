@@ -182,6 +182,8 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
     let since = common::clock::mono_ns();
     let (mut ok, mut m, mut dir) = press();
     if !ok && host_stall_hold(c, name, m["aborted"].as_str().unwrap_or(""), since) {
+        let kept = cell::stall::keep_first_run(&dir).expect("keep the first run");
+        eprintln!("{name}: first run kept in {}", kept.display());
         place_and_tare(c, [350.0, 0.0, 206.0]).await;
         (ok, m, dir) = press();
     }
@@ -288,6 +290,8 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
             let (ok, m, dir) = hybrid(&c, &task, &[], &name);
             let why = m["aborted"].as_str().unwrap_or("");
             if !ok && tries == 1 && host_stall_hold(&c, &name, why, since) {
+                let kept = cell::stall::keep_first_run(&dir).expect("keep the first run");
+                eprintln!("{name}: first run kept in {}", kept.display());
                 continue;
             }
             break (ok, m, dir);
@@ -407,6 +411,8 @@ async fn a_press_sliding_from_a_pad_onto_steel_follows_the_stiffening_surface() 
         let (ok, m, dir) = hybrid(&c, "tasks/press-table.toml", &[], "hy-pad");
         let why = m["aborted"].as_str().unwrap_or("");
         if !ok && tries == 1 && host_stall_hold(&c, "hy-pad", why, since) {
+            let kept = cell::stall::keep_first_run(&dir).expect("keep the first run");
+            eprintln!("hy-pad: first run kept in {}", kept.display());
             continue;
         }
         break (ok, m, dir);
