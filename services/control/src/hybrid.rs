@@ -897,6 +897,22 @@ pub const FORCE_PREFILTER_S: f64 = 0.04;
 /// (rise 0.14 s), 2 × T 0.5 % (rise 0.19 s).
 pub const PREFILTER_MATCH: f64 = 1.5;
 
+impl Adaptation {
+    /// Makes axis `k`'s force gains for stiffness `k_n_per_m` (the task's scaled by
+    /// `made_for / k`, bumpless). The feedforward (the pre-filtered reference's rate over the
+    /// stiffness) and the seating speed follow: a feedforward made for a softer surface than
+    /// the one met drives the force past the setpoint (41 N on 10⁶ N/m with the configured
+    /// 2·10⁴ on the model).
+    fn schedule(&mut self, law: &mut HybridLaw, k: usize, k_n_per_m: f64) {
+        let scale = self.made_for[k] / k_n_per_m;
+        law.retune_force_axis(k, self.kp_f0[k] * scale, self.ki_f0[k] * scale);
+        self.scheduled[k] = k_n_per_m;
+        if let Feedforward::RateOverStiffness(ke) = &mut law.ff {
+            ke[k] = k_n_per_m;
+        }
+    }
+}
+
 /// A scheduled stiffness moving by less than this fraction leaves the gains as they are.
 pub const RETUNE_FRACTION: f64 = 0.05;
 /// Without a usable estimate the gains are made for the cell's stiffest surface until this
@@ -1080,13 +1096,7 @@ impl ArmRun {
                     };
                     let kd = kd.min(a.stiffest_n_per_m);
                     if f >= 1.0 && kd > a.scheduled[k] * (1.0 + RETUNE_FRACTION) {
-                        let scale = a.made_for[k] / kd;
-                        self.law
-                            .retune_force_axis(k, a.kp_f0[k] * scale, a.ki_f0[k] * scale);
-                        a.scheduled[k] = kd;
-                        if let Feedforward::RateOverStiffness(ke) = &mut self.law.ff {
-                            ke[k] = kd;
-                        }
+                        a.schedule(&mut self.law, k, kd);
                         a.raised[k] = true;
                         a.est[k].reset();
                         a.last[k] = Default::default();
@@ -1113,17 +1123,7 @@ impl ArmRun {
             if (want / a.scheduled[k] - 1.0).abs() <= RETUNE_FRACTION {
                 continue;
             }
-            let scale = a.made_for[k] / want;
-            self.law
-                .retune_force_axis(k, a.kp_f0[k] * scale, a.ki_f0[k] * scale);
-            a.scheduled[k] = want;
-            // The feedforward (the pre-filtered reference's rate over the stiffness) and the
-            // seating speed follow the gains' stiffness: a feedforward made for a softer
-            // surface than the one met drives the force past the setpoint (41 N on 10⁶ N/m
-            // with the configured 2·10⁴ on the model).
-            if let Feedforward::RateOverStiffness(ke) = &mut self.law.ff {
-                ke[k] = want;
-            }
+            a.schedule(&mut self.law, k, want);
         }
     }
 
