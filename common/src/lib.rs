@@ -22,6 +22,7 @@ pub mod config;
 pub mod errtext;
 pub mod latency;
 pub mod msg;
+pub mod ports;
 pub mod service;
 pub mod testing;
 pub mod topic;

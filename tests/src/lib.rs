@@ -2,7 +2,6 @@
 //! port and cell id, and talks to it over zenoh like any client would.
 
 use std::{
-    net::TcpListener,
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -40,20 +39,15 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// A free TCP port on loopback (bound then released).
+/// A free TCP port on loopback, outside the kernel's ephemeral range
+/// (`common::ports`: an outgoing connection cannot take it before the cell binds it).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    common::ports::free_loopback_port().expect("free port")
 }
 
-/// A free UDP port on loopback (bound then released).
+/// A free UDP port on loopback, outside the kernel's ephemeral range.
 pub fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .map(|a| a.port())
-        .expect("free udp port")
+    common::ports::free_loopback_port().expect("free udp port")
 }
 
 /// A running cell (`cell up`) with its own router port, cell id and device ports.

@@ -17,9 +17,11 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 use tests::{sim_fault, up_all as up};
 
-/// Mean of the next `n` valid estimates. Estimates flagged by a fault are skipped (a loaded
-/// host can delay the 1 kHz stream past the 9 ms stale threshold, and that flag is correct);
-/// at most 10 % may be.
+/// Mean of the next `n` valid estimates. Estimates flagged by a fault are skipped. The
+/// timing flags (`Stale`, `NoPose`) come in bursts when the host stalls a process past the
+/// 9 ms threshold (a CI run saw a burst of 21 in 200): that flag is correct and not what
+/// these tests are about, so up to `4 n` of them are skipped (and printed); any other flag
+/// (saturation, spikes, device errors) may touch at most 10 % of the estimates.
 async fn mean_estimate(
     sub: &zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>,
     n: usize,
@@ -28,12 +30,22 @@ async fn mean_estimate(
     let (mut fb, mut fs, mut ts) = ([0.0; 3], [0.0; 3], [0.0; 3]);
     let mut k = 0;
     let mut flagged = 0;
+    let mut timing = 0;
     while k < n {
         let sample = tokio::time::timeout(Duration::from_secs(2), sub.recv_async())
             .await
             .expect("estimates flowing")
             .unwrap();
         let e: WrenchEstimate = codec::decode(&sample.payload().to_bytes()).unwrap();
+        if matches!(e.fault, WrenchFault::Stale | WrenchFault::NoPose) {
+            timing += 1;
+            assert!(
+                timing <= 4 * n,
+                "the estimates stayed flagged {:?}: the stream is not keeping time",
+                e.fault
+            );
+            continue;
+        }
         if e.fault != WrenchFault::None {
             flagged += 1;
             assert!(
@@ -49,6 +61,9 @@ async fn mean_estimate(
             ts[i] += e.sensor.torque_nm[i];
         }
         k += 1;
+    }
+    if timing > 0 {
+        println!("skipped {timing} estimates flagged stale on a stalled host");
     }
     let m = |v: [f64; 3]| v.map(|x| x / n as f64);
     (m(fb), m(fs), m(ts))

@@ -1476,16 +1476,10 @@ impl PrivateCell {
         log: &Path,
         fifo: Option<i32>,
     ) -> anyhow::Result<PrivateCell> {
-        let tcp = || -> anyhow::Result<u16> {
-            Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port())
-        };
-        let udp = || -> anyhow::Result<u16> {
-            Ok(std::net::UdpSocket::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port())
-        };
+        // Below the ephemeral range: no outgoing connection can take a device's port
+        // between this choice and the emulator's bind (`common::ports`).
+        let tcp = || -> anyhow::Result<u16> { Ok(common::ports::free_loopback_port()?) };
+        let udp = tcp;
         let port = tcp()?;
         let id = format!("exp{port}");
         let router = format!("tcp/127.0.0.1:{port}");

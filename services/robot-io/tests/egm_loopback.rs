@@ -375,19 +375,11 @@ fn closed_loop_with_loss_and_jitter_stays_within_limits() {
 // ---- the real binary ---------------------------------------------------------------------------
 
 fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::ports::free_loopback_port().unwrap()
 }
 
 fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::ports::free_loopback_port().unwrap()
 }
 
 /// A child process killed when the test ends, also when it panics.
