@@ -55,6 +55,7 @@ pub fn free_loopback_port() -> std::io::Result<u16> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
