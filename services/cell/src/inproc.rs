@@ -245,6 +245,7 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
             robot_boot: boot,
             measured_limit_margin_rad: 0.05,
             command_lead_s: dt,
+            resume_ramp_s: robot_io::supervisor::DEFAULT_RESUME_RAMP_S,
         }),
     );
     let mut ctl_sim = sim::controller::Controller::new(sim::world::servo::ServoModel::new(

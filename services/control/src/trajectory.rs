@@ -18,6 +18,12 @@
 //! `V` cruises at exactly its speed limit, the one attaining `A` accelerates at exactly its
 //! acceleration limit (see [`ScalarProfile`]).
 //!
+//! Plans use the **double-S** refinement of it by default ([`PlanOptions::jerk_time_s`] =
+//! [`JERK_TIME_S`]): the acceleration ramps up and down at `A / JERK_TIME_S` instead of
+//! stepping, so every segment leaves rest and arrives with bounded jerk (`T` grows by
+//! `JERK_TIME_S` on a move that reaches `A`). A motion that starts after a hold (from the
+//! measured pose) thus never asks robot-io's departure ramp for more than it allows.
+//!
 //! # Limits and the safety factor
 //! The profile uses `v_j = speed_scale · SPEED_SAFETY · v_max_j` and
 //! `a_j = speed_scale · ACCEL_SAFETY · a_max_j` ([`SPEED_SAFETY`] = 0.9, [`ACCEL_SAFETY`] =
@@ -36,8 +42,8 @@
 //! accelerates gently too).
 //!
 //! # Cartesian mode ([`CartesianTrajectory`])
-//! Straight TCP lines between poses, orientation along the geodesic (slerp), one trapezoidal
-//! profile in the path parameter bounded by TCP linear and angular speed and acceleration.
+//! Straight TCP lines between poses, orientation along the geodesic (slerp), one double-S
+//! (jerk-limited) profile in the path parameter bounded by TCP linear and angular speed and acceleration.
 //! [`CartesianTrajectory::fit_joint_limits`] samples the joints along it through a caller's
 //! pose → joints map (the IK) and stretches any segment whose joint speeds or accelerations
 //! would exceed the limits.
@@ -58,6 +64,12 @@ use nalgebra::{Isometry3, Translation3, UnitQuaternion};
 pub const SPEED_SAFETY: f64 = 0.9;
 /// Fraction of each joint's acceleration limit a trajectory plans with (see the module docs).
 pub const ACCEL_SAFETY: f64 = 0.8;
+/// Default length of a planned profile's jerk phases (s): each acceleration phase ramps the
+/// acceleration up and down over this time, so a joint's jerk stays within
+/// `accel_safety · a_max / JERK_TIME_S` — at or below robot-io's departure ramp after a hold
+/// (`robot_io::supervisor::DEFAULT_RESUME_RAMP_S`, the same 0.08 s at the full limit), which
+/// therefore replies a plan leaving rest unchanged. Costs one `JERK_TIME_S` per segment.
+pub const JERK_TIME_S: f64 = 0.08;
 /// Default speed scale of the approach segment from the current joints to the first waypoint.
 pub const APPROACH_SPEED_SCALE: f64 = 0.2;
 /// Default tolerance of [`approach_needed`] (rad): 0.1°.
@@ -141,6 +153,18 @@ fn positive(what: impl Fn() -> String, v: f64) -> Result<(), TrajError> {
     }
 }
 
+fn non_negative(what: impl Fn() -> String, v: f64) -> Result<(), TrajError> {
+    finite(&what, v)?;
+    if v >= 0.0 {
+        Ok(())
+    } else {
+        Err(TrajError::NonPositiveLimit {
+            what: what(),
+            value: v,
+        })
+    }
+}
+
 fn unit_scale(what: impl Fn() -> String, v: f64) -> Result<(), TrajError> {
     if v.is_finite() && v > 0.0 && v <= 1.0 {
         Ok(())
@@ -156,65 +180,150 @@ fn unit_scale(what: impl Fn() -> String, v: f64) -> Result<(), TrajError> {
 // Scalar profile
 // ---------------------------------------------------------------------------------------------
 
-/// Time-optimal rest-to-rest profile of a path parameter `s: 0 → 1` under `ṡ ≤ v`, `|s̈| ≤ a`.
+/// Rest-to-rest profile of a path parameter `s: 0 → 1` under `ṡ ≤ v`, `|s̈| ≤ a` and, for a
+/// jerk-limited profile, `|s⃛| ≤ a / t_jerk`.
 ///
-/// * Trapezoid (`v² ≤ a`): accelerate for `t_a = v/a`, cruise at `v`, decelerate for `t_a`;
-///   `T = 1/v + v/a`.
+/// * Trapezoid ([`ScalarProfile::new`], time-optimal under `v`, `a`; `v² ≤ a`): accelerate for
+///   `t_a = v/a`, cruise at `v`, decelerate for `t_a`; `T = 1/v + v/a`.
 /// * Triangle (`v² > a`, the cruise speed is never reached): `t_a = 1/√a`, peak `a·t_a = √a`,
 ///   `T = 2·t_a`.
+/// * Double S ([`ScalarProfile::jerk_limited`], time-optimal under `v`, `a` and the jerk
+///   `j = a / t_jerk`): each acceleration phase ramps `s̈` up at `j` for `t_jerk`, holds it,
+///   ramps it down; the acceleration limit or the cruise speed is not reached on short moves
+///   (then `t_jerk` and the peaks shrink). A motion planned this way leaves rest, and arrives,
+///   with bounded jerk: robot-io's departure ramp after a hold
+///   (`robot_io::supervisor::DEFAULT_RESUME_RAMP_S`) replies it unchanged.
 ///
-/// The deceleration phase is evaluated from the end (`s = 1 − ½a(T − t)²`), so `s(T) = 1`
+/// The deceleration phase is evaluated from the end (`s = 1 − s_acc(T − t)`), so `s(T) = 1`
 /// exactly. A profile with `v` or `a` infinite (nothing to move) has `T = 0`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ScalarProfile {
     /// Total duration `T` (s).
     pub duration: f64,
-    /// Acceleration (= deceleration) phase length `t_a` (s).
+    /// Acceleration (= deceleration) phase length `t_a` (s), jerk phases included.
     pub t_accel: f64,
     /// Peak `ṡ` (1/s).
     pub v_peak: f64,
-    /// `|s̈|` during the acceleration phases (1/s²).
+    /// Peak `|s̈|` (1/s²).
     pub accel: f64,
+    /// Length of each jerk phase (s); 0: a trapezoid (acceleration steps).
+    pub t_jerk: f64,
 }
 
 impl ScalarProfile {
-    /// The time-optimal profile for `ṡ ≤ v`, `|s̈| ≤ a` (`v, a > 0`; infinite = no motion).
-    pub fn new(v: f64, a: f64) -> Self {
-        if !(v.is_finite() && a.is_finite()) || v <= 0.0 || a <= 0.0 {
-            return Self {
-                duration: 0.0,
-                t_accel: 0.0,
-                v_peak: 0.0,
-                accel: 0.0,
-            };
-        }
-        if v * v <= a {
-            let t_a = v / a;
-            Self {
-                duration: 1.0 / v + t_a,
-                t_accel: t_a,
-                v_peak: v,
-                accel: a,
-            }
-        } else {
-            let t_a = (1.0 / a).sqrt();
-            Self {
-                duration: 2.0 * t_a,
-                t_accel: t_a,
-                v_peak: a * t_a,
-                accel: a,
-            }
+    fn still() -> Self {
+        Self {
+            duration: 0.0,
+            t_accel: 0.0,
+            v_peak: 0.0,
+            accel: 0.0,
+            t_jerk: 0.0,
         }
     }
 
-    /// True for a triangular profile (the cruise speed bound is not reached).
+    /// The time-optimal trapezoid for `ṡ ≤ v`, `|s̈| ≤ a` (`v, a > 0`; infinite = no motion).
+    pub fn new(v: f64, a: f64) -> Self {
+        Self::jerk_limited(v, a, 0.0)
+    }
+
+    /// The time-optimal double-S profile for `ṡ ≤ v`, `|s̈| ≤ a`, `|s⃛| ≤ a / t_jerk` (s);
+    /// `t_jerk` ≤ 0 or not finite: the trapezoid of [`Self::new`].
+    pub fn jerk_limited(v: f64, a: f64, t_jerk: f64) -> Self {
+        if !(v.is_finite() && a.is_finite()) || v <= 0.0 || a <= 0.0 {
+            return Self::still();
+        }
+        if !(t_jerk.is_finite() && t_jerk > 0.0) {
+            let (t_a, v_peak) = if v * v <= a {
+                (v / a, v)
+            } else {
+                let t_a = (1.0 / a).sqrt();
+                (t_a, a * t_a)
+            };
+            let duration = if v * v <= a { 1.0 / v + t_a } else { 2.0 * t_a };
+            return Self {
+                duration,
+                t_accel: t_a,
+                v_peak,
+                accel: a,
+                t_jerk: 0.0,
+            };
+        }
+        let j = a / t_jerk;
+        // Reaching v: with the acceleration limit (v·j ≥ a²) or without.
+        let (mut tj, mut ta, mut a_lim) = if v * j >= a * a {
+            (t_jerk, t_jerk + v / a, a)
+        } else {
+            let tj = (v / j).sqrt();
+            (tj, 2.0 * tj, j * tj)
+        };
+        let mut v_lim = a_lim * (ta - tj);
+        let mut tv = 1.0 / v - ta;
+        if tv < 0.0 {
+            // No cruise: the acceleration phase covers half the distance (v_lim·t_a = 1).
+            tv = 0.0;
+            tj = t_jerk;
+            ta = 0.5 * (tj + (tj * tj + 4.0 / a).sqrt());
+            a_lim = a;
+            if ta < 2.0 * tj {
+                // Nor the acceleration limit: jerk phases only (2·j·t_j³ = 1).
+                tj = (0.5 / j).cbrt();
+                ta = 2.0 * tj;
+                a_lim = j * tj;
+            }
+            v_lim = a_lim * (ta - tj);
+        }
+        Self {
+            duration: 2.0 * ta + tv,
+            t_accel: ta,
+            v_peak: v_lim,
+            accel: a_lim,
+            t_jerk: tj,
+        }
+    }
+
+    /// The same path played `c` times slower (`c ≥ 1`): `s_c(t) = s(t / c)`.
+    pub fn time_scaled(&self, c: f64) -> Self {
+        Self {
+            duration: self.duration * c,
+            t_accel: self.t_accel * c,
+            v_peak: self.v_peak / c,
+            accel: self.accel / (c * c),
+            t_jerk: self.t_jerk * c,
+        }
+    }
+
+    /// True for a profile that never cruises (the cruise speed bound is not reached).
     pub fn is_triangular(&self) -> bool {
         self.duration > 0.0 && 2.0 * self.t_accel >= self.duration * (1.0 - 1e-12)
     }
 
+    /// `(s, ṡ, s̈)` over the acceleration phase at `t ∈ [0, t_a]`.
+    fn accel_phase(&self, t: f64) -> (f64, f64, f64) {
+        let (ta, tj, a, vp) = (self.t_accel, self.t_jerk, self.accel, self.v_peak);
+        if tj > 0.0 && t < tj {
+            let j = a / tj;
+            (j * t * t * t / 6.0, 0.5 * j * t * t, j * t)
+        } else if t <= ta - tj {
+            // Constant acceleration (for a trapezoid: the whole phase).
+            (
+                a / 6.0 * (3.0 * t * t - 3.0 * tj * t + tj * tj),
+                a * (t - 0.5 * tj),
+                a,
+            )
+        } else {
+            let j = a / tj;
+            let r = ta - t;
+            (
+                0.5 * vp * ta - vp * r + j * r * r * r / 6.0,
+                vp - 0.5 * j * r * r,
+                j * r,
+            )
+        }
+    }
+
     /// `(s, ṡ, s̈)` at `t` (s from the start); `(0,0,0)` before, `(1,0,0)` from `T` on.
     pub fn eval(&self, t: f64) -> (f64, f64, f64) {
-        let (tt, ta, a, vp) = (self.duration, self.t_accel, self.accel, self.v_peak);
+        let (tt, ta, vp) = (self.duration, self.t_accel, self.v_peak);
         if t.is_nan() || t <= 0.0 {
             return (0.0, 0.0, 0.0);
         }
@@ -222,12 +331,12 @@ impl ScalarProfile {
             return (1.0, 0.0, 0.0);
         }
         if t < ta {
-            (0.5 * a * t * t, a * t, a)
+            self.accel_phase(t)
         } else if t <= tt - ta {
-            (0.5 * a * ta * ta + vp * (t - ta), vp, 0.0)
+            (0.5 * vp * ta + vp * (t - ta), vp, 0.0)
         } else {
-            let r = tt - t;
-            (1.0 - 0.5 * a * r * r, a * r, -a)
+            let (s, sd, sdd) = self.accel_phase(tt - t);
+            (1.0 - s, sd, -sdd)
         }
     }
 }
@@ -328,6 +437,9 @@ pub struct PlanOptions {
     pub speed_safety: f64,
     /// Fraction of the acceleration limits planned with (default [`ACCEL_SAFETY`]), in (0, 1].
     pub accel_safety: f64,
+    /// Length of each jerk phase (s, default [`JERK_TIME_S`]; 0 = trapezoids, acceleration
+    /// steps).
+    pub jerk_time_s: f64,
 }
 
 impl Default for PlanOptions {
@@ -337,6 +449,7 @@ impl Default for PlanOptions {
             approach_speed_scale: APPROACH_SPEED_SCALE,
             speed_safety: SPEED_SAFETY,
             accel_safety: ACCEL_SAFETY,
+            jerk_time_s: JERK_TIME_S,
         }
     }
 }
@@ -436,7 +549,7 @@ pub fn approach_needed(q_now: &Joints, first: &Joints, tol_rad: f64) -> bool {
 }
 
 /// The synchronised time-optimal segment `from → to` with per-joint limits `v`, `a`.
-fn sync_profile(from: &Joints, to: &Joints, v: &Joints, a: &Joints) -> ScalarProfile {
+fn sync_profile(from: &Joints, to: &Joints, v: &Joints, a: &Joints, t_jerk: f64) -> ScalarProfile {
     let mut vs = f64::INFINITY;
     let mut as_ = f64::INFINITY;
     for j in 0..AXES {
@@ -446,7 +559,7 @@ fn sync_profile(from: &Joints, to: &Joints, v: &Joints, a: &Joints) -> ScalarPro
             as_ = as_.min(a[j] / d);
         }
     }
-    ScalarProfile::new(vs, as_)
+    ScalarProfile::jerk_limited(vs, as_, t_jerk)
 }
 
 impl JointTrajectory {
@@ -468,6 +581,7 @@ impl JointTrajectory {
         unit_scale(|| "approach_speed_scale".into(), opts.approach_speed_scale)?;
         unit_scale(|| "speed_safety".into(), opts.speed_safety)?;
         unit_scale(|| "accel_safety".into(), opts.accel_safety)?;
+        non_negative(|| "jerk_time_s".into(), opts.jerk_time_s)?;
         if waypoints.is_empty() {
             return Err(TrajError::Empty);
         }
@@ -525,7 +639,7 @@ impl JointTrajectory {
         let start_q = match start {
             Some(q) if *q != first => {
                 let (v, a) = scaled(opts.approach_speed_scale);
-                let profile = sync_profile(q, &first, &v, &a);
+                let profile = sync_profile(q, &first, &v, &a, opts.jerk_time_s);
                 segments.push(JointSegment {
                     kind: SegmentKind::Approach,
                     waypoint: 0,
@@ -544,7 +658,7 @@ impl JointTrajectory {
                 let k = opts.speed_scale * w.speed_scale.unwrap_or(1.0);
                 let (v, a) = scaled(k);
                 let from = waypoints[i - 1].q;
-                let profile = sync_profile(&from, &w.q, &v, &a);
+                let profile = sync_profile(&from, &w.q, &v, &a, opts.jerk_time_s);
                 segments.push(JointSegment {
                     kind: SegmentKind::Move,
                     waypoint: i,
@@ -565,9 +679,7 @@ impl JointTrajectory {
                     t0: t,
                     profile: ScalarProfile {
                         duration: w.dwell_s,
-                        t_accel: 0.0,
-                        v_peak: 0.0,
-                        accel: 0.0,
+                        ..ScalarProfile::still()
                     },
                 });
                 t += w.dwell_s;
@@ -947,16 +1059,20 @@ pub struct CartesianLimits {
     pub w_rad_s: f64,
     /// Angular acceleration (rad/s²).
     pub alpha_rad_s2: f64,
+    /// Length of each jerk phase of the path profile (s; 0 = trapezoids), see
+    /// [`JERK_TIME_S`].
+    pub jerk_time_s: f64,
 }
 
 impl Default for CartesianLimits {
-    /// 0.25 m/s, 1 m/s², 90 °/s, 360 °/s².
+    /// 0.25 m/s, 1 m/s², 90 °/s, 360 °/s², jerk phases of [`JERK_TIME_S`].
     fn default() -> Self {
         Self {
             v_m_s: 0.25,
             a_m_s2: 1.0,
             w_rad_s: std::f64::consts::FRAC_PI_2,
             alpha_rad_s2: 2.0 * std::f64::consts::PI,
+            jerk_time_s: JERK_TIME_S,
         }
     }
 }
@@ -1039,6 +1155,7 @@ impl CartesianTrajectory {
         positive(|| "cartesian.a_m_s2".into(), limits.a_m_s2)?;
         positive(|| "cartesian.w_rad_s".into(), limits.w_rad_s)?;
         positive(|| "cartesian.alpha_rad_s2".into(), limits.alpha_rad_s2)?;
+        non_negative(|| "cartesian.jerk_time_s".into(), limits.jerk_time_s)?;
         unit_scale(|| "speed_scale".into(), speed_scale)?;
         if poses.is_empty() {
             return Err(TrajError::Empty);
@@ -1066,9 +1183,10 @@ impl CartesianTrajectory {
                 }
                 b
             };
-            let profile = ScalarProfile::new(
+            let profile = ScalarProfile::jerk_limited(
                 bound(limits.v_m_s, limits.w_rad_s),
                 bound(limits.a_m_s2, limits.alpha_rad_s2),
+                limits.jerk_time_s,
             );
             segments.push(CartesianSegment {
                 from,
@@ -1189,7 +1307,7 @@ impl CartesianTrajectory {
                 let c = c * 1.001;
                 let seg = &mut self.segments[i];
                 let p = seg.profile;
-                seg.profile = ScalarProfile::new(p.v_peak / c, p.accel / (c * c));
+                seg.profile = p.time_scaled(c);
                 seg.slowdown *= c;
                 report.slowdown[i] = seg.slowdown;
             }
@@ -1679,7 +1797,16 @@ mod tests {
         let l = TrajLimits::irb120();
         let a = d([0.0; 6]);
         let b = d([0.5, 0.0, 0.0, 0.0, 0.0, 0.0]);
-        let tr = JointTrajectory::through(&[a, b], &l, &PlanOptions::default()).unwrap();
+        // The trapezoid's shapes (the double-S default: `double_s_plans_bound_the_jerk`).
+        let tr = JointTrajectory::through(
+            &[a, b],
+            &l,
+            &PlanOptions {
+                jerk_time_s: 0.0,
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
         let seg = tr.segments()[0];
         assert!(seg.profile.is_triangular());
         let dist = b[0] - a[0];
@@ -1692,13 +1819,92 @@ mod tests {
         assert!((qdd[0] - acc).abs() < 1e-9);
     }
 
+    /// The double-S default: `s`, `ṡ`, `s̈` continuous, `|s⃛| ≤ A / t_jerk`, peaks within the
+    /// bounds, and the known durations (trapezoid + `t_jerk` when `A` and `V` are reached).
+    #[test]
+    fn double_s_profiles_are_continuous_and_bound_the_jerk() {
+        let tj = 0.08;
+        // Cruise with A reached; cruise without A; no cruise with A; neither.
+        for (v, a) in [(2.0, 8.0), (0.5, 100.0), (4.0, 8.0), (40.0, 30.0)] {
+            let p = ScalarProfile::jerk_limited(v, a, tj);
+            let jmax = a / tj;
+            assert!(
+                p.v_peak <= v * (1.0 + 1e-12) && p.accel <= a * (1.0 + 1e-12),
+                "{p:?}"
+            );
+            assert_eq!(p.eval(p.duration), (1.0, 0.0, 0.0));
+            let n = 20_000;
+            let h = p.duration / n as f64;
+            let mut last = p.eval(0.0);
+            for k in 1..=n {
+                let e = p.eval(k as f64 * h);
+                assert!(e.0 >= last.0 - 1e-15 && e.0 <= 1.0, "{p:?} at {k}");
+                // ṡ and s̈ continuous (s⃛ bounded): changes within one step's bounds.
+                assert!(
+                    (e.1 - last.1).abs() <= a * h * (1.0 + 1e-6) + 1e-12,
+                    "{p:?} {k}"
+                );
+                assert!(
+                    (e.2 - last.2).abs() <= jmax * h * (1.0 + 1e-6) + 1e-9,
+                    "{p:?} {k}"
+                );
+                last = e;
+            }
+            // The path parameter's end: ∫ṡ = 1 (checked against s by the trapezoid rule).
+            let mut integral = 0.0;
+            for k in 0..n {
+                integral += 0.5 * h * (p.eval(k as f64 * h).1 + p.eval((k + 1) as f64 * h).1);
+            }
+            assert!((integral - 1.0).abs() < 1e-6, "{p:?}: ∫ṡ = {integral}");
+        }
+        let p = ScalarProfile::jerk_limited(2.0, 8.0, tj);
+        let trap = ScalarProfile::new(2.0, 8.0);
+        assert!((p.duration - (trap.duration + tj)).abs() < 1e-12, "{p:?}");
+        assert_eq!((p.v_peak, p.accel), (2.0, 8.0));
+        // Time scaling keeps the shape.
+        let c = 1.7;
+        let q = p.time_scaled(c);
+        for k in 0..=100 {
+            let t = p.duration * k as f64 / 100.0;
+            assert!((q.eval(c * t).0 - p.eval(t).0).abs() < 1e-12);
+        }
+    }
+
+    /// Joint plans leave rest with their jerk within `accel_safety · a_max / JERK_TIME_S` on
+    /// every joint, on robot-io's 4 ms sampling.
+    #[test]
+    fn double_s_plans_bound_the_jerk() {
+        let l = TrajLimits::irb120();
+        let tr = JointTrajectory::through(&program(), &l, &PlanOptions::default()).unwrap();
+        let n = (tr.duration() / DT).ceil() as usize + 2;
+        let qs: Vec<Joints> = (0..n).map(|k| tr.sample(k as f64 * DT).q).collect();
+        for j in 0..6 {
+            let jmax = ACCEL_SAFETY * l.a_max[j] / JERK_TIME_S;
+            for w in qs.windows(4) {
+                let jerk = (w[3][j] - 3.0 * w[2][j] + 3.0 * w[1][j] - w[0][j]) / DT.powi(3);
+                assert!(
+                    jerk.abs() <= jmax * (1.0 + 1e-6),
+                    "joint {j}: {jerk} > {jmax}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn limiting_joint_is_time_optimal() {
         let l = TrajLimits::irb120();
         // A1 moves 100°, A6 200° (faster joint, but twice the way): A6 limits speed.
         let a = d([0.0; 6]);
         let b = d([100.0, 0.0, 0.0, 0.0, 0.0, 200.0]);
-        let tr = JointTrajectory::through(&[a, b], &l, &PlanOptions::default()).unwrap();
+        let tr = JointTrajectory::through(
+            &[a, b],
+            &l,
+            &PlanOptions {
+                jerk_time_s: 0.0,
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
         let seg = tr.segments()[0];
         assert!(!seg.profile.is_triangular());
         let v6 = SPEED_SAFETY * l.v_max[5];
@@ -1913,7 +2119,17 @@ mod tests {
     fn pause_resume_stop_case(dts: &[f64]) -> (f64, f64, Vec<PlaybackSample>) {
         let l = TrajLimits::irb120();
         let wps = program();
-        let tr = JointTrajectory::through(&wps, &l, &PlanOptions::default()).unwrap();
+        // Trapezoids: a pause during the deceleration then meets a plan already braking at
+        // its full budget (checked below).
+        let tr = JointTrajectory::through(
+            &wps,
+            &l,
+            &PlanOptions {
+                jerk_time_s: 0.0,
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
         let t1 = tr.arrival_times()[1];
         let t2 = tr.arrival_times()[2];
         let mut pb = Playback::new(tr);

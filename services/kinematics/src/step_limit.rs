@@ -20,7 +20,15 @@
 //! - one common scale of the desired velocity for all joints when one exists (the joints stay
 //!   on the line to the target, in step); only when none does is each joint limited on its own
 //!   ([`LimitedStep::per_joint`]);
-//! - a step within every limit lands exactly on the target ([`LimitedStep::limited`] false).
+//! - a step within every limit lands exactly on the target ([`LimitedStep::limited`] false);
+//! - a **departure ramp** ([`StepLimiter::arm_departure_ramp`]): after a hold that interrupted
+//!   a motion, the next departure from rest raises each joint's acceleration bound from 0 at
+//!   its jerk limit (`a_j / ramp_s`) over `ramp_s` of robot time, so the reference leaves with
+//!   bounded jerk, not with a step of the full acceleration limit (a joint stopped at once by
+//!   an outage, then asked to chase its plan, used to leave at `a_max` on its first cycle).
+//!   The ramp bounds speeding up only; slowing down keeps the full acceleration limit (braking
+//!   keeps its priority). A departure whose stream is itself within limits and ramps no harder
+//!   is not limited by it.
 
 use crate::JointLimits;
 
@@ -79,6 +87,12 @@ pub struct StepLimiter {
     last_dt: f64,
     /// Target of the last step (for the target's own speed).
     last_target: Option<[f64; AXES]>,
+    /// Length of the departure ramp (s of robot time); not finite or ≤ 0: no ramp.
+    ramp_s: f64,
+    /// A departure ramp is owed: the next departure from rest ramps.
+    ramp_armed: bool,
+    /// Robot time into the running departure ramp (s); `None`: none running.
+    ramp_t: Option<f64>,
 }
 
 fn all_finite(q: &[f64; AXES]) -> bool {
@@ -94,7 +108,28 @@ impl StepLimiter {
             last_v: [0.0; AXES],
             last_dt: 0.0,
             last_target: None,
+            ramp_s: 0.0,
+            ramp_armed: false,
+            ramp_t: None,
         }
+    }
+
+    /// With a departure ramp of `ramp_s` seconds of robot time (see the module doc); not
+    /// finite or ≤ 0: none.
+    pub fn with_departure_ramp(mut self, ramp_s: f64) -> Self {
+        self.ramp_s = ramp_s;
+        self
+    }
+
+    /// The next departure from rest ramps its acceleration up (a hold interrupted the motion).
+    /// Without a ramp length configured, nothing changes.
+    pub fn arm_departure_ramp(&mut self) {
+        self.ramp_armed = self.ramp_s.is_finite() && self.ramp_s > 0.0;
+    }
+
+    /// A departure ramp is owed or running.
+    pub fn ramping(&self) -> bool {
+        self.ramp_armed || self.ramp_t.is_some()
     }
 
     /// The next step starts at rest (after a hold, a resync, a new motion).
@@ -102,6 +137,10 @@ impl StepLimiter {
         self.last_v = [0.0; AXES];
         self.last_dt = 0.0;
         self.last_target = None;
+        // A ramp cut short by another hold is owed again on the next departure.
+        if self.ramp_t.take().is_some() {
+            self.ramp_armed = true;
+        }
     }
 
     /// Records that the step actually made from `prev` was to `q` over `dt` (a caller that
@@ -137,6 +176,13 @@ impl StepLimiter {
         }
         let l = &self.limits;
         let dt_mid = dv_span(self.last_dt, dt);
+        // The departure ramp: robot time at the end of this step, from the departure.
+        let at_rest = self.last_v.iter().all(|v| *v == 0.0);
+        if self.ramp_armed && at_rest && prev != target {
+            self.ramp_armed = false;
+            self.ramp_t = Some(0.0);
+        }
+        let ramp_at = self.ramp_t.map(|t| t + dt);
         let mut lo = [0.0; AXES];
         let mut hi = [0.0; AXES];
         let mut cap_t = [0.0; AXES];
@@ -164,8 +210,19 @@ impl StepLimiter {
             };
             let v0 = self.last_v[j];
             let dv = a * dt_mid;
-            lo[j] = (-vmax).max(v0 - dv).max(-brake(prev[j] - l.min[j]));
-            hi[j] = vmax.min(v0 + dv).min(brake(l.max[j] - prev[j]));
+            // Speeding up: within the departure ramp's acceleration (a · t / ramp_s, the
+            // jerk limit a / ramp_s) while it runs; slowing down: the full limit.
+            let dv_up = match ramp_at {
+                Some(t) => a * (t / self.ramp_s).min(1.0) * dt_mid,
+                None => dv,
+            };
+            let (dv_neg, dv_pos) = if v0 >= 0.0 {
+                (dv.min(v0 + dv_up), dv_up)
+            } else {
+                (dv_up, dv.min(-v0 + dv_up))
+            };
+            lo[j] = (-vmax).max(v0 - dv_neg).max(-brake(prev[j] - l.min[j]));
+            hi[j] = vmax.min(v0 + dv_pos).min(brake(l.max[j] - prev[j]));
             if lo[j] > hi[j] {
                 // Only by rounding (the braking invariant keeps the window non-empty): brake.
                 let v = v0 - (a * dt).min(v0.abs()) * v0.signum();
@@ -231,6 +288,7 @@ impl StepLimiter {
         self.last_v = v;
         self.last_dt = dt;
         self.last_target = Some(target);
+        self.ramp_t = ramp_at.filter(|t| *t < self.ramp_s);
         LimitedStep {
             q,
             v,

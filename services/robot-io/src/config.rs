@@ -63,6 +63,10 @@ pub struct RobotIoConfig {
     /// A joint measured further than this outside its position limits raises a protective
     /// stop `MeasuredOutOfLimits` (deg).
     pub measured_limit_margin_deg: f64,
+    /// Departure ramp after a hold that stopped a moving reference, or after an e-stop or
+    /// protective stop (ms of robot time): the next motion's reference leaves with its
+    /// acceleration rising from 0 to the limit over this time (bounded jerk). 0: none.
+    pub resume_ramp_ms: f64,
     /// Where the e-stop and protective-stop latches are persisted so that they survive a
     /// crash and restart of robot-io (small JSON file, written atomically by rename). Empty:
     /// `<temp dir>/cell-<cell id>/robot-io-latch.json` (on a systemd host point it at
@@ -86,6 +90,7 @@ impl Default for RobotIoConfig {
             initial_q_deg: [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
             max_accel_deg_s2: None,
             measured_limit_margin_deg: 0.5,
+            resume_ramp_ms: crate::supervisor::DEFAULT_RESUME_RAMP_S * 1e3,
             latch_file: String::new(),
             egm: EgmConfig::default(),
             rt: common::service::RtConfig::default(),
@@ -131,6 +136,14 @@ impl Validate for RobotIoConfig {
             0.0,
             10.0,
             "deg",
+        );
+        check_range(
+            errors,
+            format!("{prefix}.resume_ramp_ms"),
+            self.resume_ramp_ms,
+            0.0,
+            1000.0,
+            "ms",
         );
         for (j, v) in self.initial_q_deg.iter().enumerate() {
             check_range(

@@ -102,6 +102,12 @@ pub struct SupervisorParams {
     /// command advanced along its own velocity to the reply's robot time (first-order hold).
     /// 0 or not finite: no hold in time, the newest command's position as it is.
     pub command_lead_s: f64,
+    /// The departure ramp after a hold that stopped a moving reference, or after an e-stop
+    /// or protective stop (s of robot time): the next departure raises each joint's
+    /// acceleration bound from 0 to its limit over this time (jerk ≤ `max_accel / ramp`), so
+    /// the reference leaves with bounded jerk ([`StepLimiter::arm_departure_ramp`]). A motion
+    /// that starts from a controlled stop (braked to rest, or idle) does not ramp. 0: none.
+    pub resume_ramp_s: f64,
 }
 
 impl SupervisorParams {
@@ -115,9 +121,14 @@ impl SupervisorParams {
             robot_boot,
             measured_limit_margin_rad: 0.5f64.to_radians(),
             command_lead_s: 0.004,
+            resume_ramp_s: DEFAULT_RESUME_RAMP_S,
         }
     }
 }
+
+/// Default departure ramp (s): 20 EGM cycles; the IRB 120's 1000 °/s² is reached with a jerk
+/// of 12 500 °/s³ (the ramp delays a departure at the full limit by half of it, 40 ms).
+pub const DEFAULT_RESUME_RAMP_S: f64 = 0.08;
 
 /// A stale command stream holds at once; the motion *ends* when the stream stays stale this
 /// long (s). A blip of a cycle or two (a lost EGM datagram, a scheduling delay) resumes the
@@ -221,7 +232,7 @@ impl Supervisor {
             oob_ack: None,
             last_ref: None,
             hold_q: None,
-            lim: StepLimiter::new(p.limits, p.max_accel),
+            lim: StepLimiter::new(p.limits, p.max_accel).with_departure_ramp(p.resume_ramp_s),
             braking: false,
             last_cmd_seq: None,
             active_motion: None,
@@ -320,8 +331,22 @@ impl Supervisor {
         self.braking = false;
         self.last_ref = None;
         self.hold_q = None;
-        self.lim.rest();
+        self.rest_after_hold();
         self.trail = None;
+    }
+
+    /// The reference is at rest from now; if the hold stopped it while it moved (an outage,
+    /// not a controlled end), its next departure ramps ([`SupervisorParams::resume_ramp_s`]).
+    fn rest_after_hold(&mut self) {
+        if self.lim.last_v().iter().any(|v| *v != 0.0) {
+            self.lim.arm_departure_ramp();
+        }
+        self.lim.rest();
+    }
+
+    /// A departure ramp is owed or running.
+    pub fn ramping(&self) -> bool {
+        self.lim.ramping()
     }
 
     fn stop_level(&self) -> Option<(SafetyLevel, SafetyReason)> {
@@ -541,7 +566,13 @@ impl Supervisor {
                     None => {
                         // Any other hold (an outage, a stop) takes priority over braking.
                         self.braking = false;
-                        self.lim.rest();
+                        if matches!(
+                            level,
+                            SafetyLevel::EmergencyStop | SafetyLevel::ProtectiveStop
+                        ) {
+                            self.lim.arm_departure_ramp();
+                        }
+                        self.rest_after_hold();
                         // Hold: the position measured when the hold began, unclamped (the
                         // robot's own servo stops it there; in contact this keeps the force
                         // from growing). Never chase drift. Without a measurement: the last
@@ -1038,6 +1069,7 @@ mod tests {
             robot_boot: BOOT,
             measured_limit_margin_rad: 0.0,
             command_lead_s: 0.004,
+            resume_ramp_s: 0.0,
         });
         let q0 = [0.0; 6];
         s.step(&input(1, 0.0, q0, None));
@@ -1456,6 +1488,13 @@ mod tests {
         per_joint: u64,
         aligned: u64,
         replies: u64,
+        /// Cycles held while the stream ran.
+        held: u64,
+        /// Worst ratio, over joints and the replies after a hold, of a joint's acceleration
+        /// while it speeds up to the departure ramp's bound `a_max · min(1, t / ramp)` (t:
+        /// robot time since the hold's last cycle): ≤ 1 = the reference left with its jerk
+        /// within `a_max / ramp`.
+        worst_ramp_ratio: f64,
     }
 
     /// The cell's loop on a robot clock of 4 ms: the robot sends a datagram each cycle
@@ -1469,7 +1508,23 @@ mod tests {
         lost: impl Fn(u64) -> bool,
         late: impl Fn(u64) -> bool,
     ) -> StreamRun {
+        run_stream_silent(qa, qb, lost, late, |_| false)
+    }
+
+    /// [`run_stream`] with the command path `silent(k)` on some cycles: control's answer to
+    /// that cycle's state never arrives.
+    fn run_stream_silent(
+        qa: [f64; 6],
+        qb: [f64; 6],
+        lost: impl Fn(u64) -> bool,
+        late: impl Fn(u64) -> bool,
+        silent: impl Fn(u64) -> bool,
+    ) -> StreamRun {
         let p = 0.004;
+        let a_max = irb120_max_accel();
+        let ramp = SupervisorParams::irb120(BOOT).resume_ramp_s;
+        let mut prev_reply: Option<([f64; 6], [f64; 6])> = None;
+        let mut hold_end: Option<f64> = None;
         let (plan, total) = trapezoid(qa, qb, 0.9, 0.8);
         let mut s = sup();
         let mut r = StreamRun::default();
@@ -1504,6 +1559,24 @@ mod tests {
             if out.level == SafetyLevel::Active {
                 let q = qr(&out);
                 r.replies += 1;
+                if let (Some((q0, v0)), Some(t0)) = (prev_reply, hold_end) {
+                    let bound = (t - t0) / ramp;
+                    for j in 0..6 {
+                        let v = (q[j] - q0[j]) / dt;
+                        if v.abs() > v0[j].abs() {
+                            let acc = (v - v0[j]).abs() / dt;
+                            r.worst_ramp_ratio =
+                                r.worst_ramp_ratio.max(acc / (a_max[j] * bound.min(1.0)));
+                        }
+                    }
+                }
+                let mut v = [0.0; 6];
+                if let Some((q0, _)) = prev_reply {
+                    for j in 0..6 {
+                        v[j] = (q[j] - q0[j]) / dt;
+                    }
+                }
+                prev_reply = Some((q, v));
                 let (perp, beyond) = off_path_deg(q, qa, qb);
                 r.worst_perp_deg = r.worst_perp_deg.max(perp);
                 r.worst_beyond_deg = r.worst_beyond_deg.max(beyond);
@@ -1513,8 +1586,16 @@ mod tests {
                         r.worst_timing_deg.max((q[j] - want[j]).abs().to_degrees());
                 }
             }
+            if out.level != SafetyLevel::Active && r.replies > 0 {
+                r.held += 1;
+                hold_end = Some(t);
+                prev_reply = out.q_ref.map(|q| (q, [0.0; 6]));
+            }
             if let Some(q) = out.q_ref {
                 q_robot = q;
+            }
+            if silent(k) {
+                continue;
             }
             // Control: the plan at this state's robot time (the motion starts at cycle 1's).
             seq += 1;
@@ -1612,6 +1693,205 @@ mod tests {
                 "lost at {at}: {r:?}"
             );
         }
+    }
+
+    /// control's planner (the double-S default) from `qa` to `qb`: position at `t` and the
+    /// duration.
+    fn planned(qa: [f64; 6], qb: [f64; 6], jerk_time_s: f64) -> (impl Fn(f64) -> [f64; 6], f64) {
+        use control::trajectory::{JointTrajectory, PlanOptions, TrajLimits};
+        let opts = PlanOptions {
+            jerk_time_s,
+            ..PlanOptions::default()
+        };
+        let tr = JointTrajectory::through(&[qa, qb], &TrajLimits::irb120(), &opts)
+            .expect("a plan between two poses in limits");
+        let total = tr.duration();
+        (move |t: f64| tr.sample(t).q, total)
+    }
+
+    /// What [`outage_then_new_motion`] measured.
+    #[derive(Debug)]
+    struct Departure {
+        /// Worst ratio of a joint's acceleration while it speeds up to the ramp's bound.
+        ramp_ratio: f64,
+        off_line_deg: f64,
+        /// Robot time after the hold from which the reply is the plan, exactly.
+        caught_up_s: Option<f64>,
+        final_err_rad: f64,
+        limited: u64,
+        per_joint: u64,
+    }
+
+    /// A motion from `QA` to `QB` planned by control (`jerk_time_s`) is cut by an outage at
+    /// cycle `at` (the command path goes silent until robot-io ends the motion); control then
+    /// plans a new one from the measured pose to `QB`. Measures the second motion's replies.
+    fn outage_then_new_motion(at: u64, jerk_time_s: f64) -> Departure {
+        let p = 0.004;
+        let a_max = irb120_max_accel();
+        let ramp = SupervisorParams::irb120(BOOT).resume_ramp_s;
+        let (plan1, _) = planned(QA, QB, jerk_time_s);
+        let mut s = sup();
+        let mut q_robot = QA;
+        let mut newest: Option<(JointCommand, f64)> = None;
+        type Plan = Box<dyn Fn(f64) -> [f64; 6]>;
+        // (start time, from, plan, duration) of the second motion.
+        let mut second: Option<(f64, [f64; 6], Plan, f64)> = None;
+        let mut prev: Option<([f64; 6], [f64; 6])> = None;
+        let mut hold_end = 0.0;
+        let mut d = Departure {
+            ramp_ratio: 0.0,
+            off_line_deg: 0.0,
+            caught_up_s: None,
+            final_err_rad: 0.0,
+            limited: 0,
+            per_joint: 0,
+        };
+        let (mut limited0, mut per_joint0) = (0, 0);
+        let mut ended = false;
+        let mut k = 0u64;
+        loop {
+            k += 1;
+            let t = k as f64 * p;
+            let out = s.step(&CycleInput {
+                cycle: k,
+                now_s: t,
+                dt_s: p,
+                q_measured: Some(q_robot),
+                robot: READY,
+                command: newest.as_ref().map(|(c, at)| (c, *at)),
+            });
+            if out.level != SafetyLevel::Active {
+                hold_end = t;
+                prev = out.q_ref.map(|q| (q, [0.0; 6]));
+                ended |= out.reason == SafetyReason::MotionEnded;
+            }
+            if let (Some(q), Some((t2, from, plan2, _)), SafetyLevel::Active) =
+                (out.q_ref, &second, out.level)
+            {
+                if let Some((q0, v0)) = prev {
+                    let bound = ((t - hold_end) / ramp).min(1.0);
+                    let mut v = [0.0; 6];
+                    for j in 0..6 {
+                        v[j] = (q[j] - q0[j]) / p;
+                        if v[j].abs() > v0[j].abs() {
+                            let acc = (v[j] - v0[j]).abs() / p;
+                            d.ramp_ratio = d.ramp_ratio.max(acc / (a_max[j] * bound));
+                        }
+                    }
+                    prev = Some((q, v));
+                }
+                d.off_line_deg = d.off_line_deg.max(off_path_deg(q, *from, QB).0);
+                let want = plan2(t - t2 - 2.0 * p);
+                let lag = (0..6).map(|j| (q[j] - want[j]).abs()).fold(0.0, f64::max);
+                if lag < 1e-9 {
+                    d.caught_up_s.get_or_insert(t - hold_end);
+                } else {
+                    d.caught_up_s = None;
+                }
+            }
+            if let Some(q) = out.q_ref {
+                q_robot = q;
+            }
+            if k < at {
+                let c = JointCommand {
+                    cycle: k,
+                    ..cmd(k, plan1(t - p))
+                };
+                newest = Some((c, t + 0.001));
+            } else if ended {
+                if second.is_none() {
+                    let (plan2, total) = planned(q_robot, QB, jerk_time_s);
+                    second = Some((t, q_robot, Box::new(plan2), total));
+                    (limited0, per_joint0) = (s.limited_cycles(), s.per_joint_cycles());
+                }
+                let Some((t2, _, plan2, total)) = &second else {
+                    unreachable!()
+                };
+                if t - t2 > total + 0.3 {
+                    break;
+                }
+                let c = JointCommand {
+                    cycle: k,
+                    ..cmd_m(k, plan2(t - t2 - p), 2)
+                };
+                newest = Some((c, t + 0.001));
+            }
+            // else: the command path is silent until robot-io ends the motion.
+        }
+        d.final_err_rad = (0..6)
+            .map(|j| (q_robot[j] - QB[j]).abs())
+            .fold(0.0, f64::max);
+        d.limited = s.limited_cycles() - limited0;
+        d.per_joint = s.per_joint_cycles() - per_joint0;
+        d
+    }
+
+    /// Issue 21 item 3: an outage stops the reference at once in mid-motion (a hold at the
+    /// measured position), the motion ends, and control plans a new one from the measured
+    /// pose. A plan that steps its acceleration (a trapezoid) used to be replied as it is — an
+    /// acceleration step, unbounded jerk; robot-io now ramps it (the departure ramp acts and
+    /// the reply leaves within `a_max / ramp` of jerk). control's default double-S plan is
+    /// within the ramp: replied unchanged, on its line, exactly.
+    #[test]
+    fn a_new_motion_after_an_outage_leaves_with_bounded_jerk() {
+        // Cycles into a ≈ 0.5 s motion: accelerating, cruising, braking.
+        for at in [30u64, 70, 110] {
+            let d = outage_then_new_motion(at, 0.0);
+            assert!(d.final_err_rad < 1e-9 && d.off_line_deg >= 0.0, "{d:?}");
+            assert!(
+                d.ramp_ratio <= 1.0 + 1e-9,
+                "trapezoid, outage at {at}: {d:?}"
+            );
+            assert!(
+                d.limited > 0,
+                "trapezoid, outage at {at}: the ramp never acted: {d:?}"
+            );
+            assert!(d.final_err_rad < 1e-9, "trapezoid, outage at {at}: {d:?}");
+            eprintln!("trapezoid, outage at {at}: {d:?}");
+            let d = outage_then_new_motion(at, control::trajectory::JERK_TIME_S);
+            eprintln!("double S, outage at {at}: {d:?}");
+            assert!(
+                d.ramp_ratio <= 1.0 + 1e-9,
+                "double S, outage at {at}: {d:?}"
+            );
+            assert_eq!(
+                (d.limited, d.per_joint),
+                (0, 0),
+                "double S, outage at {at}: {d:?}"
+            );
+            assert!(d.off_line_deg < 1e-6, "double S, outage at {at}: {d:?}");
+            assert!(
+                d.caught_up_s.is_some_and(|t| (t - 0.004).abs() < 1e-9),
+                "double S, outage at {at}: {d:?}"
+            );
+            assert!(d.final_err_rad < 1e-9, "double S, outage at {at}: {d:?}");
+        }
+    }
+
+    /// A motion that starts from a controlled stop (idle, or braked to rest) is not ramped:
+    /// its own profile is within the limits and is replied unchanged.
+    #[test]
+    fn a_controlled_start_is_not_ramped() {
+        let mut s = sup();
+        let q0 = [0.0; 6];
+        s.step(&input(1, 0.0, q0, None));
+        assert!(!s.ramping());
+        // A stop while moving arms it; the e-stop too.
+        let mut s = sup();
+        s.step(&input(1, 0.0, q0, None));
+        let c = JointCommand {
+            cycle: 1,
+            ..cmd(1, [0.001; 6])
+        };
+        s.step(&input(2, 0.004, q0, Some((&c, 0.004))));
+        // Older than the wall-time backstop (4 × 8 ms).
+        let out = s.step(&input(3, 0.045, q0, Some((&c, 0.004))));
+        assert_eq!(out.reason, SafetyReason::CommandStale);
+        assert!(s.ramping());
+        let mut s = sup();
+        s.engage_estop();
+        s.step(&input(1, 0.0, q0, None));
+        assert!(s.ramping());
     }
 
     /// A command that reaches robot-io only after the next datagram used to repeat the target

@@ -32,6 +32,7 @@ fn supervisor() -> Supervisor {
         robot_boot: 7,
         measured_limit_margin_rad: 0.01,
         command_lead_s: 0.004,
+        resume_ramp_s: robot_io::supervisor::DEFAULT_RESUME_RAMP_S,
     })
 }
 
