@@ -214,6 +214,11 @@ pub struct Supervisor {
     /// (cycle, robot time) of recent cycles, indexed by cycle % TIME_RING.
     times: [(u64, f64); TIME_RING],
     trail: Option<CommandTrail>,
+    /// A stale stream stopped a moving reference: the departure ramp is owed if that motion
+    /// ends, not if the same motion resumes (a blip: the stream's own plan is already under
+    /// way and a ramped reference would only lag it — found as a guided TCP still moving
+    /// 0.76 s after the deadman's release).
+    stale_stopped_moving: bool,
 }
 
 fn all_finite(q: &[f64; AXES]) -> bool {
@@ -246,6 +251,7 @@ impl Supervisor {
             robot_time_s: 0.0,
             times: [(u64::MAX, 0.0); TIME_RING],
             trail: None,
+            stale_stopped_moving: false,
         }
     }
 
@@ -572,7 +578,13 @@ impl Supervisor {
                         ) {
                             self.lim.arm_departure_ramp();
                         }
-                        self.rest_after_hold();
+                        if reason == SafetyReason::CommandStale {
+                            self.stale_stopped_moving |=
+                                self.lim.last_v().iter().any(|v| *v != 0.0);
+                            self.lim.rest();
+                        } else {
+                            self.rest_after_hold();
+                        }
                         // Hold: the position measured when the hold began, unclamped (the
                         // robot's own servo stops it there; in contact this keeps the force
                         // from growing). Never chase drift. Without a measurement: the last
@@ -599,6 +611,13 @@ impl Supervisor {
             self.last_ref = q_ref;
         }
         let changed = self.set_state(level, reason, i.cycle);
+        if self.stale_stopped_moving && reason != SafetyReason::CommandStale {
+            // The stale stream either resumed (no ramp) or its motion ended (ramp owed).
+            if level != SafetyLevel::Active {
+                self.lim.arm_departure_ramp();
+            }
+            self.stale_stopped_moving = false;
+        }
         CycleOutput {
             q_ref,
             qd_ref,
@@ -1887,6 +1906,11 @@ mod tests {
         // Older than the wall-time backstop (4 × 8 ms).
         let out = s.step(&input(3, 0.045, q0, Some((&c, 0.004))));
         assert_eq!(out.reason, SafetyReason::CommandStale);
+        // A blip may still resume the same motion (its plan under way): not yet.
+        assert!(!s.ramping());
+        // Stale past STALE_ENDS_MOTION_S: the motion ends, the next departure ramps.
+        let out = s.step(&input(4, 0.1, q0, Some((&c, 0.004))));
+        assert_eq!(out.reason, SafetyReason::MotionEnded);
         assert!(s.ramping());
         let mut s = sup();
         s.engage_estop();
