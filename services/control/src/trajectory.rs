@@ -1792,21 +1792,21 @@ mod tests {
         assert_eq!(tr.sample(tr.duration()).progress, 1.0);
     }
 
+    /// Plans with trapezoids (no jerk phases): the shapes the older tests pin.
+    fn trapezoids() -> PlanOptions {
+        PlanOptions {
+            jerk_time_s: 0.0,
+            ..PlanOptions::default()
+        }
+    }
+
     #[test]
     fn short_move_is_triangular() {
         let l = TrajLimits::irb120();
         let a = d([0.0; 6]);
         let b = d([0.5, 0.0, 0.0, 0.0, 0.0, 0.0]);
         // The trapezoid's shapes (the double-S default: `double_s_plans_bound_the_jerk`).
-        let tr = JointTrajectory::through(
-            &[a, b],
-            &l,
-            &PlanOptions {
-                jerk_time_s: 0.0,
-                ..PlanOptions::default()
-            },
-        )
-        .unwrap();
+        let tr = JointTrajectory::through(&[a, b], &l, &trapezoids()).unwrap();
         let seg = tr.segments()[0];
         assert!(seg.profile.is_triangular());
         let dist = b[0] - a[0];
@@ -1896,15 +1896,7 @@ mod tests {
         // A1 moves 100°, A6 200° (faster joint, but twice the way): A6 limits speed.
         let a = d([0.0; 6]);
         let b = d([100.0, 0.0, 0.0, 0.0, 0.0, 200.0]);
-        let tr = JointTrajectory::through(
-            &[a, b],
-            &l,
-            &PlanOptions {
-                jerk_time_s: 0.0,
-                ..PlanOptions::default()
-            },
-        )
-        .unwrap();
+        let tr = JointTrajectory::through(&[a, b], &l, &trapezoids()).unwrap();
         let seg = tr.segments()[0];
         assert!(!seg.profile.is_triangular());
         let v6 = SPEED_SAFETY * l.v_max[5];
@@ -2121,15 +2113,7 @@ mod tests {
         let wps = program();
         // Trapezoids: a pause during the deceleration then meets a plan already braking at
         // its full budget (checked below).
-        let tr = JointTrajectory::through(
-            &wps,
-            &l,
-            &PlanOptions {
-                jerk_time_s: 0.0,
-                ..PlanOptions::default()
-            },
-        )
-        .unwrap();
+        let tr = JointTrajectory::through(&wps, &l, &trapezoids()).unwrap();
         let t1 = tr.arrival_times()[1];
         let t2 = tr.arrival_times()[2];
         let mut pb = Playback::new(tr);
