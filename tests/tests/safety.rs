@@ -241,3 +241,105 @@ async fn a_robot_io_crash_mid_move_comes_back_holding() {
     assert_nothing_moves(&js, &safety).await;
     assert_a_new_command_moves(&c, &js, &safety).await;
 }
+
+fn signal(pid: u64, sig: i32) {
+    // SAFETY: signalling the test's own grandchild.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+/// cell-sim's EGM status, asked of cell-sim alone (a frozen robot-io must not delay it).
+async fn sim_egm(s: &zenoh::Session, c: &TestCell) -> serde_json::Value {
+    let ask = || async {
+        let replies = s
+            .get(format!("cell/{}/sim/status", c.cell.id))
+            .timeout(Duration::from_millis(500))
+            .await
+            .ok()?;
+        let r = replies.recv_async().await.ok()?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&r.result().ok()?.payload().to_bytes()).ok()?;
+        Some(v["detail"]["egm"].clone())
+    };
+    wait_for(Duration::from_secs(3), ask)
+        .await
+        .unwrap_or_else(|| panic!("no sim status\n{}", c.log_text()))
+}
+
+/// robot-io frozen (SIGSTOP, not dead) for 0.6 s in the middle of a move: the emulated IRC5
+/// (deploy/irc5/CellEgm.mod's session, `\CommTimeout` 0.2 s) keeps robot-io's last reference —
+/// the reference never moves past it — then ends the session with `EGM_STOP_HOLD` and starts a
+/// new one after `RampOutTime + WaitTime`. Once robot-io runs again nothing resumes by itself:
+/// control is idle, the arm does not move until a new operator command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_robot_io_ends_the_controllers_session_and_nothing_resumes() {
+    let _serial = SERIAL.lock().await;
+    let irc5 = robot_io::egm::irc5::Irc5Egm::builtin().unwrap().session;
+    let c = TestCell::start("frozenrio", &[]);
+    let s = up_all(&c).await;
+    let js = subscribe(&s, topic::JOINT_STATE.key(&c.cell.id)).await;
+    let safety = subscribe(&s, topic::SAFETY_STATE.key(&c.cell.id)).await;
+    let truth = subscribe(&s, topic::SIM_TRUTH.key(&c.cell.id)).await;
+    assert_eq!(sim_egm(&s, &c).await["comm_timeouts"], 0);
+    start_slow_move(&c, &safety).await;
+    let pid = robot_io_pid(&s, &c).await;
+    drain::<common::msg::SimTruth>(&truth);
+    signal(pid, libc::SIGSTOP);
+    let frozen_at = Instant::now();
+    // Mid-freeze (after the timeout): the session has ended and the controller is silent.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let mid = sim_egm(&s, &c).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let during: Vec<(Duration, common::msg::SimTruth)> = {
+        let mut v = Vec::new();
+        while let Ok(Some(sample)) = truth.try_recv() {
+            if let Ok(m) = codec::decode::<common::msg::SimTruth>(&sample.payload().to_bytes()) {
+                v.push((frozen_at.elapsed(), m));
+            }
+        }
+        v
+    };
+    signal(pid, libc::SIGCONT);
+    assert_eq!(mid["comm_timeouts"], 1, "sim egm status mid-freeze: {mid}");
+    assert_eq!(mid["session_running"], false, "{mid}");
+    // The reference: whatever robot-io sent last before the freeze (a datagram in flight may
+    // land in the first cycles), then still — never extrapolated, never moved by the
+    // controller — through the timeout and the stop.
+    let settled: Vec<[f64; 6]> = during
+        .iter()
+        .map(|(_, t)| t.q_ref_rad)
+        .skip(10) // 40 ms of robot time: the freeze's own delivery and any reply in flight
+        .collect();
+    assert!(settled.len() > 50, "{} truth samples", settled.len());
+    let first = settled[0];
+    let moved = settled
+        .iter()
+        .flat_map(|q| (0..6).map(move |j| (q[j] - first[j]).abs()))
+        .fold(0.0, f64::max);
+    assert!(
+        moved < 1e-4,
+        "the controller's reference moved {moved} rad while robot-io was frozen"
+    );
+    // robot-io runs again: the controller starts a new session by itself (the RAPID loop),
+    // robot-io answers it holding, control has ended the move, nothing moves.
+    let back = wait_for(Duration::from_secs(5), || async {
+        let e = sim_egm(&s, &c).await;
+        (e["session_running"] == true && e["sessions"].as_u64()? >= 2).then_some(e)
+    })
+    .await;
+    assert!(
+        back.is_some(),
+        "no new EGM session after the freeze (RampOutTime {} s + WaitTime {} s)\n{}",
+        irc5.ramp_out_s,
+        irc5.restart_wait_s,
+        c.log_text()
+    );
+    let why = control_went_idle(&s, &c).await;
+    eprintln!("control's stop reason after the freeze: {why}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_nothing_moves(&js, &safety).await;
+    assert_a_new_command_moves(&c, &js, &safety).await;
+    // One session ended by the timeout in the whole test.
+    assert_eq!(sim_egm(&s, &c).await["comm_timeouts"], 1);
+}

@@ -248,11 +248,14 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
             resume_ramp_s: robot_io::supervisor::DEFAULT_RESUME_RAMP_S,
         }),
     );
-    let mut ctl_sim = sim::controller::Controller::new(sim::world::servo::ServoModel::new(
-        sim::world::ServoParams::default(),
-        limits,
-        q0,
-    ));
+    // The shipped IRC5 session (deploy/irc5): answered every cycle, it never times out.
+    let session = robot_io::egm::irc5::Irc5Egm::builtin()
+        .map_err(|e| anyhow::anyhow!("deploy/irc5: {}", e.join("; ")))?
+        .session;
+    let mut ctl_sim = sim::controller::Controller::new(
+        sim::world::servo::ServoModel::new(sim::world::ServoParams::default(), limits, q0),
+        sim::controller::SessionParams::from_irc5(&session),
+    );
     let mut lat = CycleLatency::new().with_nominal_period_ns((dt * 1e9).round() as u64);
     let mut window_start: Option<(u64, u64, Histogram)> = None;
     let epoch = Instant::now();

@@ -6,6 +6,15 @@
 //! `planned.joints` (degrees) as the servo reference. Without a fresh reply the reference stays
 //! where it was (EGM keeps the last position) — robot-io's own supervisor decides holds.
 //!
+//! **The session** ([`SessionParams`], read from the shipped RAPID module `deploy/irc5/
+//! CellEgm.mod` by `robot_io::egm::irc5`): a session that gets no valid reply for
+//! `\CommTimeout` ends (`EGMRunJoint` raises `ERR_UDPUC_COMM`) with `EGM_STOP_HOLD`: the arm
+//! stays where it is — its reference has been still since the last reply, so the ramp-out has
+//! no speed left to ramp — and no `EgmRobot` is sent until the RAPID loop starts the next
+//! session `RampOutTime + WaitTime` later. A new session starts from the measured joints and
+//! blends the replies in over `\RampInTime` (reference = start + α·(reply − start), α: 0 → 1).
+//! Counted in [`ControllerStats::comm_timeouts`] and [`ControllerStats::sessions`].
+//!
 //! Timing: [`Controller::begin_cycle`] starts an EGM cycle (the newest reply becomes the
 //! reference and enters the servo's delay line); [`Controller::advance`] integrates the servo
 //! over a shorter base tick, so the simulator's joints (and the F/T truth) move at 1 kHz while
@@ -44,6 +53,58 @@ pub struct ControllerStats {
     pub replies: u64,
     pub malformed_replies: u64,
     pub nonfinite_replies: u64,
+    /// Sessions ended by the communication timeout.
+    pub comm_timeouts: u64,
+    /// Sessions started (the first one included).
+    pub sessions: u64,
+}
+
+/// The EGM session's timing, as `CellEgm.mod` sets it (`robot_io::egm::irc5::EgmSession`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SessionParams {
+    /// `\CommTimeout` (s); infinite: the session never times out.
+    pub comm_timeout_s: f64,
+    /// `\RampInTime` (s).
+    pub ramp_in_s: f64,
+    /// `\RampOutTime` (s).
+    pub ramp_out_s: f64,
+    /// The RAPID loop's wait before the next session (s).
+    pub restart_wait_s: f64,
+}
+
+impl SessionParams {
+    /// A session that never ends and takes every reply at once: for tests of the servo and the
+    /// world, not of the EGM session.
+    pub const ALWAYS_ON: Self = Self {
+        comm_timeout_s: f64::INFINITY,
+        ramp_in_s: 0.0,
+        ramp_out_s: 0.0,
+        restart_wait_s: 0.0,
+    };
+
+    /// From the IRC5 side's parsed session.
+    pub fn from_irc5(s: &robot_io::egm::irc5::EgmSession) -> Self {
+        Self {
+            comm_timeout_s: s.comm_timeout_s,
+            ramp_in_s: s.ramp_in_s,
+            ramp_out_s: s.ramp_out_s,
+            restart_wait_s: s.restart_wait_s,
+        }
+    }
+}
+
+/// Where the emulated EGM session is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Session {
+    /// Running for `age_s`, `since_reply_s` since the last valid reply (or the start), blending
+    /// from the joints `from` over the ramp-in.
+    Running {
+        age_s: f64,
+        since_reply_s: f64,
+        from: [f64; 6],
+    },
+    /// No session: ended, the next one starts after `wait_s`.
+    Ended { wait_s: f64 },
 }
 
 /// What the emulator observes of the references it receives.
@@ -71,23 +132,49 @@ pub struct Controller {
     /// The newest reply received since the last cycle (applied at the next cycle, as an IRC5
     /// takes the newest correction each cycle).
     pending: Option<[f64; 6]>,
+    params: SessionParams,
+    session: Session,
+    /// The program was stopped (no EGM): a new session starts when it runs again.
+    program_stopped: bool,
 }
 
 impl Controller {
-    pub fn new(servo: ServoModel) -> Self {
+    /// A controller whose first session starts now, from the servo's joints.
+    pub fn new(servo: ServoModel, params: SessionParams) -> Self {
         let q_ref = servo.q();
         Self {
+            params,
+            program_stopped: false,
+            session: Session::Running {
+                age_s: 0.0,
+                since_reply_s: 0.0,
+                from: q_ref,
+            },
             servo,
             q_ref,
             seqno: 0,
             state: ControllerState::default(),
-            stats: ControllerStats::default(),
+            stats: ControllerStats {
+                sessions: 1,
+                ..Default::default()
+            },
             refs: ReferenceStats::default(),
             cycle: 0,
             last_ref_cycle: 0,
             last_dt: 0.004,
             pending: None,
         }
+    }
+
+    /// The session's state.
+    pub fn session(&self) -> Session {
+        self.session
+    }
+
+    /// Whether a session runs: only then does the controller send `EgmRobot` (the RAPID module
+    /// starts no position streaming between sessions).
+    pub fn session_running(&self) -> bool {
+        matches!(self.session, Session::Running { .. })
     }
 
     /// The reference of this cycle (rad): the newest one received on the EGM wire, held.
@@ -113,11 +200,79 @@ impl Controller {
     pub fn begin_cycle(&mut self, cycle_s: f64) {
         self.cycle += 1;
         self.last_dt = cycle_s;
-        if let Some(new) = self.pending.take() {
-            self.apply_reference(new);
+        let pending = self.pending.take();
+        if !self.state.egm_running {
+            // The program is stopped (the `controller_stopped` fault): no session runs; the
+            // next starts when the program runs again, from the arm's joints.
+            self.program_stopped = true;
+            self.q_ref = self.servo.q();
+            self.servo.set_motors_on(self.state.motors_on);
+            self.servo.push_reference(&self.q_ref);
+            return;
         }
+        if std::mem::take(&mut self.program_stopped) {
+            self.stats.sessions += 1;
+            self.session = Session::Running {
+                age_s: 0.0,
+                since_reply_s: 0.0,
+                from: self.servo.q(),
+            };
+        }
+        self.session = match self.session {
+            Session::Running {
+                age_s,
+                since_reply_s,
+                from,
+            } => {
+                let age_s = age_s + cycle_s;
+                let since_reply_s = match pending {
+                    Some(new) => {
+                        let a = if self.params.ramp_in_s > 0.0 {
+                            (age_s / self.params.ramp_in_s).min(1.0)
+                        } else {
+                            1.0
+                        };
+                        let mut blended = new;
+                        for (b, (n, f)) in blended.iter_mut().zip(new.iter().zip(from.iter())) {
+                            *b = f + a * (n - f);
+                        }
+                        self.apply_reference(blended);
+                        0.0
+                    }
+                    None => since_reply_s + cycle_s,
+                };
+                // Not `>=`: a reply arriving exactly on the timeout still counts (and keeps an
+                // infinite timeout from ending anything).
+                if since_reply_s > self.params.comm_timeout_s + 1e-12 {
+                    self.stats.comm_timeouts += 1;
+                    Session::Ended {
+                        wait_s: self.params.ramp_out_s + self.params.restart_wait_s,
+                    }
+                } else {
+                    Session::Running {
+                        age_s,
+                        since_reply_s,
+                        from,
+                    }
+                }
+            }
+            Session::Ended { wait_s } => {
+                let wait_s = wait_s - cycle_s;
+                if wait_s <= 1e-12 {
+                    self.stats.sessions += 1;
+                    Session::Running {
+                        age_s: 0.0,
+                        since_reply_s: 0.0,
+                        from: self.servo.q(),
+                    }
+                } else {
+                    Session::Ended { wait_s }
+                }
+            }
+        };
         self.servo.set_motors_on(self.state.motors_on);
-        if !(self.state.motors_on && self.state.egm_running) {
+        if !(self.state.motors_on && self.state.egm_running && self.session_running()) {
+            // EGM_STOP_HOLD (and no EGM at all): the arm stays where it is.
             self.q_ref = self.servo.q();
         }
         self.servo.push_reference(&self.q_ref);
@@ -186,7 +341,7 @@ impl Controller {
                 } as i32,
             }),
             mci_state: Some(EgmMciState {
-                state: if s.egm_running {
+                state: if s.egm_running && self.session_running() {
                     MciStateType::Running
                 } else {
                     MciStateType::Stopped
@@ -237,7 +392,7 @@ impl Controller {
     }
 
     fn apply_reference(&mut self, new: [f64; 6]) {
-        if !(self.state.motors_on && self.state.egm_running) {
+        if !(self.state.motors_on && self.state.egm_running && self.session_running()) {
             return;
         }
         let lim = *self.servo.limits();
@@ -262,12 +417,16 @@ mod tests {
     use kinematics::JointLimits;
     use robot_io::egm::proto::EgmSensor;
 
-    fn ctl() -> Controller {
-        Controller::new(ServoModel::new(
+    fn servo() -> ServoModel {
+        ServoModel::new(
             ServoParams::default(),
             JointLimits::irb120(),
             [0.0, 0.0, 0.0, 0.0, 0.5, 0.0],
-        ))
+        )
+    }
+
+    fn ctl() -> Controller {
+        Controller::new(servo(), SessionParams::ALWAYS_ON)
     }
 
     #[test]
@@ -321,6 +480,145 @@ mod tests {
             c.step(0.004);
         }
         assert!((c.joints().0[0] - 10f64.to_radians()).abs() < 1e-3);
+    }
+
+    fn joint_reply(deg: [f64; 6]) -> Vec<u8> {
+        proto::encode_sensor(&EgmSensor {
+            header: None,
+            planned: Some(EgmPlanned {
+                joints: Some(proto::joints(&deg)),
+                cartesian: None,
+                external_joints: None,
+                time: None,
+            }),
+            speed_ref: None,
+            rapid_to_robot: None,
+        })
+    }
+
+    fn shipped() -> SessionParams {
+        SessionParams::from_irc5(
+            &robot_io::egm::irc5::Irc5Egm::builtin()
+                .expect("deploy/irc5 parses")
+                .session,
+        )
+    }
+
+    #[test]
+    fn a_silent_pc_ends_the_session_after_the_comm_timeout_and_the_arm_holds() {
+        let p = shipped();
+        let mut c = Controller::new(servo(), p);
+        let dt = 0.004;
+        // robot-io moves joint 1 at 20 deg/s for 1 s, answering every cycle...
+        let mut t = 0.0;
+        for _ in 0..250 {
+            c.begin_cycle(dt);
+            c.advance(dt);
+            t += dt;
+            c.apply_reply(&joint_reply([
+                20.0 * t,
+                0.0,
+                0.0,
+                0.0,
+                0.5f64.to_degrees(),
+                0.0,
+            ]));
+        }
+        // ... then falls silent (frozen, crashed, link cut): its last reply is applied at the
+        // next cycle, which starts the timeout.
+        c.begin_cycle(dt);
+        c.advance(dt);
+        let last = c.reference();
+        assert!(last[0] > 19f64.to_radians(), "{last:?}");
+        let timeout_cycles = (p.comm_timeout_s / dt).round() as usize;
+        for k in 0..timeout_cycles {
+            c.begin_cycle(dt);
+            c.advance(dt);
+            assert!(c.session_running(), "cycle {k}: ended before the timeout");
+            // The reference never moves past the last command.
+            assert_eq!(c.reference(), last, "cycle {k}");
+            let m = c.robot_message(0, None);
+            assert_eq!(
+                m.mci_state.map(|s| s.state),
+                Some(MciStateType::Running as i32)
+            );
+        }
+        c.begin_cycle(dt);
+        c.advance(dt);
+        assert!(!c.session_running(), "{:?}", c.session());
+        assert_eq!(c.stats.comm_timeouts, 1);
+        // EGM_STOP_HOLD: the arm stays where it is; a late reply moves nothing.
+        let q_end = c.joints().0;
+        assert!((q_end[0] - last[0]).abs() < 1e-3, "{q_end:?} vs {last:?}");
+        let m = c.robot_message(0, None);
+        assert_eq!(
+            m.mci_state.map(|s| s.state),
+            Some(MciStateType::Stopped as i32)
+        );
+        let wait_cycles = ((p.ramp_out_s + p.restart_wait_s) / dt).round() as usize;
+        for k in 1..wait_cycles {
+            c.apply_reply(&joint_reply([40.0, 0.0, 0.0, 0.0, 30.0, 0.0]));
+            c.begin_cycle(dt);
+            c.advance(dt);
+            assert!(!c.session_running(), "cycle {k} of the wait");
+            assert!((c.joints().0[0] - q_end[0]).abs() < 1e-3);
+        }
+        // The RAPID loop starts the next session: from the measured joints, replies ramped in.
+        c.begin_cycle(dt);
+        c.advance(dt);
+        assert!(c.session_running());
+        assert_eq!(c.stats.sessions, 2);
+        let start = c.reference();
+        let target = start[0].to_degrees() + 1.0;
+        c.apply_reply(&joint_reply([
+            target,
+            0.0,
+            0.0,
+            0.0,
+            0.5f64.to_degrees(),
+            0.0,
+        ]));
+        c.begin_cycle(dt);
+        let moved = (c.reference()[0] - start[0]).to_degrees();
+        let a = dt / p.ramp_in_s;
+        assert!(
+            (moved - a).abs() < 1e-9,
+            "first reference of the new session moved {moved} deg, the ramp-in allows {a}"
+        );
+        for _ in 0..((p.ramp_in_s / dt) as usize + 1) {
+            c.apply_reply(&joint_reply([
+                target,
+                0.0,
+                0.0,
+                0.0,
+                0.5f64.to_degrees(),
+                0.0,
+            ]));
+            c.begin_cycle(dt);
+        }
+        assert!((c.reference()[0].to_degrees() - target).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_reply_within_the_timeout_keeps_the_session() {
+        let p = shipped();
+        let mut c = Controller::new(servo(), p);
+        let dt = 0.004;
+        let every = (p.comm_timeout_s / dt).round() as usize;
+        for k in 0..(every * 5) {
+            if k % every == 0 {
+                c.apply_reply(&joint_reply([0.0, 0.0, 0.0, 0.0, 0.5f64.to_degrees(), 0.0]));
+            }
+            c.begin_cycle(dt);
+        }
+        assert!(c.session_running());
+        assert_eq!(c.stats.comm_timeouts, 0);
+        // Always on: never ends.
+        let mut c = ctl();
+        for _ in 0..10_000 {
+            c.begin_cycle(dt);
+        }
+        assert!(c.session_running());
     }
 
     /// Measured lag (s) of joint 1 behind a constant-speed reference once in steady state,

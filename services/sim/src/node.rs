@@ -80,11 +80,34 @@ pub struct EgmSimConfig {
     pub cycle_ms: f64,
     /// Start position (deg).
     pub initial_q_deg: [f64; 6],
+    /// The IRC5 side the emulator runs: a directory with `CellEgm.mod`, `SIO_cell.cfg` and
+    /// `MOC_cell.cfg` (relative to the config file). Unset: the files built in from the
+    /// checkout's `deploy/irc5/`. Its session timing (communication timeout, ramps, restart
+    /// wait) is the emulator's; `cycle_ms` stays this section's (tests/deploy.rs holds the
+    /// shipped configs to `\SampleRate`).
+    pub irc5: Option<String>,
     /// Emulated loss of EgmRobot datagrams (0..1).
     pub packet_loss: f64,
     /// Emulated send jitter: uniform extra delay in [0, jitter_ms] (ms).
     pub jitter_ms: f64,
     pub seed: u64,
+}
+
+impl EgmSimConfig {
+    /// The IRC5 side's EGM session (`irc5`, or the built-in files).
+    pub fn irc5(&self) -> Result<robot_io::egm::irc5::Irc5Egm, Vec<String>> {
+        match &self.irc5 {
+            Some(dir) => robot_io::egm::irc5::Irc5Egm::load_dir(&common::config::resolve_path(dir)),
+            None => robot_io::egm::irc5::Irc5Egm::builtin(),
+        }
+    }
+
+    /// The session part of [`EgmSimConfig::irc5`], errors joined.
+    pub fn irc5_session(&self) -> anyhow::Result<robot_io::egm::irc5::EgmSession> {
+        self.irc5()
+            .map(|i| i.session)
+            .map_err(|e| anyhow::anyhow!("sim.egm.irc5: {}", e.join("; ")))
+    }
 }
 
 impl Default for EgmSimConfig {
@@ -94,6 +117,7 @@ impl Default for EgmSimConfig {
             bind: "127.0.0.1:6511".into(),
             cycle_ms: 4.0,
             initial_q_deg: [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
+            irc5: None,
             packet_loss: 0.0,
             jitter_ms: 0.0,
             seed: 1,
@@ -219,6 +243,11 @@ impl Validate for SimConfig {
             100.0,
             "ms",
         );
+        if let Err(errs) = e.irc5() {
+            for x in errs {
+                errors.push(format!("{prefix}.egm.irc5"), x);
+            }
+        }
         if e.cycle_ms.is_finite() && whole_ticks(e.cycle_ms).is_none() {
             errors.push(
                 format!("{prefix}.egm.cycle_ms"),
@@ -551,7 +580,11 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     )
     .map_err(|e| anyhow::anyhow!(e.join("; ")))?;
     let q0 = cfg.egm.initial_q_deg.map(f64::to_radians);
-    let mut ctl = Controller::new(scenario.world().servo(q0));
+    let irc5 = cfg.egm.irc5_session()?;
+    let mut ctl = Controller::new(
+        scenario.world().servo(q0),
+        crate::controller::SessionParams::from_irc5(&irc5),
+    );
     let ticks_per_cycle = whole_ticks(cfg.egm.cycle_ms)
         .ok_or_else(|| anyhow::anyhow!("sim.egm.cycle_ms: not a whole number of base ticks"))?;
     let cycle_s = cfg.egm.cycle_ms * 1e-3;
@@ -737,7 +770,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 truth_pub.put(&msg);
             }
         }
-        if phase + 1 == ticks_per_cycle && !f.controller_stopped {
+        if phase + 1 == ticks_per_cycle && !f.controller_stopped && ctl.session_running() {
             // The datagram is built (its seqno used) even when the network loses it.
             // The IRC5's clock advances one cycle per cycle, whatever this host's timer jitter.
             cycles += 1;
@@ -770,6 +803,9 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                          "cycle_ms": cfg.egm.cycle_ms,
                          "malformed_replies": ctl.stats.malformed_replies,
                          "nonfinite_replies": ctl.stats.nonfinite_replies,
+                         "session_running": ctl.session_running(),
+                         "sessions": ctl.stats.sessions,
+                         "comm_timeouts": ctl.stats.comm_timeouts,
                          "reference_peak_speed_ratio": ctl.refs.peak_speed_ratio,
                          "joint_peak_speed_ratio": peak_joint_speed_ratio,
                          "reference_out_of_limits": ctl.refs.out_of_limits,

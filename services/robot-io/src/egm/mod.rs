@@ -10,9 +10,13 @@
 //! - [`cycle`]: one datagram → at most one reply: the session and the supervisor together,
 //!   pure; the only place a reply's reference is chosen.
 //!
+//! - [`irc5`]: the IRC5 side as shipped in `deploy/irc5/` (RAPID module, SIO and MOC entries),
+//!   read so the simulated controller runs the same parameters and tests can check them.
+//!
 //! The UDP socket lives in [`crate::node`].
 
 pub mod cycle;
 pub mod frame;
+pub mod irc5;
 pub mod proto;
 pub mod session;

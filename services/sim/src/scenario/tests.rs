@@ -336,14 +336,14 @@ fn truth_updates_every_base_tick_within_an_egm_cycle() {
     // The servo is advanced per 1 ms tick and the truth evaluated per tick: while the arm
     // presses into the table, consecutive ticks of the same 4 ms EGM cycle see different
     // contact forces (before, the truth was refreshed once per cycle).
-    use crate::controller::Controller;
+    use crate::controller::{Controller, SessionParams};
     let z = tcp_z(&Q_DOWN);
     let cfg = WorldConfig {
         surfaces: vec![table(z + 0.002, None)],
         ..Default::default()
     };
     let mut s = scenario(cfg, false);
-    let mut ctl = Controller::new(s.world().servo(Q_DOWN));
+    let mut ctl = Controller::new(s.world().servo(Q_DOWN), SessionParams::ALWAYS_ON);
     // A reference 3 mm lower (joint 2 forward) as a reply from robot-io.
     let mut target = Q_DOWN;
     target[1] += 0.01;

@@ -1,0 +1,971 @@
+//! The IRC5 side of the EGM link as the repository ships it (`deploy/irc5/`): the RAPID module
+//! `CellEgm.mod` and the configuration entries it relies on (`SIO_cell.cfg`: the UDPUC device;
+//! `MOC_cell.cfg`: the external-motion data). This module reads them, so that the simulated IRC5
+//! runs the parameters a real controller is loaded with (sample rate, communication timeout,
+//! ramps, stop mode, restart wait) and tests can hold them against the cell's config.
+//!
+//! Pure: text in, values out. What it understands of RAPID is deliberately small — one
+//! instruction or `CONST` per line, arguments that are literals or `CONST` names — and anything
+//! it cannot read is an error naming the line, never a default.
+
+use std::{collections::BTreeMap, path::Path};
+
+use serde::{Deserialize, Serialize};
+
+/// The files as built into this binary (the checkout's `deploy/irc5/`).
+pub const BUILTIN_RAPID: &str = include_str!("../../../../deploy/irc5/CellEgm.mod");
+pub const BUILTIN_SIO: &str = include_str!("../../../../deploy/irc5/SIO_cell.cfg");
+pub const BUILTIN_MOC: &str = include_str!("../../../../deploy/irc5/MOC_cell.cfg");
+/// The files' names in an IRC5 directory.
+pub const RAPID_FILE: &str = "CellEgm.mod";
+pub const SIO_FILE: &str = "SIO_cell.cfg";
+pub const MOC_FILE: &str = "MOC_cell.cfg";
+
+/// How `EGMRunJoint` ends a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopMode {
+    /// `EGM_STOP_HOLD`: the arm stops where it is (its reference speed ramped to zero over the
+    /// ramp-out time).
+    Hold,
+    /// `EGM_STOP_RAMP_DOWN`: the corrections ramp back to zero (the programmed path). The
+    /// cell's joint sessions have no programmed path: refused by [`Irc5Egm::check`].
+    RampDown,
+}
+
+/// One EGM joint session as `CellEgm.mod` runs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EgmSession {
+    /// `EGMActJoint \SampleRate` (ms): one `EgmRobot` per this period.
+    pub sample_rate_ms: f64,
+    /// `EGMSetupUC \CommTimeout` (s): no reply for this long ends the session.
+    pub comm_timeout_s: f64,
+    /// `EGMRunJoint \RampInTime` (s).
+    pub ramp_in_s: f64,
+    /// `EGMRunJoint \RampOutTime` (s).
+    pub ramp_out_s: f64,
+    /// `EGMRunJoint`'s stop mode.
+    pub stop_mode: StopMode,
+    /// `EGMRunJoint \PosCorrGain`.
+    pub pos_corr_gain: f64,
+    /// `EGMActJoint \MaxSpeedDeviation` (deg/s).
+    pub max_speed_deviation_deg_s: f64,
+    /// `EGMRunJoint \CondTime` (s).
+    pub cond_time_s: f64,
+    /// The RAPID loop's `WaitTime` before a new session after one ended (s).
+    pub restart_wait_s: f64,
+    /// `EGMSetupUC`'s external-motion data name (MOC) and UDPUC device name (SIO).
+    pub motion_data: String,
+    pub uc_device: String,
+}
+
+/// A UDPUC transmission-protocol entry (SIO `COM_TRP`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpUcDevice {
+    pub name: String,
+    pub remote_address: String,
+    pub remote_port: u16,
+    pub local_port: u16,
+}
+
+/// The whole IRC5 side: the session, its UDP device and its external-motion data entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Irc5Egm {
+    pub session: EgmSession,
+    pub device: UdpUcDevice,
+    /// The MOC `EXT_MOTION_DATA` entry's attributes (a flag without a value maps to "").
+    pub motion_data: BTreeMap<String, String>,
+}
+
+impl Irc5Egm {
+    /// Reads the three files from `dir`.
+    pub fn load_dir(dir: &Path) -> Result<Self, Vec<String>> {
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.join(f))
+                .map_err(|e| vec![format!("{}: cannot read: {e}", dir.join(f).display())])
+        };
+        Self::parse(&read(RAPID_FILE)?, &read(SIO_FILE)?, &read(MOC_FILE)?)
+    }
+
+    /// The files built into this binary.
+    pub fn builtin() -> Result<Self, Vec<String>> {
+        Self::parse(BUILTIN_RAPID, BUILTIN_SIO, BUILTIN_MOC)
+    }
+
+    /// Parses the RAPID module and the two configuration files, and checks that they name each
+    /// other and hold values the cell can run with. Every problem is listed.
+    pub fn parse(rapid: &str, sio: &str, moc: &str) -> Result<Self, Vec<String>> {
+        let mut errors = Vec::new();
+        let session = parse_rapid(rapid).map_err(|e| {
+            e.into_iter()
+                .map(|x| format!("{RAPID_FILE}: {x}"))
+                .collect::<Vec<_>>()
+        });
+        let devices = parse_cfg(sio, "COM_TRP").map_err(|e| format!("{SIO_FILE}: {e}"));
+        let motion = parse_cfg(moc, "EXT_MOTION_DATA").map_err(|e| format!("{MOC_FILE}: {e}"));
+        let session = match session {
+            Ok(s) => Some(s),
+            Err(e) => {
+                errors.extend(e);
+                None
+            }
+        };
+        let devices = devices.map_err(|e| errors.push(e)).ok();
+        let motion = motion.map_err(|e| errors.push(e)).ok();
+        let (Some(session), Some(devices), Some(motion)) = (session, devices, motion) else {
+            return Err(errors);
+        };
+        let device = devices
+            .iter()
+            .find(|d| d.get("Name").map(String::as_str) == Some(session.uc_device.as_str()));
+        let device = match device {
+            None => {
+                errors.push(format!(
+                    "{SIO_FILE}: no COM_TRP entry -Name \"{}\" (the device {RAPID_FILE} names in EGMSetupUC)",
+                    session.uc_device
+                ));
+                None
+            }
+            Some(d) => udp_device(d)
+                .map_err(|e| errors.push(format!("{SIO_FILE}: {e}")))
+                .ok(),
+        };
+        let motion_data = motion
+            .into_iter()
+            .find(|d| d.get("name").map(String::as_str) == Some(session.motion_data.as_str()));
+        if motion_data.is_none() {
+            errors.push(format!(
+                "{MOC_FILE}: no EXT_MOTION_DATA entry -name \"{}\" (the data {RAPID_FILE} names in EGMSetupUC)",
+                session.motion_data
+            ));
+        }
+        let (Some(device), Some(motion_data)) = (device, motion_data) else {
+            return Err(errors);
+        };
+        let me = Self {
+            session,
+            device,
+            motion_data,
+        };
+        errors.extend(me.check());
+        if errors.is_empty() {
+            Ok(me)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// What the cell needs of the session's values (each problem named).
+    pub fn check(&self) -> Vec<String> {
+        let s = &self.session;
+        let mut e = Vec::new();
+        if !(s.sample_rate_ms >= 4.0 && (s.sample_rate_ms / 4.0).fract() == 0.0) {
+            e.push(format!(
+                "\\SampleRate {} ms: EGM takes a multiple of 4 ms, at least 4",
+                s.sample_rate_ms
+            ));
+        }
+        if !(s.comm_timeout_s > 0.0 && s.comm_timeout_s.is_finite()) {
+            e.push(format!(
+                "\\CommTimeout {} s: must be a positive time (it bounds how long a silent PC leaves the arm on its last reference)",
+                s.comm_timeout_s
+            ));
+        }
+        for (name, v) in [
+            ("\\RampInTime", s.ramp_in_s),
+            ("\\RampOutTime", s.ramp_out_s),
+            ("the restart WaitTime", s.restart_wait_s),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                e.push(format!("{name} {v} s: must be ≥ 0"));
+            }
+        }
+        if s.stop_mode != StopMode::Hold {
+            e.push("EGMRunJoint's stop mode: the cell needs EGM_STOP_HOLD (a joint session has no programmed path to ramp down to)".into());
+        }
+        if s.pos_corr_gain != 1.0 {
+            e.push(format!(
+                "\\PosCorrGain {}: robot-io streams positions; 1 makes its reference the arm's (0 would run on speedRef alone)",
+                s.pos_corr_gain
+            ));
+        }
+        if s.max_speed_deviation_deg_s.is_nan() || s.max_speed_deviation_deg_s <= 0.0 {
+            e.push(format!(
+                "\\MaxSpeedDeviation {} deg/s: must be positive",
+                s.max_speed_deviation_deg_s
+            ));
+        }
+        if self.device.remote_port == 0 {
+            e.push(format!(
+                "{SIO_FILE}: -RemotePortNumber 0: robot-io's port is needed"
+            ));
+        }
+        e
+    }
+}
+
+/// What one cell config says about the EGM link, for [`Irc5Egm::disagreements`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellEgmSide {
+    /// The config's name, for messages.
+    pub config: String,
+    /// `[robot_io.egm] bind`.
+    pub bind: std::net::SocketAddr,
+    /// `[robot_io] command_timeout_ms`.
+    pub command_timeout_ms: f64,
+    /// `[robot_io.egm] silence_timeout_ms`.
+    pub silence_timeout_ms: f64,
+    /// `[sim.egm] cycle_ms` and `[sim.egm] robot_io` when the config runs the simulated IRC5.
+    pub sim: Option<(f64, std::net::SocketAddr)>,
+    /// A config for a real controller: robot-io's address must be the one the controller sends
+    /// to.
+    pub real: bool,
+}
+
+impl Irc5Egm {
+    /// Where this IRC5 side and a cell config disagree (port, address, cycle, timeouts), each
+    /// named with both values. Empty: they agree.
+    pub fn disagreements(&self, c: &CellEgmSide) -> Vec<String> {
+        let mut e = Vec::new();
+        let s = &self.session;
+        let d = &self.device;
+        if c.bind.port() != d.remote_port {
+            e.push(format!(
+                "{}: robot_io.egm.bind port {} ≠ {SIO_FILE} -RemotePortNumber {} (the controller would send to a port nobody listens on)",
+                c.config,
+                c.bind.port(),
+                d.remote_port
+            ));
+        }
+        if c.real {
+            if c.bind.ip().is_unspecified() {
+                e.push(format!(
+                    "{}: robot_io.egm.bind {}: name the PC's address on the controller's network so it can be checked against {SIO_FILE} -RemoteAdress {}",
+                    c.config, c.bind, d.remote_address
+                ));
+            } else if c.bind.ip().to_string() != d.remote_address {
+                e.push(format!(
+                    "{}: robot_io.egm.bind address {} ≠ {SIO_FILE} -RemoteAdress {} (the controller would send elsewhere)",
+                    c.config,
+                    c.bind.ip(),
+                    d.remote_address
+                ));
+            }
+        }
+        if let Some((cycle_ms, target)) = c.sim {
+            if (cycle_ms - s.sample_rate_ms).abs() > 1e-9 {
+                e.push(format!(
+                    "{}: sim.egm.cycle_ms {cycle_ms} ≠ {RAPID_FILE} \\SampleRate {} ms",
+                    c.config, s.sample_rate_ms
+                ));
+            }
+            if target != c.bind {
+                e.push(format!(
+                    "{}: sim.egm.robot_io {target} ≠ robot_io.egm.bind {} (the simulated controller would send elsewhere)",
+                    c.config, c.bind
+                ));
+            }
+        }
+        if c.command_timeout_ms < s.sample_rate_ms {
+            e.push(format!(
+                "{}: robot_io.command_timeout_ms {} < one EGM cycle ({} ms): every command would be stale",
+                c.config, c.command_timeout_ms, s.sample_rate_ms
+            ));
+        }
+        if c.silence_timeout_ms < 2.0 * s.sample_rate_ms {
+            e.push(format!(
+                "{}: robot_io.egm.silence_timeout_ms {} < two EGM cycles ({} ms): one late datagram would hold the robot",
+                c.config,
+                c.silence_timeout_ms,
+                2.0 * s.sample_rate_ms
+            ));
+        }
+        if c.silence_timeout_ms >= s.comm_timeout_s * 1e3 {
+            e.push(format!(
+                "{}: robot_io.egm.silence_timeout_ms {} ≥ {RAPID_FILE} \\CommTimeout {} ms: robot-io must notice a lost link before the controller gives up on it",
+                c.config,
+                c.silence_timeout_ms,
+                s.comm_timeout_s * 1e3
+            ));
+        }
+        e
+    }
+}
+
+/// Strips a RAPID comment (`!` outside a string) from one line.
+fn strip_comment(line: &str) -> &str {
+    let mut in_str = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => in_str = !in_str,
+            '!' if !in_str => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Num(f64),
+    Str(String),
+    Other(String),
+}
+
+/// `[LOCAL] CONST <type> <name> := <value>;` → (name, value).
+fn parse_const(line: &str) -> Option<Result<(String, Value), String>> {
+    let l = line.trim();
+    let l = l.strip_prefix("LOCAL ").map(str::trim_start).unwrap_or(l);
+    let rest = l.strip_prefix("CONST ")?;
+    let (lhs, rhs) = match rest.split_once(":=") {
+        Some(x) => x,
+        None => return Some(Err(format!("a CONST without ':=': {l}"))),
+    };
+    let mut words = lhs.split_whitespace();
+    let (Some(ty), Some(name), None) = (words.next(), words.next(), words.next()) else {
+        return Some(Err(format!("cannot read the CONST: {l}")));
+    };
+    let Some(rhs) = rhs.trim().strip_suffix(';') else {
+        return Some(Err(format!("a CONST not ended by ';' on its line: {l}")));
+    };
+    let rhs = rhs.trim();
+    let v = match ty {
+        "num" => match rhs.parse::<f64>() {
+            Ok(v) => Value::Num(v),
+            Err(_) => return Some(Err(format!("CONST num {name}: not a number: {rhs}"))),
+        },
+        "string" => match rhs.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            Some(s) => Value::Str(s.to_string()),
+            None => return Some(Err(format!("CONST string {name}: not a string: {rhs}"))),
+        },
+        _ => Value::Other(rhs.to_string()),
+    };
+    Some(Ok((name.to_string(), v)))
+}
+
+/// An instruction's arguments: positional ones (comma-separated, after the name) and optional
+/// ones (`\Name` switches and `\Name:=value`).
+#[derive(Debug, Default)]
+struct Args {
+    positional: Vec<String>,
+    optional: BTreeMap<String, Option<String>>,
+}
+
+fn parse_args(rest: &str) -> Args {
+    let mut a = Args::default();
+    let rest = rest.trim().trim_end_matches(';');
+    let mut parts = rest.split('\\');
+    if let Some(first) = parts.next() {
+        a.positional = first
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+    }
+    for p in parts {
+        let p = p.trim().trim_end_matches(',').trim();
+        match p.split_once(":=") {
+            Some((k, v)) => {
+                a.optional
+                    .insert(k.trim().to_string(), Some(v.trim().to_string()));
+            }
+            None => {
+                // A switch; a positional argument may follow it after a comma.
+                let mut it = p.splitn(2, ',');
+                let k = it.next().unwrap_or("").trim().to_string();
+                a.optional.insert(k, None);
+                if let Some(more) = it.next() {
+                    a.positional.extend(
+                        more.split(',')
+                            .map(|s| s.trim().to_string())
+                            .filter(|s| !s.is_empty()),
+                    );
+                }
+            }
+        }
+    }
+    a
+}
+
+/// Reads the session's parameters from the RAPID module.
+fn parse_rapid(text: &str) -> Result<EgmSession, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut consts: BTreeMap<String, Value> = BTreeMap::new();
+    let mut instr: BTreeMap<&'static str, (usize, Args)> = BTreeMap::new();
+    let mut wait: Option<(usize, String)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = strip_comment(raw).trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(c) = parse_const(line) {
+            match c {
+                Ok((n, v)) => {
+                    consts.insert(n, v);
+                }
+                Err(e) => errors.push(format!("line {}: {e}", i + 1)),
+            }
+            continue;
+        }
+        for name in ["EGMSetupUC", "EGMActJoint", "EGMRunJoint"] {
+            if let Some(rest) = line.strip_prefix(name) {
+                if rest.starts_with(' ') {
+                    if instr.contains_key(name) {
+                        errors.push(format!(
+                            "line {}: a second {name}: the simulator reads one",
+                            i + 1
+                        ));
+                    }
+                    instr.insert(name, (i + 1, parse_args(rest)));
+                }
+            }
+        }
+        if let Some(pos) = line.find("WaitTime ") {
+            if wait.is_none() {
+                let arg = line[pos + "WaitTime ".len()..]
+                    .trim()
+                    .trim_end_matches(';')
+                    .trim();
+                wait = Some((i + 1, arg.to_string()));
+            }
+        }
+    }
+    let num = |errors: &mut Vec<String>, what: &str, v: Option<&str>| -> f64 {
+        let Some(v) = v else {
+            errors.push(format!("{what}: missing"));
+            return f64::NAN;
+        };
+        if let Ok(x) = v.parse::<f64>() {
+            return x;
+        }
+        match consts.get(v) {
+            Some(Value::Num(x)) => *x,
+            Some(_) => {
+                errors.push(format!("{what}: {v} is not a CONST num"));
+                f64::NAN
+            }
+            None => {
+                errors.push(format!("{what}: {v} is neither a number nor a CONST num"));
+                f64::NAN
+            }
+        }
+    };
+    let string = |errors: &mut Vec<String>, what: &str, v: Option<&String>| -> String {
+        let Some(v) = v else {
+            errors.push(format!("{what}: missing"));
+            return String::new();
+        };
+        if let Some(s) = v.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            return s.to_string();
+        }
+        match consts.get(v.as_str()) {
+            Some(Value::Str(s)) => s.clone(),
+            _ => {
+                errors.push(format!(
+                    "{what}: {v} is neither a string nor a CONST string"
+                ));
+                String::new()
+            }
+        }
+    };
+    let get = |errors: &mut Vec<String>, name: &'static str| -> Option<(usize, &Args)> {
+        let r = instr.get(name).map(|(l, a)| (*l, a));
+        if r.is_none() {
+            errors.push(format!("no {name} instruction"));
+        }
+        r
+    };
+    let setup = get(&mut errors, "EGMSetupUC");
+    let act = get(&mut errors, "EGMActJoint");
+    let run = get(&mut errors, "EGMRunJoint");
+    let (Some((ls, setup)), Some((la, act)), Some((lr, run))) = (setup, act, run) else {
+        return Err(errors);
+    };
+    if !setup.optional.contains_key("Joint") {
+        errors.push(format!(
+            "line {ls}: EGMSetupUC without \\Joint: robot-io runs a joint session"
+        ));
+    }
+    let comm_timeout_s = num(
+        &mut errors,
+        &format!("line {ls}: EGMSetupUC \\CommTimeout"),
+        setup.optional.get("CommTimeout").and_then(|v| v.as_deref()),
+    );
+    let motion_data = string(
+        &mut errors,
+        &format!("line {ls}: EGMSetupUC's external-motion data (3rd argument)"),
+        setup.positional.get(2),
+    );
+    let uc_device = string(
+        &mut errors,
+        &format!("line {ls}: EGMSetupUC's UDPUC device (4th argument)"),
+        setup.positional.get(3),
+    );
+    let sample_rate_ms = num(
+        &mut errors,
+        &format!("line {la}: EGMActJoint \\SampleRate"),
+        act.optional.get("SampleRate").and_then(|v| v.as_deref()),
+    );
+    let max_speed_deviation_deg_s = num(
+        &mut errors,
+        &format!("line {la}: EGMActJoint \\MaxSpeedDeviation"),
+        act.optional
+            .get("MaxSpeedDeviation")
+            .and_then(|v| v.as_deref()),
+    );
+    for j in 1..=6 {
+        if !run.optional.contains_key(&format!("J{j}")) {
+            errors.push(format!(
+                "line {lr}: EGMRunJoint without \\J{j}: every joint must be guided"
+            ));
+        }
+    }
+    let stop_mode = match run.positional.get(1).map(String::as_str) {
+        Some("EGM_STOP_HOLD") => StopMode::Hold,
+        Some("EGM_STOP_RAMP_DOWN") => StopMode::RampDown,
+        other => {
+            errors.push(format!(
+                "line {lr}: EGMRunJoint's stop mode (2nd argument): {other:?} is not EGM_STOP_HOLD or EGM_STOP_RAMP_DOWN"
+            ));
+            StopMode::Hold
+        }
+    };
+    let opt = |k: &str| run.optional.get(k).and_then(|v| v.as_deref());
+    let cond_time_s = num(
+        &mut errors,
+        &format!("line {lr}: EGMRunJoint \\CondTime"),
+        opt("CondTime"),
+    );
+    let ramp_in_s = num(
+        &mut errors,
+        &format!("line {lr}: EGMRunJoint \\RampInTime"),
+        opt("RampInTime"),
+    );
+    let ramp_out_s = num(
+        &mut errors,
+        &format!("line {lr}: EGMRunJoint \\RampOutTime"),
+        opt("RampOutTime"),
+    );
+    let pos_corr_gain = num(
+        &mut errors,
+        &format!("line {lr}: EGMRunJoint \\PosCorrGain"),
+        opt("PosCorrGain"),
+    );
+    let restart_wait_s = match &wait {
+        Some((l, a)) => num(
+            &mut errors,
+            &format!("line {l}: the restart WaitTime"),
+            Some(a.as_str()),
+        ),
+        None => {
+            errors.push("no WaitTime before a new session".into());
+            f64::NAN
+        }
+    };
+    if errors.is_empty() {
+        Ok(EgmSession {
+            sample_rate_ms,
+            comm_timeout_s,
+            ramp_in_s,
+            ramp_out_s,
+            stop_mode,
+            pos_corr_gain,
+            max_speed_deviation_deg_s,
+            cond_time_s,
+            restart_wait_s,
+            motion_data,
+            uc_device,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// The entries of one section of an ABB configuration file (`SECTION:` then entries of
+/// `-Attribute value` pairs, an entry continued over lines ending in `\`; `#` lines are
+/// comments). Each entry maps attribute → value ("" for a flag).
+fn parse_cfg(text: &str, section: &str) -> Result<Vec<BTreeMap<String, String>>, String> {
+    let mut lines = text.lines();
+    match lines.next() {
+        Some(h) if h.contains(":CFG_") => {}
+        _ => return Err("the first line is not a configuration header (DOMAIN:CFG_…)".into()),
+    }
+    // Join continuations.
+    let mut logical: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for l in lines {
+        if l.trim_start().starts_with('#') {
+            continue;
+        }
+        let t = l.trim_end();
+        if let Some(head) = t.strip_suffix('\\') {
+            cur.push_str(head);
+            cur.push(' ');
+        } else {
+            cur.push_str(t);
+            logical.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        logical.push(cur);
+    }
+    let mut in_section = false;
+    let mut found = false;
+    let mut entries = Vec::new();
+    for l in logical {
+        let t = l.trim();
+        if t.is_empty() {
+            continue;
+        }
+        if !t.starts_with('-') && t.ends_with(':') {
+            in_section = &t[..t.len() - 1] == section;
+            found |= in_section;
+            continue;
+        }
+        if in_section {
+            entries.push(parse_attrs(t)?);
+        }
+    }
+    if !found {
+        return Err(format!("no {section} section"));
+    }
+    Ok(entries)
+}
+
+fn parse_attrs(line: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut tokens = Vec::new();
+    let mut cur = String::new();
+    let mut in_str = false;
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => {
+                in_str = !in_str;
+                quoted = true;
+            }
+            c if c.is_whitespace() && !in_str => {
+                if !cur.is_empty() || quoted {
+                    tokens.push((std::mem::take(&mut cur), quoted));
+                }
+                quoted = false;
+            }
+            c => cur.push(c),
+        }
+    }
+    if in_str {
+        return Err(format!("an unterminated string in: {line}"));
+    }
+    if !cur.is_empty() || quoted {
+        tokens.push((cur, quoted));
+    }
+    let is_key = |(t, q): &(String, bool)| {
+        !q && t.starts_with('-') && t[1..].starts_with(|c: char| c.is_ascii_alphabetic())
+    };
+    let mut map = BTreeMap::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        if !is_key(&tokens[i]) {
+            return Err(format!(
+                "expected -Attribute, found {:?} in: {line}",
+                tokens[i].0
+            ));
+        }
+        let key = tokens[i].0[1..].to_string();
+        if i + 1 < tokens.len() && !is_key(&tokens[i + 1]) {
+            map.insert(key, tokens[i + 1].0.clone());
+            i += 2;
+        } else {
+            map.insert(key, String::new());
+            i += 1;
+        }
+    }
+    Ok(map)
+}
+
+fn udp_device(d: &BTreeMap<String, String>) -> Result<UdpUcDevice, String> {
+    let name = d.get("Name").cloned().unwrap_or_default();
+    if d.get("Type").map(String::as_str) != Some("UDPUC") {
+        return Err(format!(
+            "COM_TRP \"{name}\": -Type {:?}, EGM needs \"UDPUC\"",
+            d.get("Type")
+        ));
+    }
+    let remote_address = d
+        .get("RemoteAdress")
+        .or_else(|| d.get("RemoteAddress"))
+        .cloned()
+        .ok_or_else(|| format!("COM_TRP \"{name}\": no -RemoteAdress (the PC's address)"))?;
+    if remote_address.parse::<std::net::IpAddr>().is_err() {
+        return Err(format!(
+            "COM_TRP \"{name}\": -RemoteAdress {remote_address:?} is not an IP address"
+        ));
+    }
+    let port = |k: &str, required: bool| -> Result<u16, String> {
+        match d.get(k) {
+            Some(v) => v
+                .parse::<u16>()
+                .map_err(|_| format!("COM_TRP \"{name}\": -{k} {v:?} is not a port")),
+            None if required => Err(format!("COM_TRP \"{name}\": no -{k}")),
+            None => Ok(0),
+        }
+    };
+    let remote_port = port("RemotePortNumber", true)?;
+    let local_port = port("LocalPortNumber", false)?;
+    Ok(UdpUcDevice {
+        name,
+        remote_address,
+        remote_port,
+        local_port,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_shipped_files_parse_to_the_documented_session() {
+        let s = Irc5Egm::builtin().unwrap();
+        assert_eq!(s.session.sample_rate_ms, 4.0);
+        assert_eq!(s.session.comm_timeout_s, 0.2);
+        assert_eq!(s.session.ramp_in_s, 0.1);
+        assert_eq!(s.session.ramp_out_s, 0.1);
+        assert_eq!(s.session.stop_mode, StopMode::Hold);
+        assert_eq!(s.session.pos_corr_gain, 1.0);
+        assert_eq!(s.session.restart_wait_s, 1.0);
+        assert_eq!(s.session.uc_device, "CellEgm");
+        assert_eq!(s.device.remote_port, 6510);
+        assert_eq!(s.device.remote_address, "192.168.10.1");
+        assert_eq!(s.device.local_port, 0);
+        assert_eq!(s.motion_data.get("ext_motion_level").unwrap(), "0");
+        assert_eq!(
+            s.motion_data
+                .get("do_not_restart_after_motors_off")
+                .unwrap(),
+            ""
+        );
+    }
+
+    fn edit(text: &str, from: &str, to: &str) -> String {
+        assert!(text.contains(from), "{from}");
+        text.replacen(from, to, 1)
+    }
+
+    fn errs(rapid: &str, sio: &str, moc: &str) -> String {
+        Irc5Egm::parse(rapid, sio, moc).unwrap_err().join("\n")
+    }
+
+    #[test]
+    fn every_changed_value_is_read_or_named() {
+        // A value changed in the file is the value read.
+        let r = edit(
+            BUILTIN_RAPID,
+            "EGM_COMM_TIMEOUT_S := 0.2;",
+            "EGM_COMM_TIMEOUT_S := 0.5;",
+        );
+        let s = Irc5Egm::parse(&r, BUILTIN_SIO, BUILTIN_MOC).unwrap();
+        assert_eq!(s.session.comm_timeout_s, 0.5);
+        let r = edit(
+            BUILTIN_RAPID,
+            "\\SampleRate:=EGM_SAMPLE_RATE_MS",
+            "\\SampleRate:=8",
+        );
+        assert_eq!(
+            Irc5Egm::parse(&r, BUILTIN_SIO, BUILTIN_MOC)
+                .unwrap()
+                .session
+                .sample_rate_ms,
+            8.0
+        );
+        let sio = edit(
+            BUILTIN_SIO,
+            "-RemotePortNumber 6510",
+            "-RemotePortNumber 6511",
+        );
+        assert_eq!(
+            Irc5Egm::parse(BUILTIN_RAPID, &sio, BUILTIN_MOC)
+                .unwrap()
+                .device
+                .remote_port,
+            6511
+        );
+        // Values the cell cannot run with, each named.
+        let r = edit(
+            BUILTIN_RAPID,
+            "EGM_SAMPLE_RATE_MS := 4;",
+            "EGM_SAMPLE_RATE_MS := 6;",
+        );
+        assert!(errs(&r, BUILTIN_SIO, BUILTIN_MOC).contains("\\SampleRate 6 ms"));
+        let r = edit(
+            BUILTIN_RAPID,
+            "egm_id, EGM_STOP_HOLD \\J1",
+            "egm_id, EGM_STOP_RAMP_DOWN \\J1",
+        );
+        assert!(errs(&r, BUILTIN_SIO, BUILTIN_MOC).contains("EGM_STOP_HOLD"));
+        let r = edit(
+            BUILTIN_RAPID,
+            "EGM_POS_CORR_GAIN := 1;",
+            "EGM_POS_CORR_GAIN := 0;",
+        );
+        assert!(errs(&r, BUILTIN_SIO, BUILTIN_MOC).contains("\\PosCorrGain 0"));
+        let r = edit(BUILTIN_RAPID, " \\CommTimeout:=EGM_COMM_TIMEOUT_S", "");
+        assert!(errs(&r, BUILTIN_SIO, BUILTIN_MOC).contains("\\CommTimeout: missing"));
+        let r = edit(BUILTIN_RAPID, " \\J6 \\CondTime", " \\CondTime");
+        assert!(errs(&r, BUILTIN_SIO, BUILTIN_MOC).contains("without \\J6"));
+        let r = edit(
+            BUILTIN_RAPID,
+            "EGM_UC_DEVICE := \"CellEgm\"",
+            "EGM_UC_DEVICE := \"Other\"",
+        );
+        assert!(errs(&r, BUILTIN_SIO, BUILTIN_MOC).contains("no COM_TRP entry -Name \"Other\""));
+        let moc = edit(BUILTIN_MOC, "-name \"CellEgm\"", "-name \"default\"");
+        assert!(errs(BUILTIN_RAPID, BUILTIN_SIO, &moc).contains("no EXT_MOTION_DATA entry"));
+        let sio = edit(BUILTIN_SIO, "\"UDPUC\"", "\"TCP\"");
+        assert!(errs(BUILTIN_RAPID, &sio, BUILTIN_MOC).contains("UDPUC"));
+        let sio = edit(BUILTIN_SIO, "\"192.168.10.1\"", "\"pc.local\"");
+        assert!(errs(BUILTIN_RAPID, &sio, BUILTIN_MOC).contains("not an IP address"));
+        // Several problems at once are all listed.
+        let r = edit(
+            BUILTIN_RAPID,
+            "EGM_RAMP_IN_S := 0.1;",
+            "EGM_RAMP_IN_S := -1;",
+        );
+        let r = edit(&r, "EGM_POS_CORR_GAIN := 1;", "EGM_POS_CORR_GAIN := 2;");
+        let e = errs(&r, BUILTIN_SIO, BUILTIN_MOC);
+        assert!(
+            e.contains("\\RampInTime -1") && e.contains("\\PosCorrGain 2"),
+            "{e}"
+        );
+    }
+
+    fn sim_side() -> CellEgmSide {
+        CellEgmSide {
+            config: "sim.toml".into(),
+            bind: "127.0.0.1:6510".parse().unwrap(),
+            command_timeout_ms: 8.0,
+            silence_timeout_ms: 50.0,
+            sim: Some((4.0, "127.0.0.1:6510".parse().unwrap())),
+            real: false,
+        }
+    }
+
+    #[test]
+    fn a_config_that_disagrees_with_the_irc5_side_is_named() {
+        let i = Irc5Egm::builtin().unwrap();
+        assert_eq!(i.disagreements(&sim_side()), Vec::<String>::new());
+        let real = CellEgmSide {
+            config: "real.toml".into(),
+            bind: "192.168.10.1:6510".parse().unwrap(),
+            sim: None,
+            real: true,
+            ..sim_side()
+        };
+        assert_eq!(i.disagreements(&real), Vec::<String>::new());
+        let one = |c: CellEgmSide, what: &str| {
+            let e = i.disagreements(&c);
+            assert_eq!(e.len(), 1, "{e:?}");
+            assert!(e[0].contains(what), "{e:?}");
+        };
+        one(
+            CellEgmSide {
+                bind: "127.0.0.1:6511".parse().unwrap(),
+                sim: Some((4.0, "127.0.0.1:6511".parse().unwrap())),
+                ..sim_side()
+            },
+            "port 6511",
+        );
+        one(
+            CellEgmSide {
+                bind: "192.168.10.5:6510".parse().unwrap(),
+                ..real.clone()
+            },
+            "address 192.168.10.5",
+        );
+        one(
+            CellEgmSide {
+                bind: "0.0.0.0:6510".parse().unwrap(),
+                ..real.clone()
+            },
+            "name the PC's address",
+        );
+        one(
+            CellEgmSide {
+                sim: Some((2.0, "127.0.0.1:6510".parse().unwrap())),
+                ..sim_side()
+            },
+            "cycle_ms 2",
+        );
+        one(
+            CellEgmSide {
+                sim: Some((4.0, "127.0.0.1:6600".parse().unwrap())),
+                ..sim_side()
+            },
+            "sim.egm.robot_io",
+        );
+        one(
+            CellEgmSide {
+                command_timeout_ms: 3.0,
+                ..sim_side()
+            },
+            "command_timeout_ms 3",
+        );
+        one(
+            CellEgmSide {
+                silence_timeout_ms: 6.0,
+                ..sim_side()
+            },
+            "silence_timeout_ms 6",
+        );
+        one(
+            CellEgmSide {
+                silence_timeout_ms: 250.0,
+                ..sim_side()
+            },
+            "CommTimeout 200 ms",
+        );
+        // The IRC5 side changed instead: the same checks catch it.
+        let sio = edit(
+            BUILTIN_SIO,
+            "-RemotePortNumber 6510",
+            "-RemotePortNumber 6520",
+        );
+        let moved = Irc5Egm::parse(BUILTIN_RAPID, &sio, BUILTIN_MOC).unwrap();
+        assert_eq!(moved.disagreements(&sim_side()).len(), 1);
+        assert_eq!(moved.disagreements(&real).len(), 1);
+        let r = edit(
+            BUILTIN_RAPID,
+            "EGM_SAMPLE_RATE_MS := 4;",
+            "EGM_SAMPLE_RATE_MS := 8;",
+        );
+        let slower = Irc5Egm::parse(&r, BUILTIN_SIO, BUILTIN_MOC).unwrap();
+        let e = slower.disagreements(&sim_side());
+        assert!(e.iter().any(|x| x.contains("\\SampleRate 8")), "{e:?}");
+    }
+
+    #[test]
+    fn comments_strings_and_continuations() {
+        assert_eq!(strip_comment("  x := 1; ! note"), "  x := 1; ");
+        assert_eq!(strip_comment("TPWrite \"a!b\"; ! c"), "TPWrite \"a!b\"; ");
+        let cfg = "SIO:CFG_1.0:6:1::\n#\n# -Name \"ignored\"\nCOM_TRP:\n\n  -Name \"A\" -Type \"UDPUC\"\\\n  -RemoteAdress \"10.0.0.2\" -RemotePortNumber 7000\n  -Name \"B\" -Type \"UDPUC\" -RemoteAdress \"10.0.0.3\" -RemotePortNumber 7001\n";
+        let e = parse_cfg(cfg, "COM_TRP").unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].get("RemotePortNumber").unwrap(), "7000");
+        assert_eq!(e[1].get("Name").unwrap(), "B");
+        assert!(parse_cfg(cfg, "EXT_MOTION_DATA").is_err());
+        assert!(parse_cfg("COM_TRP:\n", "COM_TRP").is_err());
+        assert!(parse_attrs("-Name \"unterminated").is_err());
+        assert!(parse_attrs("Name \"x\"").is_err());
+    }
+
+    #[test]
+    fn a_directory_is_read_like_the_builtin() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/irc5");
+        assert_eq!(
+            Irc5Egm::load_dir(&dir).unwrap(),
+            Irc5Egm::builtin().unwrap()
+        );
+        let e = Irc5Egm::load_dir(Path::new("/nonexistent")).unwrap_err();
+        assert!(e[0].contains("cannot read"), "{e:?}");
+    }
+}

@@ -1,0 +1,230 @@
+//! The deployment files agree with each other: the IRC5 side (`deploy/irc5/`) with every
+//! shipped cell config that drives EGM (port, address, cycle, timeouts), and the zenoh configs
+//! parse. Pure file checks: no process is started.
+
+use std::path::{Path, PathBuf};
+
+use robot_io::egm::irc5::{CellEgmSide, Irc5Egm};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn get<'a>(t: &'a toml::Table, path: &str) -> Option<&'a toml::Value> {
+    let mut v: Option<&toml::Value> = None;
+    let mut table = Some(t);
+    for k in path.split('.') {
+        v = table?.get(k);
+        table = v.and_then(|x| x.as_table());
+    }
+    v
+}
+
+fn num(t: &toml::Table, path: &str, default: f64) -> f64 {
+    get(t, path)
+        .and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+        .unwrap_or(default)
+}
+
+/// The EGM side of one shipped config, or `None` when it does not drive EGM.
+fn egm_side(name: &str, t: &toml::Table) -> Option<CellEgmSide> {
+    if get(t, "robot_io.driver").and_then(|v| v.as_str()) != Some("egm") {
+        return None;
+    }
+    let bind = get(t, "robot_io.egm.bind")
+        .and_then(|v| v.as_str())
+        .unwrap_or("0.0.0.0:6510")
+        .parse()
+        .unwrap_or_else(|e| panic!("{name}: robot_io.egm.bind: {e}"));
+    let sim = get(t, "sim").map(|_| {
+        (
+            num(t, "sim.egm.cycle_ms", 4.0),
+            get(t, "sim.egm.robot_io")
+                .and_then(|v| v.as_str())
+                .unwrap_or("127.0.0.1:6510")
+                .parse()
+                .unwrap_or_else(|e| panic!("{name}: sim.egm.robot_io: {e}")),
+        )
+    });
+    Some(CellEgmSide {
+        config: name.to_string(),
+        bind,
+        command_timeout_ms: num(t, "robot_io.command_timeout_ms", 8.0),
+        silence_timeout_ms: num(t, "robot_io.egm.silence_timeout_ms", 50.0),
+        real: sim.is_none(),
+        sim,
+    })
+}
+
+#[test]
+fn the_irc5_side_and_every_shipped_egm_config_agree() {
+    let irc5 = Irc5Egm::load_dir(&repo().join("deploy/irc5"))
+        .unwrap_or_else(|e| panic!("deploy/irc5: {}", e.join("\n")));
+    let mut checked = Vec::new();
+    let mut problems = Vec::new();
+    let dir = repo().join("deploy/config");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("deploy/config")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    for f in files {
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        let text = std::fs::read_to_string(&f).expect("readable");
+        let t: toml::Table = text.parse().unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Some(side) = egm_side(&name, &t) {
+            problems.extend(irc5.disagreements(&side));
+            checked.push((name, side.real));
+        }
+    }
+    eprintln!("checked against deploy/irc5: {checked:?}");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // Both kinds are shipped and checked: the simulated cell and a real one.
+    assert!(
+        checked.iter().any(|(n, real)| n == "sim.toml" && !real),
+        "{checked:?}"
+    );
+    assert!(
+        checked
+            .iter()
+            .any(|(n, real)| n == "irb120-real.toml" && *real),
+        "{checked:?}"
+    );
+}
+
+#[test]
+fn the_simulator_runs_the_shipped_irc5_session() {
+    // The emulator's built-in files are the checkout's (what a real controller is loaded with).
+    let on_disk = Irc5Egm::load_dir(&repo().join("deploy/irc5")).expect("deploy/irc5");
+    let sim = sim::node::EgmSimConfig::default()
+        .irc5()
+        .expect("the simulator's IRC5 side");
+    assert_eq!(sim, on_disk);
+}
+
+#[test]
+fn every_zenoh_config_parses() {
+    let dir = repo().join("deploy/zenoh");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).expect("deploy/zenoh").flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "json5") {
+            zenoh::Config::from_file(&p).unwrap_or_else(|err| panic!("{}: {err}", p.display()));
+            n += 1;
+        }
+    }
+    assert!(
+        n >= 2,
+        "router.json5 and pi-sensor.json5 at least; found {n}"
+    );
+}
+
+/// The compose file names only binaries the workspace builds, configs that are shipped, and
+/// services the simulated cell runs; the image carries what they read. With Debian's
+/// `docker-compose` installed (CI: `.ci/run`, `CELL_REQUIRE_DOCKER_COMPOSE=1`), both profiles
+/// also pass `docker-compose config`.
+#[test]
+fn the_compose_file_names_what_exists() {
+    let text = std::fs::read_to_string(repo().join("deploy/compose/docker-compose.yml"))
+        .expect("compose file");
+    // Binaries: every `cell-NAME` entrypoint is a [[bin]] of a workspace crate.
+    let mut bins = Vec::new();
+    for e in std::fs::read_dir(repo().join("services"))
+        .expect("services")
+        .flatten()
+    {
+        if let Ok(t) = std::fs::read_to_string(e.path().join("Cargo.toml")) {
+            for l in t.lines() {
+                if let Some(n) = l.trim().strip_prefix("name = \"cell-") {
+                    bins.push(format!("cell-{}", n.trim_end_matches('"')));
+                }
+            }
+        }
+    }
+    let mut named = Vec::new();
+    for l in text.lines() {
+        let l = l.trim();
+        if l.starts_with('#') {
+            continue;
+        }
+        if let Some(rest) = l.strip_prefix("entrypoint: [\"") {
+            let bin = rest.split('"').next().unwrap_or_default().to_string();
+            assert!(
+                bins.contains(&bin),
+                "compose names {bin}; the workspace builds {bins:?}"
+            );
+            named.push(bin);
+        }
+        // Configs: /etc/cell/config/X.toml is deploy/config/X.toml in the image.
+        for part in l.split("/etc/cell/config/").skip(1) {
+            let file = part.split(['"', '}']).next().unwrap_or_default();
+            assert!(
+                repo().join("deploy/config").join(file).is_file(),
+                "compose names /etc/cell/config/{file}, not in deploy/config"
+            );
+        }
+    }
+    // The simulated cell's services are all there (sim.toml's launcher list, the router aside).
+    let sim: toml::Table = std::fs::read_to_string(repo().join("deploy/config/sim.toml"))
+        .expect("sim.toml")
+        .parse()
+        .expect("toml");
+    let services = get(&sim, "launcher.services")
+        .and_then(|v| v.as_array())
+        .expect("launcher.services");
+    for s in services {
+        let bin = format!("cell-{}", s.as_str().unwrap_or_default());
+        assert!(
+            named.contains(&bin),
+            "compose lacks {bin} (sim.toml runs it)"
+        );
+    }
+    // The image carries what the containers read.
+    let docker =
+        std::fs::read_to_string(repo().join("deploy/docker/Dockerfile")).expect("Dockerfile");
+    for dir in ["deploy/config", "deploy/zenoh", "deploy/irc5"] {
+        assert!(
+            docker.contains(&format!("COPY {dir} ")),
+            "the image does not copy {dir}"
+        );
+    }
+    // docker-compose's own check, when it is installed.
+    let require = std::env::var("CELL_REQUIRE_DOCKER_COMPOSE").is_ok_and(|v| v == "1");
+    let file = repo().join("deploy/compose/docker-compose.yml");
+    for profile in ["sim", "pc"] {
+        let out = std::process::Command::new("docker-compose")
+            .arg("-f")
+            .arg(&file)
+            .args(["--profile", profile, "config", "--services"])
+            .output();
+        match out {
+            Ok(o) => {
+                assert!(
+                    o.status.success(),
+                    "docker-compose config (profile {profile}): {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                let listed = String::from_utf8_lossy(&o.stdout).to_string();
+                eprintln!(
+                    "profile {profile}: {}",
+                    listed.split_whitespace().collect::<Vec<_>>().join(" ")
+                );
+                // (docker-compose 1.29 lists every service whatever the profile.)
+                assert!(
+                    listed.contains("robot-io") && listed.contains("sim"),
+                    "{listed}"
+                );
+            }
+            Err(e) if !require => {
+                eprintln!("SKIPPED docker-compose config: docker-compose not runnable ({e}); apt install docker-compose");
+                return;
+            }
+            Err(e) => panic!("docker-compose required (CELL_REQUIRE_DOCKER_COMPOSE=1): {e}"),
+        }
+    }
+}
