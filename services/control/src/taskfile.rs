@@ -384,4 +384,67 @@ w = 1.0
         .expect_err("unknown axis table key");
         assert!(e[0].contains("unknown field"), "{e:?}");
     }
+
+    fn shipped_tasks() -> Vec<(String, String)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks");
+        let mut v: Vec<(String, String)> = std::fs::read_dir(&dir)
+            .expect("tasks/")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .map(|p| {
+                let text = std::fs::read_to_string(&p).expect("readable");
+                (p.display().to_string(), text)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn every_shipped_task_file_parses() {
+        let tasks = shipped_tasks();
+        assert!(tasks.len() >= 5, "{} task files", tasks.len());
+        for (name, text) in tasks {
+            if let Err(e) = parse(&text) {
+                panic!("{name}: {}", e.join("; "));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// A shipped task with one character replaced, a line dropped or the text cut: parsed
+        /// or refused with at least one named problem, never a panic.
+        #[test]
+        fn mutated_task_files_are_parsed_or_refused_never_panic(
+            which in 0usize..64,
+            at in 0usize..4096,
+            c in proptest::prelude::any::<char>(),
+            cut in 0usize..4096,
+        ) {
+            let tasks = shipped_tasks();
+            let (_, text) = &tasks[which % tasks.len()];
+            let chars: Vec<char> = text.chars().collect();
+            let i = at % chars.len().max(1);
+            let mut replaced = chars.clone();
+            if !replaced.is_empty() {
+                replaced[i] = c;
+            }
+            let replaced: String = replaced.into_iter().collect();
+            let dropped: String = text
+                .lines()
+                .enumerate()
+                .filter(|(k, _)| *k != i % text.lines().count().max(1))
+                .map(|(_, l)| format!("{l}\n"))
+                .collect();
+            let truncated: String = chars.iter().take(cut % (chars.len() + 1)).collect();
+            for t in [replaced, dropped, truncated] {
+                if let Err(e) = parse(&t) {
+                    proptest::prop_assert!(!e.is_empty() && e.iter().all(|x| !x.is_empty()));
+                }
+            }
+        }
+    }
 }
