@@ -1327,4 +1327,46 @@ speed_scale = "fast"
         assert!(!dir.join("bad.toml").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// A saved program with one character replaced, a line dropped or the text cut: parsed
+        /// (and then checked) or refused with every problem named, never a panic.
+        #[test]
+        fn mutated_program_files_are_parsed_or_refused_never_panic(
+            at in 0usize..8192,
+            c in proptest::prelude::any::<char>(),
+            cut in 0usize..8192,
+        ) {
+            let text = sample().to_toml();
+            let chars: Vec<char> = text.chars().collect();
+            let i = at % chars.len().max(1);
+            let mut replaced = chars.clone();
+            if !replaced.is_empty() {
+                replaced[i] = c;
+            }
+            let replaced: String = replaced.into_iter().collect();
+            let dropped: String = text
+                .lines()
+                .enumerate()
+                .filter(|(k, _)| *k != i % text.lines().count().max(1))
+                .map(|(_, l)| format!("{l}\n"))
+                .collect();
+            let truncated: String = chars.iter().take(cut % (chars.len() + 1)).collect();
+            for t in [replaced, dropped, truncated] {
+                match Program::from_toml(&t) {
+                    Ok(p) => {
+                        let _ = p.check();
+                    }
+                    Err(e) => {
+                        proptest::prop_assert!(
+                            !e.problems().is_empty() && e.problems().iter().all(|x| !x.is_empty()),
+                            "{e}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
