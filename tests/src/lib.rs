@@ -366,3 +366,13 @@ pub async fn sim_fault(s: &zenoh::Session, c: &TestCell, body: serde_json::Value
     let r = replies.recv_async().await.expect("fault reply");
     assert!(r.result().is_ok(), "fault {body} refused");
 }
+
+/// Largest joint excursion (rad) from the first of a set of joint states.
+pub fn joint_spread(js: &[common::msg::JointState]) -> f64 {
+    let Some(first) = js.first() else {
+        return 0.0;
+    };
+    js.iter()
+        .flat_map(|a| (0..6).map(move |j| (a.q_rad[j] - first.q_rad[j]).abs()))
+        .fold(0.0, f64::max)
+}

@@ -12,7 +12,7 @@ use common::{
     msg::{self, JointState, SafetyLevel, SafetyState},
     topic,
 };
-use tests::{statuses, up_all, wait_for, TestCell};
+use tests::{joint_spread, statuses, up_all, wait_for, TestCell};
 
 /// Whether `b` decodes as the message type of the topic with this suffix (then it is not
 /// garbage for that key and is not sent).
@@ -87,15 +87,6 @@ fn garbage(suffix: &str, rng: &mut Lcg) -> Vec<Vec<u8>> {
     }
     out.push(Vec::new());
     out
-}
-
-fn joint_spread(js: &[JointState]) -> f64 {
-    let Some(first) = js.first() else {
-        return 0.0;
-    };
-    js.iter()
-        .flat_map(|a| (0..6).map(move |j| (a.q_rad[j] - first.q_rad[j]).abs()))
-        .fold(0.0, f64::max)
 }
 
 /// (pid, rejected per input key) of every service.

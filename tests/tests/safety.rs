@@ -10,7 +10,7 @@ use common::{
     msg::{JointState, SafetyLevel, SafetyState},
     topic,
 };
-use tests::{sim_fault, statuses, up_all, wait_for, TestCell};
+use tests::{joint_spread as spread, sim_fault, statuses, up_all, wait_for, TestCell};
 
 /// Timing-sensitive on 2 cores: one cell at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -32,16 +32,6 @@ fn drain<T: serde::de::DeserializeOwned>(sub: &Sub) -> Vec<T> {
         }
     }
     v
-}
-
-/// Largest joint excursion (rad) from the first of a set of joint states.
-fn spread(js: &[JointState]) -> f64 {
-    let Some(first) = js.first() else {
-        return 0.0;
-    };
-    js.iter()
-        .flat_map(|a| (0..6).map(move |j| (a.q_rad[j] - first.q_rad[j]).abs()))
-        .fold(0.0, f64::max)
 }
 
 async fn robot_io_pid(s: &zenoh::Session, c: &TestCell) -> u64 {
@@ -267,7 +257,7 @@ async fn sim_egm(s: &zenoh::Session, c: &TestCell) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no sim status\n{}", c.log_text()))
 }
 
-/// robot-io frozen (SIGSTOP, not dead) for 0.6 s in the middle of a move: the emulated IRC5
+/// robot-io frozen (SIGSTOP, not dead) for 0.6–0.9 s in the middle of a move: the emulated IRC5
 /// (deploy/irc5/CellEgm.mod's session, `\CommTimeout` 0.2 s) keeps robot-io's last reference —
 /// the reference never moves past it — then ends the session with `EGM_STOP_HOLD` and starts a
 /// new one after `RampOutTime + WaitTime`. Once robot-io runs again nothing resumes by itself:
@@ -288,9 +278,17 @@ async fn a_frozen_robot_io_ends_the_controllers_session_and_nothing_resumes() {
     signal(pid, libc::SIGSTOP);
     let frozen_at = Instant::now();
     // Mid-freeze (after the timeout): the session has ended and the controller is silent.
-    tokio::time::sleep(Duration::from_millis(450)).await;
-    let mid = sim_egm(&s, &c).await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // cell-sim refreshes its status every 250 ms: polled until it shows the end (≤ 0.9 s).
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let ended = |e: &serde_json::Value| e["comm_timeouts"] == 1 && e["session_running"] == false;
+    let mut mid = sim_egm(&s, &c).await;
+    while !ended(&mid) && frozen_at.elapsed() < Duration::from_millis(900) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        mid = sim_egm(&s, &c).await;
+    }
+    if let Some(rest) = Duration::from_millis(600).checked_sub(frozen_at.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
     let during: Vec<(Duration, common::msg::SimTruth)> = {
         let mut v = Vec::new();
         while let Ok(Some(sample)) = truth.try_recv() {

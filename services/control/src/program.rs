@@ -1340,21 +1340,7 @@ speed_scale = "fast"
             cut in 0usize..8192,
         ) {
             let text = sample().to_toml();
-            let chars: Vec<char> = text.chars().collect();
-            let i = at % chars.len().max(1);
-            let mut replaced = chars.clone();
-            if !replaced.is_empty() {
-                replaced[i] = c;
-            }
-            let replaced: String = replaced.into_iter().collect();
-            let dropped: String = text
-                .lines()
-                .enumerate()
-                .filter(|(k, _)| *k != i % text.lines().count().max(1))
-                .map(|(_, l)| format!("{l}\n"))
-                .collect();
-            let truncated: String = chars.iter().take(cut % (chars.len() + 1)).collect();
-            for t in [replaced, dropped, truncated] {
+            for t in crate::taskfile::text_mutations(&text, at, c, cut) {
                 match Program::from_toml(&t) {
                     Ok(p) => {
                         let _ = p.check();

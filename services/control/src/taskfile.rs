@@ -310,6 +310,27 @@ pub fn load(path: &std::path::Path) -> Result<HybridTask, Vec<String>> {
     })
 }
 
+/// Three mutations of a text file for property tests: the character at `at` replaced by `c`,
+/// the line at `at` dropped, the text cut after `cut` characters (indices taken modulo the
+/// text's length).
+#[cfg(test)]
+pub(crate) fn text_mutations(text: &str, at: usize, c: char, cut: usize) -> [String; 3] {
+    let chars: Vec<char> = text.chars().collect();
+    let i = at % chars.len().max(1);
+    let mut replaced = chars.clone();
+    if !replaced.is_empty() {
+        replaced[i] = c;
+    }
+    let dropped: String = text
+        .lines()
+        .enumerate()
+        .filter(|(k, _)| *k != i % text.lines().count().max(1))
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    let truncated: String = chars.iter().take(cut % (chars.len() + 1)).collect();
+    [replaced.into_iter().collect(), dropped, truncated]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,21 +447,7 @@ w = 1.0
         ) {
             let tasks = shipped_tasks();
             let (_, text) = &tasks[which % tasks.len()];
-            let chars: Vec<char> = text.chars().collect();
-            let i = at % chars.len().max(1);
-            let mut replaced = chars.clone();
-            if !replaced.is_empty() {
-                replaced[i] = c;
-            }
-            let replaced: String = replaced.into_iter().collect();
-            let dropped: String = text
-                .lines()
-                .enumerate()
-                .filter(|(k, _)| *k != i % text.lines().count().max(1))
-                .map(|(_, l)| format!("{l}\n"))
-                .collect();
-            let truncated: String = chars.iter().take(cut % (chars.len() + 1)).collect();
-            for t in [replaced, dropped, truncated] {
+            for t in text_mutations(text, at, c, cut) {
                 if let Err(e) = parse(&t) {
                     proptest::prop_assert!(!e.is_empty() && e.iter().all(|x| !x.is_empty()));
                 }

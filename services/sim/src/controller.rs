@@ -451,19 +451,7 @@ mod tests {
     #[test]
     fn replies_drive_the_servo_and_bad_ones_are_ignored() {
         let mut c = ctl();
-        let reply = |deg: [f64; 6]| {
-            proto::encode_sensor(&EgmSensor {
-                header: None,
-                planned: Some(EgmPlanned {
-                    joints: Some(proto::joints(&deg)),
-                    cartesian: None,
-                    external_joints: None,
-                    time: None,
-                }),
-                speed_ref: None,
-                rapid_to_robot: None,
-            })
-        };
+        let reply = joint_reply;
         c.apply_reply(&reply([10.0, 0.0, 0.0, 0.0, 30.0, 0.0]));
         for _ in 0..1000 {
             c.step(0.004);
@@ -641,17 +629,7 @@ mod tests {
             let q = c.joints().0[0];
             lag = (r - q) / speed;
             let deg = [r.to_degrees(), 0.0, 0.0, 0.0, 0.5f64.to_degrees(), 0.0];
-            c.apply_reply(&proto::encode_sensor(&EgmSensor {
-                header: None,
-                planned: Some(EgmPlanned {
-                    joints: Some(proto::joints(&deg)),
-                    cartesian: None,
-                    external_joints: None,
-                    time: None,
-                }),
-                speed_ref: None,
-                rapid_to_robot: None,
-            }));
+            c.apply_reply(&joint_reply(deg));
         }
         lag
     }
