@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod commission;
 pub mod demo;
 pub mod experiment;
 pub mod hybrid;

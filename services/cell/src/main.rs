@@ -207,6 +207,38 @@ enum Cmd {
         #[arg(long)]
         no_peg: bool,
     },
+    /// Check a cell step by step before its first force task (meant for the real arm, tested
+    /// on the simulator): services, the config against the IRC5 side, the EGM link (rate,
+    /// jitter, loss), the command round trip (a 5 mm jog), joints and controller state, the
+    /// F/T sensor at rest, its mounting frame (pushes along +x, +y, +z of the base: the
+    /// operator's, or the simulator's scripted ones), the payload, the e-stop round trip.
+    /// PASS/FAIL per step with figures and a fix hint; report.html + report.json in --out.
+    /// Uses the running cell (a simulated config without one: a private cell). Exit 0 only
+    /// when no step failed. See docs/commissioning.md.
+    Commission {
+        /// Output directory (default out/commission).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// EGM link window (s).
+        #[arg(long, default_value_t = 10.0)]
+        egm_seconds: f64,
+        /// F/T at-rest window (s).
+        #[arg(long, default_value_t = 30.0)]
+        rest_seconds: f64,
+        /// Force of each mounting-frame push (N).
+        #[arg(long, default_value_t = 15.0)]
+        push_n: f64,
+        /// Ask the operator to push, also on the simulator (default there: scripted pushes).
+        #[arg(long)]
+        operator: bool,
+        /// The IRC5 side as loaded on the controller (default deploy/irc5, else the built-in).
+        #[arg(long)]
+        irc5: Option<std::path::PathBuf>,
+        /// Leave out steps (comma separated): egm, round-trip, joints, ft-rest, frame, payload,
+        /// estop.
+        #[arg(long, value_delimiter = ',')]
+        skip: Vec<String>,
+    },
     /// Benchmarks (`cell bench latency`): a private simulated cell at a given robot cycle.
     Bench {
         #[command(subcommand)]
@@ -424,6 +456,14 @@ fn main() -> ExitCode {
     let force_cfg: force::node::ForceConfig = loader.section("force");
     let control_cfg: control::node::ControlConfig = loader.section("control");
     let mut latch_file = None;
+    let mut commission_cfg = None;
+    if matches!(args.cmd, Cmd::Commission { .. }) {
+        let rio: robot_io::config::RobotIoConfig = loader.section("robot_io");
+        let sen: sensor::config::SensorConfig = loader.section("sensor");
+        let sim_cfg: sim::node::SimConfig = loader.section("sim");
+        let has_sim = launcher_cfg.services.iter().any(|s| s == "sim");
+        commission_cfg = Some((rio, sen, has_sim.then_some(sim_cfg)));
+    }
     if matches!(args.cmd, Cmd::Up) || args.cfg.check_config {
         // The launcher validates every table, so a bad config fails before anything starts.
         let rio: robot_io::config::RobotIoConfig = loader.section("robot_io");
@@ -462,6 +502,26 @@ fn main() -> ExitCode {
         }
     };
     let arm = arm_cfg.build().unwrap_or_else(|_| Arm::irb120());
+    let setup = commission_cfg.map(|(robot_io, sensor, sim)| cell::commission::Setup {
+        config_name: args
+            .cfg
+            .config
+            .as_ref()
+            .map_or("built-in defaults".into(), |p| p.display().to_string()),
+        config: args.cfg.config.clone(),
+        sets: args.cfg.set.clone(),
+        services: launcher_cfg.services.clone(),
+        robot_io,
+        sensor,
+        sim,
+        force: force_cfg.clone(),
+        arm: arm.clone(),
+        catalog_limits: match arm_cfg.model {
+            kinematics::config::ArmModel::Irb120 => Some(kinematics::ArmParams::irb120().limits),
+            kinematics::config::ArmModel::Irb120t => Some(kinematics::ArmParams::irb120t().limits),
+            kinematics::config::ArmModel::Custom => None,
+        },
+    });
     let verbose = args.verbose;
     let result = rt.block_on(run(
         args,
@@ -471,6 +531,7 @@ fn main() -> ExitCode {
         force_cfg,
         control_cfg,
         latch_file,
+        setup,
     ));
     let code = match result {
         Ok(true) => 0,
@@ -497,6 +558,7 @@ fn main() -> ExitCode {
     unsafe { libc::_exit(code) }
 }
 
+#[allow(clippy::too_many_arguments)] // the sections main has already read and checked
 async fn run(
     args: Args,
     cell: CellSection,
@@ -505,6 +567,7 @@ async fn run(
     force_cfg: force::node::ForceConfig,
     control_cfg: control::node::ControlConfig,
     latch_file: Option<std::path::PathBuf>,
+    setup: Option<cell::commission::Setup>,
 ) -> anyhow::Result<bool> {
     if let Cmd::Up = args.cmd {
         // A deliberate start comes up unlatched (and idle); the launcher's restarts of a
@@ -577,6 +640,39 @@ async fn run(
         let cfg = args.cfg.config.as_deref();
         return cell::bench::command(&args.bus, cfg, &args.cfg.set, req).await;
     }
+    if let Cmd::Commission {
+        out,
+        egm_seconds,
+        rest_seconds,
+        push_n,
+        operator,
+        irc5,
+        skip,
+    } = args.cmd
+    {
+        let setup = setup.ok_or_else(|| anyhow::anyhow!("commission: no setup"))?;
+        anyhow::ensure!(
+            egm_seconds > 0.0 && rest_seconds > 0.0 && push_n > 0.0,
+            "--egm-seconds, --rest-seconds and --push-n must be positive"
+        );
+        for k in &skip {
+            anyhow::ensure!(
+                cell::commission::STEPS.iter().any(|(n, _)| n == k),
+                "--skip {k}: no such step (steps: {})",
+                cell::commission::STEPS.map(|(n, _)| n).join(", ")
+            );
+        }
+        let req = cell::commission::Request {
+            out,
+            egm_seconds,
+            rest_seconds,
+            push_n,
+            operator,
+            irc5,
+            skip,
+        };
+        return cell::commission::command(&args.bus, &cell, setup, req).await;
+    }
     if let Cmd::Demo { out, no_peg } = args.cmd {
         let req = cell::demo::Request { out, no_peg };
         let cfg = args.cfg.config.as_deref();
@@ -590,6 +686,7 @@ async fn run(
         | Cmd::Kin { .. }
         | Cmd::Experiment { .. }
         | Cmd::Demo { .. }
+        | Cmd::Commission { .. }
         | Cmd::Bench { .. } => {}
         Cmd::Guide {
             law,

@@ -206,6 +206,13 @@ pub struct WorldConfig {
     pub hand: HandParams,
     /// The Raibert–Craig 2-DOF plant.
     pub rc_plant: RcPlantParams,
+    /// How the F/T sensor is really mounted, relative to the cell config's `[arm]` sensor
+    /// mount: roll, pitch, yaw (deg, fixed axes x, y, z of the configured sensor frame), each
+    /// in [−180, 180]. Zero (default): mounted as configured. A commissioning mistake to
+    /// inject, e.g. `[0, 0, 90]` for a sensor bolted on a quarter turn off; the sensor and the
+    /// tool on it turn together (the tool's `com_m` stays in the true sensor frame), the TCP
+    /// stays where the config puts it.
+    pub sensor_mount_error_rpy_deg: [f64; 3],
 }
 
 impl Default for WorldConfig {
@@ -218,6 +225,7 @@ impl Default for WorldConfig {
             surfaces: Vec::new(),
             hand: HandParams::default(),
             rc_plant: RcPlantParams::default(),
+            sensor_mount_error_rpy_deg: [0.0; 3],
         }
     }
 }
@@ -439,6 +447,15 @@ impl SurfaceParams {
 }
 
 impl WorldConfig {
+    /// The sensor's true frame in the configured one (`sensor_mount_error_rpy_deg`).
+    pub fn sensor_mount_error(&self) -> nalgebra::Isometry3<f64> {
+        let [r, p, y] = self.sensor_mount_error_rpy_deg.map(f64::to_radians);
+        nalgebra::Isometry3::from_parts(
+            nalgebra::Translation3::identity(),
+            nalgebra::UnitQuaternion::from_euler_angles(r, p, y),
+        )
+    }
+
     /// Parses a scenario from TOML text (does not validate).
     pub fn from_toml_str(text: &str) -> Result<Self, String> {
         toml::from_str(text).map_err(|e| e.to_string())
@@ -466,6 +483,12 @@ impl WorldConfig {
     pub fn validate(&self) -> Vec<String> {
         let mut e = Vec::new();
         check_vec(&mut e, "gravity_m_s2", &self.gravity_m_s2, 100.0);
+        check_vec(
+            &mut e,
+            "sensor_mount_error_rpy_deg",
+            &self.sensor_mount_error_rpy_deg,
+            180.0,
+        );
         e.extend(self.servo.validate("servo"));
         e.extend(self.tool.validate("tool"));
         let v = self.contact.friction_smoothing_m_s;

@@ -234,7 +234,7 @@ impl World {
             return Err(WorldError::NonFinite("t"));
         }
         let tcp = self.arm.fk(q)?;
-        let sensor = self.arm.fk_sensor(q)?;
+        let sensor = self.arm.fk_sensor(q)? * self.config.sensor_mount_error();
         let j = self.arm.jacobian(q, JacobianFrame::Base)?;
         let tw = j * Vector6::from_column_slice(qd);
         let twist = Twist::from_vector(&tw);

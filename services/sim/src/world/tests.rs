@@ -395,3 +395,62 @@ proptest! {
         prop_assert_eq!(t.in_contact, dz > 0.0);
     }
 }
+
+#[test]
+fn a_sensor_mounted_a_quarter_turn_off_reads_in_its_true_axes() {
+    // Configured mount: identity rotation. True mount: 90° about the sensor's z. The same
+    // world with the arm's mount turned by hand must read identically; a sideways pull
+    // (gravity tilted towards base x) moves from one sensor axis to the other.
+    let cfg = WorldConfig {
+        gravity_m_s2: [5.0, 0.0, -9.81],
+        sensor_mount_error_rpy_deg: [0.0, 0.0, 90.0],
+        ..Default::default()
+    };
+    let mut turned = world(cfg.clone());
+    let mut a = arm();
+    a.set_sensor_mount(Isometry3::from_parts(
+        Translation3::new(0.0, 0.0, 0.03),
+        UnitQuaternion::from_euler_angles(0.0, 0.0, FRAC_PI_2),
+    ))
+    .unwrap();
+    let mut by_hand = World::new(
+        WorldConfig {
+            sensor_mount_error_rpy_deg: [0.0; 3],
+            ..cfg.clone()
+        },
+        a,
+    )
+    .unwrap();
+    let mut plain = world(WorldConfig {
+        sensor_mount_error_rpy_deg: [0.0; 3],
+        ..cfg
+    });
+    let a = turned
+        .sensor_wrench(&Q_DOWN, &[0.0; 6], 0.0, 0.004)
+        .unwrap();
+    let b = by_hand
+        .sensor_wrench(&Q_DOWN, &[0.0; 6], 0.0, 0.004)
+        .unwrap();
+    let c = plain.sensor_wrench(&Q_DOWN, &[0.0; 6], 0.0, 0.004).unwrap();
+    for i in 0..3 {
+        assert!((a.force_n[i] - b.force_n[i]).abs() < 1e-9, "{a:?} vs {b:?}");
+        assert!((a.torque_nm[i] - b.torque_nm[i]).abs() < 1e-9);
+    }
+    // A quarter turn about z: (x, y) of the plain reading is (y, −x) of the turned one.
+    assert!((a.force_n[0] - c.force_n[1]).abs() < 1e-9, "{a:?} vs {c:?}");
+    assert!((a.force_n[1] + c.force_n[0]).abs() < 1e-9);
+    assert!((a.force_n[2] - c.force_n[2]).abs() < 1e-9);
+    assert!(c.force_n[0].abs().max(c.force_n[1].abs()) > 1.0, "{c:?}");
+    let bad = WorldConfig {
+        sensor_mount_error_rpy_deg: [0.0, f64::NAN, 200.0],
+        ..Default::default()
+    };
+    let errs = bad.validate();
+    assert_eq!(
+        errs.iter()
+            .filter(|e| e.starts_with("sensor_mount_error_rpy_deg"))
+            .count(),
+        2,
+        "{errs:?}"
+    );
+}
