@@ -228,3 +228,135 @@ fn the_compose_file_names_what_exists() {
         }
     }
 }
+
+/// Every `cell-NAME` binary a workspace crate declares, and `cell`.
+fn workspace_bins() -> Vec<String> {
+    let mut bins = vec!["cell".to_string()];
+    for e in std::fs::read_dir(repo().join("services"))
+        .expect("services")
+        .flatten()
+    {
+        if let Ok(t) = std::fs::read_to_string(e.path().join("Cargo.toml")) {
+            for l in t.lines() {
+                if let Some(n) = l.trim().strip_prefix("name = \"cell-") {
+                    bins.push(format!("cell-{}", n.trim_end_matches('"')));
+                }
+            }
+        }
+    }
+    bins
+}
+
+fn unit_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='))
+        .next()
+}
+
+#[test]
+fn the_systemd_units_verify_and_agree_with_the_real_config() {
+    let dir = repo().join("deploy/systemd");
+    let bins = workspace_bins();
+    let real: toml::Table = std::fs::read_to_string(repo().join("deploy/config/irb120-real.toml"))
+        .expect("irb120-real.toml")
+        .parse()
+        .expect("toml");
+    let target = std::fs::read_to_string(dir.join("cell.target")).expect("cell.target");
+    // A copy whose executables are stubs (systemd-analyze checks that ExecStart exists).
+    let tmp = std::env::temp_dir().join(format!("cell-units-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(tmp.join("bin")).unwrap();
+    let mut units = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(&p).unwrap();
+        if name.ends_with(".service") {
+            let exec =
+                unit_value(&text, "ExecStart").unwrap_or_else(|| panic!("{name}: no ExecStart"));
+            let bin_path = exec.split_whitespace().next().unwrap();
+            let bin = bin_path.strip_prefix("/usr/local/bin/").unwrap_or_else(|| {
+                panic!("{name}: ExecStart {bin_path} is not in /usr/local/bin (docs/deploy.md)")
+            });
+            assert!(
+                bins.iter().any(|b| b == bin),
+                "{name} starts {bin}; the workspace builds {bins:?}"
+            );
+            assert!(
+                exec.contains("--config /etc/cell/cell.toml"),
+                "{name}: every unit reads /etc/cell/cell.toml: {exec}"
+            );
+            assert_eq!(unit_value(&text, "PartOf"), Some("cell.target"), "{name}");
+            assert_eq!(unit_value(&text, "WantedBy"), Some("cell.target"), "{name}");
+            assert!(
+                target.contains(name.trim_end_matches(".service")),
+                "cell.target does not say where {name} runs (PC or Pi)"
+            );
+            let stub = tmp.join("bin").join(bin);
+            std::fs::write(&stub, "#!/bin/sh\nexit 0\n").unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let text = text.replace(bin_path, stub.to_str().unwrap());
+            std::fs::write(tmp.join(&name), text.clone()).unwrap();
+            // The real-time services: the unit grants the priority the real config asks for.
+            let svc = bin.trim_start_matches("cell-").replace('-', "_");
+            if let Some(prio) =
+                get(&real, &format!("{svc}.rt.fifo_priority")).and_then(|v| v.as_integer())
+            {
+                let limit: i64 = unit_value(&text, "LimitRTPRIO")
+                    .unwrap_or_else(|| panic!("{name}: [{svc}.rt] asks for SCHED_FIFO {prio}, the unit grants no LimitRTPRIO"))
+                    .parse()
+                    .unwrap();
+                assert!(
+                    limit >= prio,
+                    "{name}: LimitRTPRIO {limit} < [{svc}.rt] fifo_priority {prio}"
+                );
+            }
+            if svc == "robot_io" {
+                let latch = get(&real, "robot_io.latch_file")
+                    .and_then(|v| v.as_str())
+                    .unwrap();
+                let rd =
+                    unit_value(&text, "RuntimeDirectory").expect("robot-io's RuntimeDirectory");
+                assert!(
+                    latch.starts_with(&format!("/run/{rd}/")),
+                    "the latch file {latch} is not in the unit's RuntimeDirectory /run/{rd}"
+                );
+                assert_eq!(
+                    unit_value(&text, "RuntimeDirectoryPreserve"),
+                    Some("yes"),
+                    "the latch must survive restarts"
+                );
+            }
+        } else {
+            std::fs::write(tmp.join(&name), &text).unwrap();
+        }
+        units.push(tmp.join(&name));
+    }
+    assert!(units.len() >= 7, "{units:?}");
+    // systemd's own check (unknown keys, bad values, missing executables): any output fails.
+    let require = std::env::var("CELL_REQUIRE_SYSTEMD_ANALYZE").is_ok_and(|v| v == "1");
+    match std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .args(&units)
+        .output()
+    {
+        Ok(o) => {
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(
+                o.status.success() && said.trim().is_empty(),
+                "systemd-analyze verify:\n{said}"
+            );
+            eprintln!("systemd-analyze verify: {} units clean", units.len());
+        }
+        Err(e) if !require => {
+            eprintln!("SKIPPED systemd-analyze verify: not runnable ({e}); apt install systemd")
+        }
+        Err(e) => panic!("systemd-analyze required (CELL_REQUIRE_SYSTEMD_ANALYZE=1): {e}"),
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
