@@ -231,6 +231,10 @@ enum Cmd {
         /// Ask the operator to push, also on the simulator (default there: scripted pushes).
         #[arg(long)]
         operator: bool,
+        /// The EGM step's target for the arrival jitter's p99 (ms). The default suits a real
+        /// PC with robot-io on its real-time core; a shared or virtual test host needs more.
+        #[arg(long, default_value_t = 2.0)]
+        max_jitter_ms: f64,
         /// The IRC5 side as loaded on the controller (default deploy/irc5, else the built-in).
         #[arg(long)]
         irc5: Option<std::path::PathBuf>,
@@ -646,14 +650,15 @@ async fn run(
         rest_seconds,
         push_n,
         operator,
+        max_jitter_ms,
         irc5,
         skip,
     } = args.cmd
     {
         let setup = setup.ok_or_else(|| anyhow::anyhow!("commission: no setup"))?;
         anyhow::ensure!(
-            egm_seconds > 0.0 && rest_seconds > 0.0 && push_n > 0.0,
-            "--egm-seconds, --rest-seconds and --push-n must be positive"
+            egm_seconds > 0.0 && rest_seconds > 0.0 && push_n > 0.0 && max_jitter_ms > 0.0,
+            "--egm-seconds, --rest-seconds, --push-n and --max-jitter-ms must be positive"
         );
         for k in &skip {
             anyhow::ensure!(
@@ -668,6 +673,7 @@ async fn run(
             rest_seconds,
             push_n,
             operator,
+            max_jitter_ms,
             irc5,
             skip,
         };

@@ -64,6 +64,8 @@ pub struct Request {
     pub push_n: f64,
     /// Ask the operator to push even on the simulator (otherwise its scripted push does).
     pub operator: bool,
+    /// The EGM step's arrival-jitter target (p99, ms).
+    pub max_jitter_ms: f64,
     /// The IRC5 side to hold the config against (default `deploy/irc5`, else the built-in copy).
     pub irc5: Option<PathBuf>,
     /// Steps to leave out (their names, e.g. `payload`).
@@ -329,14 +331,23 @@ async fn run_steps(
         let t = Instant::now();
         let st = get(steps, "services");
         let live = cli::ls(s, cell).await.unwrap_or_default();
-        let missing: Vec<String> = setup
-            .services
+        // The launcher's services, and the sensor node's (on the Pi, outside this launcher)
+        // when the cell has a sensor.
+        let mut wanted = setup.services.clone();
+        if setup.sensor.driver != sensor::config::SensorDriver::None {
+            for n in ["sensor", "force"] {
+                if !wanted.iter().any(|w| w == n) {
+                    wanted.push(n.to_string());
+                }
+            }
+        }
+        let missing: Vec<String> = wanted
             .iter()
             .filter(|n| !live.iter().any(|l| l == *n))
             .cloned()
             .collect();
         st.figures = format!("live: {}", live.join(", "));
-        st.data = json!({ "live": live, "configured": setup.services });
+        st.data = json!({ "live": live, "wanted": wanted });
         st.judge(
             missing
                 .iter()
@@ -394,6 +405,7 @@ async fn run_steps(
         ));
         let before = robot_io_status(s, cell).await;
         js.take();
+        let from_ns = clock::mono_ns();
         tokio::time::sleep(Duration::from_secs_f64(req.egm_seconds)).await;
         let got = js.take();
         let after = robot_io_status(s, cell).await;
@@ -424,7 +436,10 @@ async fn run_steps(
             link.jitter_p99_ms,
             link.max_gap_ms
         );
-        let mut problems = link.problems(&judge::LinkTargets::default());
+        let mut problems = link.problems(&judge::LinkTargets {
+            max_jitter_p99_ms: req.max_jitter_ms,
+            ..Default::default()
+        });
         if let (Some(late), Some(dup)) = (d("late"), d("duplicates")) {
             if late + dup > 0 {
                 problems.push(format!(
@@ -451,6 +466,9 @@ async fn run_steps(
             "a dedicated cable between the IRC5's service/LAN port and the PC (no Wi-Fi, no shared switch); no other traffic on that NIC; robot-io on its real-time core (deploy/systemd); then run again".to_string()
         };
         st.judge(problems, &hint);
+        let stall = host_stall(s, cell, from_ns).await;
+        let st = get(steps, "egm");
+        note_stall(st, stall);
         st.secs = t.elapsed().as_secs_f64();
         print_step(st);
     }
@@ -467,7 +485,9 @@ async fn run_steps(
     } else {
         let t = Instant::now();
         say("round trip: the TCP moves 5 mm up and back at 20 mm/s");
+        let from_ns = clock::mono_ns();
         let r = round_trip(s, cell, cycle_s).await;
+        let stall = host_stall(s, cell, from_ns).await;
         let st = get(steps, "round-trip");
         match r {
             Ok((figures, problems, data)) => {
@@ -480,6 +500,7 @@ async fn run_steps(
                 "the arm did not follow a 5 mm jog: check `cell status control` and `cell status robot-io` (safety reason), motors on, EGM running",
             ),
         }
+        note_stall(st, stall);
         st.secs = t.elapsed().as_secs_f64();
         print_step(st);
     }
@@ -679,6 +700,36 @@ async fn run_steps(
     Ok(())
 }
 
+/// A host stall during a window, proven by every service's watchdog (every process
+/// unscheduled together, `common::watchdog::common_stall`): its figures, for the report. A
+/// stall is a real property of the PC (the verdict stands); the report says so, so that a
+/// reader can tell a frozen host from a bad link.
+async fn host_stall(s: &Session, cell: &CellSection, from_ns: u64) -> Option<Value> {
+    let to_ns = clock::mono_ns();
+    let (procs, _missing) = crate::stall::gaps(s, cell).await;
+    common::watchdog::common_stall(&procs, from_ns, to_ns)
+        .ok()
+        .map(|st| {
+            json!({
+                "common_ms": st.common.len_ns() as f64 * 1e-6,
+                "from_ns": st.common.from_ns,
+                "per_process_ms": st.per_process.iter().map(|(n, g)| (n.clone(), g.len_ns() as f64 * 1e-6)).collect::<Vec<_>>(),
+            })
+        })
+}
+
+fn note_stall(st: &mut Step, stall: Option<Value>) {
+    if let Some(v) = stall {
+        st.figures += &format!(
+            "; the host froze every cell process together for {:.0} ms in this window (proven by their watchdogs)",
+            v["common_ms"].as_f64().unwrap_or(f64::NAN)
+        );
+        if let Some(o) = st.data.as_object_mut() {
+            o.insert("host_stall".into(), v);
+        }
+    }
+}
+
 fn load_irc5(req: &Request) -> Result<(String, robot_io::egm::irc5::Irc5Egm), String> {
     use robot_io::egm::irc5::Irc5Egm;
     let dir = req.irc5.clone().or_else(|| {
@@ -857,10 +908,21 @@ async fn round_trip(
     let missed = lat(&after, "missed_cycles")
         .zip(lat(&before, "missed_cycles"))
         .map(|(a, b)| a.saturating_sub(b));
-    let e2e = after
-        .as_ref()
-        .map(|v| v["latency"]["end_to_end_us"].clone())
-        .unwrap_or(Value::Null);
+    // The jog's own latencies: robot-io's histogram after minus before.
+    let hist = |v: &Option<Value>| {
+        v.as_ref()
+            .and_then(|v| {
+                serde_json::from_value::<common::latency::Sparse>(
+                    v["latency"]["end_to_end_hist"].clone(),
+                )
+                .ok()
+            })
+            .and_then(|s| common::latency::Histogram::from_sparse(&s).ok())
+    };
+    let e2e = match (hist(&before), hist(&after)) {
+        (Some(b), Some(a)) => serde_json::to_value(a.since(&b).summary()).unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
     let turnaround = after
         .as_ref()
         .map(|v| v["egm"]["turnaround_ms"].clone())
@@ -894,7 +956,7 @@ async fn round_trip(
     }
     Ok((
         format!(
-            "{commanded} cycles commanded, {missed} missed; EgmRobot → joint command p50 {:.0} µs, p99 {p99_us:.0} µs, max {:.0} µs (since robot-io started); reply turnaround mean {:.3} ms; back within {err_mm:.3} mm",
+            "{commanded} cycles commanded, {missed} missed; EgmRobot → joint command over the jog p50 {:.0} µs, p99 {p99_us:.0} µs, max {:.0} µs; reply turnaround mean {:.3} ms; back within {err_mm:.3} mm",
             e2e["p50"].as_f64().unwrap_or(f64::NAN),
             e2e["max"].as_f64().unwrap_or(f64::NAN),
             turnaround["mean"].as_f64().unwrap_or(f64::NAN),
