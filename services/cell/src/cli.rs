@@ -391,6 +391,11 @@ pub struct RobotIoCounters {
     pub per_joint_limited_cycles: u64,
     /// Replies whose command was held in time (a lost datagram, a late or repeated command).
     pub aligned_cycles: u64,
+    /// Limited replies by the bound that acted, in `robot_io::supervisor::LIMIT_KINDS` order.
+    pub limited_by: [u64; 6],
+    /// Of the limited replies, those that corrected a time-aligned one (a late command, a
+    /// lost datagram); the others are the command stream's own.
+    pub limited_after_alignment: u64,
 }
 
 impl RobotIoCounters {
@@ -402,7 +407,21 @@ impl RobotIoCounters {
             limited_cycles: d["limited_cycles"].as_u64()?,
             per_joint_limited_cycles: d["per_joint_limited_cycles"].as_u64()?,
             aligned_cycles: d["aligned_cycles"].as_u64()?,
+            limited_by: robot_io::supervisor::LIMIT_KINDS
+                .map(|k| d["limited_by"][k.name()].as_u64().unwrap_or(0)),
+            limited_after_alignment: d["limited_after_alignment"].as_u64().unwrap_or(0),
         })
+    }
+
+    /// The bounds that acted, e.g. "accel 10, target_brake 2" ("" when none).
+    pub fn bounds(&self) -> String {
+        robot_io::supervisor::LIMIT_KINDS
+            .iter()
+            .zip(self.limited_by)
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{} {n}", k.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// What was counted from `before` to `self` (a restarted robot-io counts from 0: then
@@ -419,6 +438,12 @@ impl RobotIoCounters {
             per_joint_limited_cycles: self.per_joint_limited_cycles
                 - before.per_joint_limited_cycles,
             aligned_cycles: self.aligned_cycles - before.aligned_cycles,
+            limited_by: std::array::from_fn(|k| {
+                self.limited_by[k].saturating_sub(before.limited_by[k])
+            }),
+            limited_after_alignment: self
+                .limited_after_alignment
+                .saturating_sub(before.limited_after_alignment),
         }
     }
 
@@ -440,6 +465,21 @@ impl RobotIoCounters {
             f(|c| c.per_joint_limited_cycles),
         );
         m.insert("robot_io_aligned_cycles".into(), f(|c| c.aligned_cycles));
+        m.insert(
+            "robot_io_limited_after_alignment".into(),
+            f(|c| c.limited_after_alignment),
+        );
+        m.insert(
+            "robot_io_limited_by".into(),
+            d.as_ref().map_or(serde_json::Value::Null, |c| {
+                robot_io::supervisor::LIMIT_KINDS
+                    .iter()
+                    .zip(c.limited_by)
+                    .map(|(k, n)| (k.name().to_string(), serde_json::json!(n)))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into()
+            }),
+        );
     }
 }
 

@@ -252,6 +252,57 @@ pub async fn play(
         );
     }
     let motion_id = reply["motion_id"].as_u64();
+    follow(s, cell, &sub, &program.name, motion_id, progress).await
+}
+
+/// `cell move-joints`: a joint-space move (control's `move_joints`: one synchronised,
+/// jerk-limited segment from the measured joints) to `q_deg`, followed to its end like a
+/// playback (progress on stderr when `progress`; Ctrl-C stops it).
+pub async fn move_joints(
+    s: &Session,
+    cell: &CellSection,
+    q_deg: [f64; 6],
+    speed_scale: Option<f64>,
+    progress: bool,
+) -> anyhow::Result<PlayOutcome> {
+    let sub = s
+        .declare_subscriber(topic::PLAYBACK_STATE.key(&cell.id))
+        .with(zenoh::handlers::RingChannel::new(8192))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    let mut req = serde_json::json!({ "move_joints": { "q_deg": q_deg } });
+    if let Some(k) = speed_scale {
+        req["move_joints"]["speed_scale"] = serde_json::json!(k);
+    }
+    let reply = rpc(s, cell, req).await?;
+    if progress {
+        eprintln!(
+            "joint move to {q_deg:?}°: {:.1} s at {} × the joint limits",
+            reply["duration_s"].as_f64().unwrap_or(0.0),
+            reply["speed_scale"]
+        );
+    }
+    let motion_id = reply["motion_id"].as_u64();
+    follow(
+        s,
+        cell,
+        &sub,
+        control::node::MOVE_JOINTS_NAME,
+        motion_id,
+        progress,
+    )
+    .await
+}
+
+/// Follows the playback `name` (motion `motion_id` when known) on `sub` to its end.
+async fn follow(
+    s: &Session,
+    cell: &CellSection,
+    sub: &zenoh::pubsub::Subscriber<zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>>,
+    name: &str,
+    motion_id: Option<u64>,
+    progress: bool,
+) -> anyhow::Result<PlayOutcome> {
     let mut states = Vec::new();
     let mut last_print = std::time::Instant::now();
     let ctrl_c = tokio::signal::ctrl_c();
@@ -289,7 +340,7 @@ pub async fn play(
                 };
                 let Ok(st) = codec::decode::<PlaybackState>(&sample.payload().to_bytes()) else { continue };
                 // This playback's states only (a finished one keeps publishing `Done`).
-                if st.program != program.name || motion_id.is_some_and(|m| m != st.motion_id) {
+                if st.program != name || motion_id.is_some_and(|m| m != st.motion_id) {
                     continue;
                 }
                 quiet_since = std::time::Instant::now();

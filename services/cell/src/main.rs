@@ -127,6 +127,17 @@ enum Cmd {
         #[arg(long)]
         wait: bool,
     },
+    /// Joint-space move (like RAPID's MoveAbsJ) to six joint angles in degrees: one
+    /// synchronised, jerk-limited segment from the measured joints; waits for its end (Ctrl-C
+    /// stops it) and exits non-zero when it does not arrive.
+    MoveJoints {
+        #[arg(num_args = 6, allow_negative_numbers = true, value_names = ["A1", "A2", "A3", "A4", "A5", "A6"])]
+        q_deg: Vec<f64>,
+        /// Fraction of the joint speed and acceleration limits, in (0, 1] (default
+        /// `[control.playback] approach_speed_scale`).
+        #[arg(long)]
+        speed_scale: Option<f64>,
+    },
     /// Tare the F/T sensor (robot still, no contact): averages samples in force processing.
     Tare,
     /// Tool payload (mass, centre of mass, sensor offsets).
@@ -343,9 +354,10 @@ enum PayloadCmd {
         /// Store the result in this cell config's `[force.payload]` (comments kept).
         #[arg(long)]
         write: Option<std::path::PathBuf>,
-        /// Move speed (mm/s).
-        #[arg(long, default_value_t = 150.0)]
-        speed_mm_s: f64,
+        /// Joint moves between the poses at this fraction of the joint speed and
+        /// acceleration limits (default `[control.playback] approach_speed_scale`).
+        #[arg(long)]
+        speed_scale: Option<f64>,
     },
 }
 
@@ -917,6 +929,20 @@ async fn run(
                 cli::wait_move(&s, &cell, &target, before, t, true).await?;
             }
         }
+        Cmd::MoveJoints { q_deg, speed_scale } => {
+            let q: [f64; 6] = q_deg
+                .as_slice()
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("give six joint angles (degrees)"))?;
+            let out = cell::lead::move_joints(&s, &cell, q, speed_scale, true).await?;
+            if out.phase != common::msg::PlaybackPhase::Done {
+                let why = cli::control_errors(&s, &cell)
+                    .await
+                    .1
+                    .unwrap_or_else(|| "no stop reason reported".into());
+                anyhow::bail!("the joint move ended {:?}: {why}", out.phase);
+            }
+        }
         Cmd::Tare => {
             let v = cli::request(
                 &s,
@@ -928,9 +954,9 @@ async fn run(
             println!("{v}");
         }
         Cmd::Payload {
-            cmd: PayloadCmd::Identify { write, speed_mm_s },
+            cmd: PayloadCmd::Identify { write, speed_scale },
         } => {
-            let v = payload_identify(&s, &cell, &arm, &force_cfg, speed_mm_s).await?;
+            let v = payload_identify(&s, &cell, &arm, &force_cfg, speed_scale).await?;
             println!("{}", serde_json::to_string_pretty(&v)?);
             if let Some(file) = write {
                 cli::write_payload(&file, &v["payload"])?;
@@ -1051,14 +1077,14 @@ async fn payload_identify(
     cell: &CellSection,
     arm: &Arm,
     force_cfg: &force::node::ForceConfig,
-    speed_mm_s: f64,
+    speed_scale: Option<f64>,
 ) -> anyhow::Result<serde_json::Value> {
     cell::leadexp::identify_payload_at(
         s,
         cell,
         arm,
         &force_cfg.identification_poses_deg,
-        speed_mm_s,
+        speed_scale,
         |k, q_deg, v| eprintln!("pose {k} {q_deg:?}: {v}"),
     )
     .await

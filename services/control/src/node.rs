@@ -539,10 +539,23 @@ pub enum LeadRequest {
         #[serde(default)]
         cartesian: bool,
     },
+    /// A joint-space move (ABB's `MoveAbsJ`, UR's `movej`) from the measured joints to
+    /// `q_deg`: one synchronised, jerk-limited segment planned like a program's approach, at
+    /// `speed_scale` of the joint speed and acceleration budgets (default
+    /// `[control.playback] approach_speed_scale`). It runs as a playback named
+    /// [`MOVE_JOINTS_NAME`] (its states on `control/playback`; pause, resume and stop apply).
+    MoveJoints {
+        q_deg: [f64; 6],
+        #[serde(default)]
+        speed_scale: Option<f64>,
+    },
     Pause {},
     Resume {},
     Stop {},
 }
+
+/// The playback name of a [`LeadRequest::MoveJoints`] motion.
+pub const MOVE_JOINTS_NAME: &str = "move-joints";
 
 /// A point of [`LeadRequest::Load`].
 #[derive(Debug, Deserialize)]
@@ -786,6 +799,40 @@ fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value, String> {
                 "duration_s": duration,
                 "approach": approach,
                 "payload_checked": payload_checked,
+            }))
+        }
+        LeadRequest::MoveJoints { q_deg, speed_scale } => {
+            let p = pose()?;
+            let pc = &l.setup.cfg.playback;
+            let scale = speed_scale.unwrap_or(pc.approach_speed_scale);
+            if !(scale > 0.0 && scale <= 1.0) {
+                return Err(format!("speed_scale {scale} is outside (0, 1]"));
+            }
+            let q: [f64; 6] = q_deg.map(f64::to_radians);
+            let limits = TrajLimits::from_joint_limits(
+                l.setup.arm.limits(),
+                pc.max_accel_deg_s2.map(f64::to_radians),
+            );
+            let opts = PlanOptions {
+                speed_scale: scale,
+                approach_speed_scale: scale,
+                ..Default::default()
+            };
+            let traj = JointTrajectory::plan(&[q.into()], &limits, &opts, Some(&p.q_rad))
+                .map_err(|e| format!("joint move refused: {e}"))?;
+            let duration = traj.duration();
+            l.core
+                .request_play(
+                    MOVE_JOINTS_NAME.to_string(),
+                    PlayRun::Joint(Playback::new(traj)),
+                )
+                .map_err(|e| e.to_string())?;
+            Ok(json!({
+                "playing": MOVE_JOINTS_NAME,
+                "motion_id": l.core.requested_motion_tag().map(|m| m.motion_id),
+                "waypoints": 1,
+                "duration_s": duration,
+                "speed_scale": scale,
             }))
         }
         LeadRequest::Pause {} | LeadRequest::Resume {} | LeadRequest::Stop {} => {

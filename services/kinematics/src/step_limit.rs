@@ -73,6 +73,55 @@ pub struct LimitedStep {
     pub limited: bool,
     /// No common scale fitted: each joint was limited on its own.
     pub per_joint: bool,
+    /// When limited: the bound that acted, on the joint whose desired velocity was furthest
+    /// outside it (a diagnostic: which limit a stream runs into).
+    pub binding: Option<Binding>,
+}
+
+/// Which bound a limited step ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LimitKind {
+    /// The joint speed limit.
+    Speed,
+    /// The acceleration limit (a speed change over the step beyond a·dt).
+    Accel,
+    /// The departure ramp's reduced acceleration after a hold.
+    Ramp,
+    /// Braking in time for a joint position limit.
+    PositionLimit,
+    /// Braking in time for a target that stopped (the target's own speed plus the braking
+    /// speed for the distance left).
+    TargetBrake,
+    /// No time passed (a step over dt ≤ 0 or not finite) or rounding.
+    Other,
+}
+
+impl LimitKind {
+    /// The name used in status JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Speed => "speed",
+            Self::Accel => "accel",
+            Self::Ramp => "ramp",
+            Self::PositionLimit => "position_limit",
+            Self::TargetBrake => "target_brake",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// The bound behind a limited step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Binding {
+    pub kind: LimitKind,
+    /// The joint (0-based).
+    pub joint: usize,
+    /// That joint's desired velocity (target − previous) / dt (rad/s).
+    pub v_des: f64,
+    /// The velocity it got (rad/s).
+    pub v: f64,
+    /// Its velocity on the step before (rad/s).
+    pub v_prev: f64,
 }
 
 /// The velocity state of a reference stream and its limits.
@@ -172,6 +221,13 @@ impl StepLimiter {
                 v: self.last_v,
                 limited: prev != target,
                 per_joint: false,
+                binding: (prev != target).then_some(Binding {
+                    kind: LimitKind::Other,
+                    joint: 0,
+                    v_des: f64::NAN,
+                    v: 0.0,
+                    v_prev: self.last_v[0],
+                }),
             };
         }
         let l = &self.limits;
@@ -187,6 +243,9 @@ impl StepLimiter {
         let mut hi = [0.0; AXES];
         let mut cap_t = [0.0; AXES];
         let mut v_des = [0.0; AXES];
+        // The acceleration window and the position braking, per joint (for the diagnostic).
+        let mut acc = [(f64::NEG_INFINITY, f64::INFINITY); AXES];
+        let mut pos = [(f64::NEG_INFINITY, f64::INFINITY); AXES];
         for j in 0..AXES {
             let a = self.max_accel[j];
             let vmax = l.max_speed[j];
@@ -221,8 +280,10 @@ impl StepLimiter {
             } else {
                 (dv_up, dv.min(-v0 + dv_up))
             };
-            lo[j] = (-vmax).max(v0 - dv_neg).max(-brake(prev[j] - l.min[j]));
-            hi[j] = vmax.min(v0 + dv_pos).min(brake(l.max[j] - prev[j]));
+            acc[j] = (v0 - dv_neg, v0 + dv_pos);
+            pos[j] = (-brake(prev[j] - l.min[j]), brake(l.max[j] - prev[j]));
+            lo[j] = (-vmax).max(acc[j].0).max(pos[j].0);
+            hi[j] = vmax.min(acc[j].1).min(pos[j].1);
             if lo[j] > hi[j] {
                 // Only by rounding (the braking invariant keeps the window non-empty): brake.
                 let v = v0 - (a * dt).min(v0.abs()) * v0.signum();
@@ -230,7 +291,12 @@ impl StepLimiter {
                 hi[j] = v;
             }
             let v_target = self.last_target.map_or(0.0, |lt| (target[j] - lt[j]) / dt);
-            cap_t[j] = v_target.abs() + brake(e.abs());
+            // Landing on the target is always allowed at a speed the next step can brake to
+            // zero whatever its length (dv_span ≥ dt / 2): without it the first step of every
+            // stream from rest (no target speed known yet: taken as 0) was cut short by
+            // rounding, brake(d) < d / dt — a limited reply at each motion's start.
+            let land = (e.abs() / dt).min(0.5 * a * dt);
+            cap_t[j] = (v_target.abs() + brake(e.abs())).max(land);
         }
         // The common scale s of the desired velocity nearest 1 that satisfies every joint:
         // below 1 the whole path slows down; above 1 it goes faster than this cycle's target
@@ -285,6 +351,55 @@ impl StepLimiter {
             q[j] = next.clamp(l.min[j].min(prev[j]), l.max[j].max(prev[j]));
             v[j] = (q[j] - prev[j]) / dt;
         }
+        let limited = q != target;
+        let binding = limited.then(|| {
+            // The joint whose desired velocity lies furthest outside its window, relative to
+            // its acceleration step (a·dt), and the first bound it breaks in this order.
+            let mut worst = (0usize, f64::NEG_INFINITY);
+            for j in 0..AXES {
+                let d = v_des[j];
+                let over = (d - hi[j]).max(lo[j] - d).max(d.abs() - cap_t[j]);
+                let scale = (self.max_accel[j] * dt).max(1e-9);
+                if over / scale > worst.1 {
+                    worst = (j, over / scale);
+                }
+            }
+            if worst.1 <= 0.0 {
+                // Inside every window (e.g. the final position clamp): the joint that moved
+                // furthest off its target.
+                for j in 0..AXES {
+                    let off = (target[j] - q[j]).abs();
+                    if off > worst.1 {
+                        worst = (j, off);
+                    }
+                }
+            }
+            let j = worst.0;
+            let d = v_des[j];
+            let vmax = l.max_speed[j];
+            let kind = if d.abs() > vmax {
+                LimitKind::Speed
+            } else if d < acc[j].0 || d > acc[j].1 {
+                if ramp_at.is_some() {
+                    LimitKind::Ramp
+                } else {
+                    LimitKind::Accel
+                }
+            } else if d < pos[j].0 || d > pos[j].1 {
+                LimitKind::PositionLimit
+            } else if d.abs() > cap_t[j] {
+                LimitKind::TargetBrake
+            } else {
+                LimitKind::Other
+            };
+            Binding {
+                kind,
+                joint: j,
+                v_des: d,
+                v: v[j],
+                v_prev: self.last_v[j],
+            }
+        });
         self.last_v = v;
         self.last_dt = dt;
         self.last_target = Some(target);
@@ -292,8 +407,9 @@ impl StepLimiter {
         LimitedStep {
             q,
             v,
-            limited: q != target,
+            limited,
             per_joint,
+            binding,
         }
     }
 }
@@ -327,6 +443,66 @@ mod tests {
             assert_eq!(r.q, target);
             q = r.q;
         }
+    }
+
+    /// A stream that leaves rest already moving (its first point one cycle into a
+    /// jerk-limited plan, as control's playback and joint moves send it) is replied unchanged
+    /// from its first step. Before, the first step of every stream was cut short by rounding
+    /// (no target speed known yet, and brake(d) < d / dt): one limited reply per motion start.
+    #[test]
+    fn a_stream_leaving_rest_is_not_limited_on_its_first_step() {
+        let a = irb120_max_accel();
+        let dt = 0.004;
+        let t_jerk = 0.08;
+        for scale in [0.05, 0.5, 0.9] {
+            let mut l = lim();
+            let mut q = [0.0; 6];
+            for k in 1..=20 {
+                let t = k as f64 * dt;
+                let target: [f64; 6] =
+                    std::array::from_fn(|j| scale * a[j] / t_jerk * t.powi(3) / 6.0);
+                let r = l.step(q, target, dt);
+                assert!(!r.limited, "scale {scale}, cycle {k}: {r:?}");
+                assert_eq!(r.binding, None);
+                q = r.q;
+            }
+        }
+    }
+
+    /// A limited step names the bound that acted and the joint.
+    #[test]
+    fn a_limited_step_names_its_bound_and_joint() {
+        let a = irb120_max_accel();
+        let vmax = JointLimits::irb120().max_speed;
+        let dt = 0.004;
+        // Moving A3 down at a steady 0.1 rad/s, then a command that reverses it in one step.
+        let mut l = lim();
+        let mut q = [0.0; 6];
+        for _ in 0..10 {
+            let mut t = q;
+            t[2] -= 0.1 * dt;
+            q = l.step(q, t, dt).q;
+        }
+        let mut t = q;
+        t[2] += 0.1 * dt;
+        let r = l.step(q, t, dt);
+        let b = r.binding.expect("limited");
+        assert_eq!((b.kind, b.joint), (LimitKind::Accel, 2), "{r:?}");
+        assert!((b.v_des - 0.1).abs() < 1e-9 && (b.v_prev + 0.1).abs() < 1e-9);
+        assert!((b.v - b.v_prev).abs() <= a[2] * dt * (1.0 + 1e-9));
+        // A target beyond A6's speed limit, reached only through the acceleration bound: at
+        // full speed the speed limit binds.
+        let mut l = lim();
+        let mut q = [0.0; 6];
+        let mut last = None;
+        for _ in 0..400 {
+            let mut t = q;
+            t[5] += 2.0 * vmax[5] * dt;
+            let r = l.step(q, t, dt);
+            last = r.binding;
+            q = r.q;
+        }
+        assert_eq!(last.map(|b| (b.kind, b.joint)), Some((LimitKind::Speed, 5)));
     }
 
     #[test]

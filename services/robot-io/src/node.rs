@@ -273,6 +273,21 @@ impl Shell {
             "limited_cycles": sup.limited_cycles(),
             "per_joint_limited_cycles": sup.per_joint_cycles(),
             "aligned_cycles": sup.aligned_cycles(),
+            "limited_after_alignment": sup.limited_after_alignment(),
+            "limited_by": sup
+                .limited_by()
+                .map(|(k, n)| (k.to_string(), serde_json::json!(n)))
+                .collect::<serde_json::Map<_, _>>(),
+            "last_limited": sup.last_limited().map(|e| serde_json::json!({
+                "robot_time_s": e.robot_time_s,
+                "motion_id": e.motion_id,
+                "per_joint": e.per_joint,
+                "bound": e.binding.kind.name(),
+                "joint": e.binding.joint + 1,
+                "v_des_deg_s": finite_or_null(e.binding.v_des.to_degrees()),
+                "v_deg_s": finite_or_null(e.binding.v.to_degrees()),
+                "v_prev_deg_s": finite_or_null(e.binding.v_prev.to_degrees()),
+            })),
             "motion_ends": { "received": self.motion_end_counts.0, "ended": self.motion_end_counts.1 },
         })
     }
@@ -681,4 +696,13 @@ pub fn service_main(
         },
         crate::node::run,
     )
+}
+
+/// A JSON number, or null when not finite (JSON has no NaN).
+fn finite_or_null(v: f64) -> serde_json::Value {
+    if v.is_finite() {
+        serde_json::json!(v)
+    } else {
+        serde_json::Value::Null
+    }
 }

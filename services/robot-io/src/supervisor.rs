@@ -49,8 +49,8 @@
 //!   next motion starts from the then-measured position at rest.
 
 use common::msg::{JointCommand, MotionTag, RobotStatus, SafetyLevel, SafetyReason, AXES};
-use kinematics::step_limit::StepLimiter;
 pub use kinematics::step_limit::{dv_span, irb120_max_accel};
+use kinematics::step_limit::{Binding, LimitKind, StepLimiter};
 use kinematics::JointLimits;
 
 /// A command computed from one of the last this-many robot cycles is fresh however late the
@@ -67,6 +67,30 @@ const TIME_RING: usize = 32;
 /// time after three lost datagrams, and a shorter bound would leave the reference behind its
 /// plan (a lag the reference then has to chase).
 pub const MAX_HOLD_LEADS: f64 = 8.0;
+
+/// Robot time after a time-aligned reply within which a limited reply counts as the
+/// alignment's correction ([`Supervisor::limited_after_alignment`]): 5 cycles of 4 ms.
+pub const ALIGNMENT_SETTLE_S: f64 = 0.020;
+
+/// Every [`LimitKind`], in the order of [`Supervisor::limited_by`].
+pub const LIMIT_KINDS: [LimitKind; 6] = [
+    LimitKind::Speed,
+    LimitKind::Accel,
+    LimitKind::Ramp,
+    LimitKind::PositionLimit,
+    LimitKind::TargetBrake,
+    LimitKind::Other,
+];
+
+/// One limited reply, for diagnosis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LimitedEvent {
+    /// Robot time of the reply (s since robot-io started).
+    pub robot_time_s: f64,
+    pub motion_id: u64,
+    pub per_joint: bool,
+    pub binding: Binding,
+}
 
 /// The last commands of the motion being answered, placed in robot time (newest last).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -204,6 +228,15 @@ pub struct Supervisor {
     rejected: u64,
     limited_cycles: u64,
     per_joint_cycles: u64,
+    /// Limited replies by the bound that acted (indexed by [`LimitKind`] order).
+    limited_by: [u64; LIMIT_KINDS.len()],
+    /// The newest limited reply: robot time (s), motion id, and the bound.
+    last_limited: Option<LimitedEvent>,
+    /// Limited replies within [`ALIGNMENT_SETTLE_S`] of robot time after a time-aligned one
+    /// (the correction after a late command or a lost datagram).
+    limited_after_alignment: u64,
+    /// Robot time of the newest time-aligned reply (s).
+    aligned_at: Option<f64>,
     /// Replies whose command was for another robot time (a lost datagram, a late or repeated
     /// command) and was advanced along its velocity.
     aligned_cycles: u64,
@@ -246,6 +279,10 @@ impl Supervisor {
             rejected: 0,
             limited_cycles: 0,
             per_joint_cycles: 0,
+            limited_by: [0; LIMIT_KINDS.len()],
+            last_limited: None,
+            limited_after_alignment: 0,
+            aligned_at: None,
             aligned_cycles: 0,
             now_s: 0.0,
             robot_time_s: 0.0,
@@ -267,6 +304,24 @@ impl Supervisor {
     /// by one (the last safety net: the joints leave the commanded path).
     pub fn per_joint_cycles(&self) -> u64 {
         self.per_joint_cycles
+    }
+    /// Limited replies by the bound that acted, `(name, count)` for every kind.
+    pub fn limited_by(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        LIMIT_KINDS
+            .iter()
+            .zip(self.limited_by.iter())
+            .map(|(k, n)| (k.name(), *n))
+    }
+    /// Of [`Self::limited_cycles`], those within [`ALIGNMENT_SETTLE_S`] after a time-aligned
+    /// reply: the correction back onto the stream after a late command or a lost datagram
+    /// (a stream accelerating near its bound can need more than one cycle's acceleration to
+    /// rejoin). The rest are the stream's own: a stream within the limits counts none.
+    pub fn limited_after_alignment(&self) -> u64 {
+        self.limited_after_alignment
+    }
+    /// The newest limited reply (a diagnostic: where a stream ran into a limit).
+    pub fn last_limited(&self) -> Option<&LimitedEvent> {
+        self.last_limited.as_ref()
     }
     /// Active replies whose command was for another robot time than the reply's (a lost
     /// datagram, a late or repeated command) and was advanced along the stream's velocity.
@@ -545,6 +600,24 @@ impl Supervisor {
                 let r = self.lim.step(prev, t, i.dt_s);
                 self.limited_cycles += u64::from(r.limited);
                 self.per_joint_cycles += u64::from(r.per_joint);
+                if r.limited
+                    && self
+                        .aligned_at
+                        .is_some_and(|t| self.robot_time_s - t <= ALIGNMENT_SETTLE_S + 1e-9)
+                {
+                    self.limited_after_alignment += 1;
+                }
+                if let Some(b) = r.binding {
+                    if let Some(k) = LIMIT_KINDS.iter().position(|k| *k == b.kind) {
+                        self.limited_by[k] += 1;
+                    }
+                    self.last_limited = Some(LimitedEvent {
+                        robot_time_s: self.robot_time_s,
+                        motion_id: self.active_motion.unwrap_or(0),
+                        per_joint: r.per_joint,
+                        binding: b,
+                    });
+                }
                 (Some(r.q), r.v, level, reason)
             }
             (Some(_), None) => {
@@ -835,6 +908,7 @@ impl Supervisor {
         }
         if moved {
             self.aligned_cycles += 1;
+            self.aligned_at = Some(self.robot_time_s);
         }
         q
     }
@@ -1653,6 +1727,49 @@ mod tests {
 
     const QA: [f64; 6] = [0.0, 0.1, 0.2, 0.0, 0.4, 0.0];
     const QB: [f64; 6] = [0.9, -0.4, 0.7, 1.3, -0.6, 1.6];
+
+    /// A stream's own excess (a command that reverses a moving joint in one cycle) is
+    /// counted as the stream's, named by its bound and joint, and not as an alignment's
+    /// correction; a lost datagram on a stream within the limits counts nothing.
+    #[test]
+    fn a_limited_reply_is_attributed_to_its_bound_and_its_cause() {
+        let mut s = sup();
+        let q0 = [0.0; 6];
+        s.step(&input(1, 0.0, q0, None));
+        let mut q = q0;
+        let mut t = 0.0;
+        for k in 0..30u64 {
+            t += 0.004;
+            let mut c = [0.0; 6];
+            // A2 runs at 0.2 rad/s (from rest within its acceleration: 1.5 ° per cycle²
+            // would not be), then the command turns back at the same speed.
+            c[1] = if k < 20 {
+                0.2 * 0.004 * k as f64
+            } else {
+                0.2 * 0.004 * (40 - k) as f64
+            };
+            if k == 0 {
+                c[1] = 0.0;
+            }
+            let cm = JointCommand {
+                cycle: k + 1,
+                ..cmd(k + 1, c)
+            };
+            let out = s.step(&input(k + 2, t, q, Some((&cm, t))));
+            q = qr(&out);
+        }
+        assert!(s.limited_cycles() > 0);
+        assert_eq!(s.limited_after_alignment(), 0);
+        assert_eq!(s.aligned_cycles(), 0);
+        let e = s.last_limited().expect("a limited reply");
+        assert_eq!(e.binding.joint, 1, "{e:?}");
+        assert!(
+            matches!(e.binding.kind, LimitKind::Accel | LimitKind::TargetBrake),
+            "{e:?}"
+        );
+        let by: u64 = s.limited_by().map(|(_, n)| n).sum();
+        assert_eq!(by, s.limited_cycles());
+    }
 
     /// Found through the processes: a joint asked to move by 1e-320 rad while another one
     /// brakes made the common scale infinite and the reply NaN (the EGM session replaced 8357
