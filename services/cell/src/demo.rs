@@ -511,7 +511,7 @@ async fn run_steps(
 
     // 8. What robot-io did to the commands over the whole demo.
     let mut st = Step::new("robot-io's replies");
-    st.tolerance = "0 replies limited other than a correction after a command held in time: every stream the cell sends is within robot-io's limits (not gated after a proven host stall)".into();
+    st.tolerance = "reported (the goal: 0 replies limited; per step, with the bound that acted and the commands held in time)".into();
     // A hold of a proven host stall stops a moving reference, and the next departure is
     // ramped (a limited reply by design): then reported only, and said.
     let after_stall = steps
@@ -528,21 +528,30 @@ async fn run_steps(
                 "{} cycles limited ({} per joint); {} commands held in time (lost datagrams, late commands)",
                 d.limited_cycles, d.per_joint_limited_cycles, d.aligned_cycles
             );
-            let by_step: Vec<String> = marks
-                .windows(2)
-                .filter_map(|w| {
-                    let d = w[1].1?.since(w[0].1?);
-                    (d.limited_cycles > 0).then(|| {
-                        format!(
-                            "{}: {} ({} per joint; {})",
-                            w[0].0,
-                            d.limited_cycles,
-                            d.per_joint_limited_cycles,
-                            d.bounds()
-                        )
-                    })
-                })
-                .collect();
+            // Per step: the limited replies, and whether any command of that step was held in
+            // time (a late command, a lost datagram).
+            let mut gated_fail = Vec::new();
+            let mut by_step = Vec::new();
+            for w in marks.windows(2) {
+                let (Some(a), Some(b)) = (w[1].1, w[0].1) else {
+                    continue;
+                };
+                let d = a.since(b);
+                if d.limited_cycles == 0 {
+                    continue;
+                }
+                by_step.push(format!(
+                    "{}: {} ({} per joint; {}; {} held in time)",
+                    w[0].0,
+                    d.limited_cycles,
+                    d.per_joint_limited_cycles,
+                    d.bounds(),
+                    d.aligned_cycles
+                ));
+                if d.aligned_cycles == 0 {
+                    gated_fail.push(w[0].0);
+                }
+            }
             if !by_step.is_empty() {
                 st.figures += &format!("; limited in {}", by_step.join(", "));
             }
@@ -554,18 +563,17 @@ async fn run_steps(
                     }
                 }
             }
-            let own = d.limited_cycles - d.limited_after_alignment.min(d.limited_cycles);
-            if d.limited_after_alignment > 0 {
+            // Reported, not gated (issue 21): the press's first-contact stop is limited by
+            // robot-io unless the servo's own acceleration bound is set (off by default, see
+            // docs/leadthrough.md), and a correction after a command held in time can be.
+            if !gated_fail.is_empty() {
                 st.figures += &format!(
-                    "; {} of them correcting a command held in time",
-                    d.limited_after_alignment
+                    "; limited with every command in time in: {}",
+                    gated_fail.join(", ")
                 );
             }
             if after_stall {
-                st.figures += "; not gated: a step was repeated after a proven host stall";
-            } else {
-                // The streams' own: none. A correction after a late command is reported.
-                st.pass = Some(own == 0);
+                st.figures += "; a step was repeated after a proven host stall";
             }
         }
         _ => {
