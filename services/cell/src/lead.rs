@@ -216,11 +216,7 @@ pub async fn play(
     cartesian: bool,
     progress: bool,
 ) -> anyhow::Result<PlayOutcome> {
-    let sub = s
-        .declare_subscriber(topic::PLAYBACK_STATE.key(&cell.id))
-        .with(zenoh::handlers::RingChannel::new(8192))
-        .await
-        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    let sub = playback_states(s, cell).await?;
     let payload = mounted_payload(s, cell).await?;
     let reply = rpc(
         s,
@@ -265,11 +261,7 @@ pub async fn move_joints(
     speed_scale: Option<f64>,
     progress: bool,
 ) -> anyhow::Result<PlayOutcome> {
-    let sub = s
-        .declare_subscriber(topic::PLAYBACK_STATE.key(&cell.id))
-        .with(zenoh::handlers::RingChannel::new(8192))
-        .await
-        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    let sub = playback_states(s, cell).await?;
     let mut req = serde_json::json!({ "move_joints": { "q_deg": q_deg } });
     if let Some(k) = speed_scale {
         req["move_joints"]["speed_scale"] = serde_json::json!(k);
@@ -294,11 +286,23 @@ pub async fn move_joints(
     .await
 }
 
+type StateSub =
+    zenoh::pubsub::Subscriber<zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>>;
+
+/// A subscriber to control's playback states (declared before the request, so the first
+/// state is not missed).
+async fn playback_states(s: &Session, cell: &CellSection) -> anyhow::Result<StateSub> {
+    s.declare_subscriber(topic::PLAYBACK_STATE.key(&cell.id))
+        .with(zenoh::handlers::RingChannel::new(8192))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))
+}
+
 /// Follows the playback `name` (motion `motion_id` when known) on `sub` to its end.
 async fn follow(
     s: &Session,
     cell: &CellSection,
-    sub: &zenoh::pubsub::Subscriber<zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>>,
+    sub: &StateSub,
     name: &str,
     motion_id: Option<u64>,
     progress: bool,
