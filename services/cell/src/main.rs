@@ -354,10 +354,9 @@ enum PayloadCmd {
         /// Store the result in this cell config's `[force.payload]` (comments kept).
         #[arg(long)]
         write: Option<std::path::PathBuf>,
-        /// Joint moves between the poses at this fraction of the joint speed and
-        /// acceleration limits (default `[control.playback] approach_speed_scale`).
-        #[arg(long)]
-        speed_scale: Option<f64>,
+        /// Move speed (mm/s).
+        #[arg(long, default_value_t = 150.0)]
+        speed_mm_s: f64,
     },
 }
 
@@ -954,9 +953,9 @@ async fn run(
             println!("{v}");
         }
         Cmd::Payload {
-            cmd: PayloadCmd::Identify { write, speed_scale },
+            cmd: PayloadCmd::Identify { write, speed_mm_s },
         } => {
-            let v = payload_identify(&s, &cell, &arm, &force_cfg, speed_scale).await?;
+            let v = payload_identify(&s, &cell, &arm, &force_cfg, speed_mm_s).await?;
             println!("{}", serde_json::to_string_pretty(&v)?);
             if let Some(file) = write {
                 cli::write_payload(&file, &v["payload"])?;
@@ -1077,14 +1076,14 @@ async fn payload_identify(
     cell: &CellSection,
     arm: &Arm,
     force_cfg: &force::node::ForceConfig,
-    speed_scale: Option<f64>,
+    speed_mm_s: f64,
 ) -> anyhow::Result<serde_json::Value> {
     cell::leadexp::identify_payload_at(
         s,
         cell,
         arm,
         &force_cfg.identification_poses_deg,
-        speed_scale,
+        speed_mm_s,
         |k, q_deg, v| eprintln!("pose {k} {q_deg:?}: {v}"),
     )
     .await
