@@ -256,7 +256,7 @@ async fn run_steps(
     )
     .await
     .ok();
-    let r = leadexp::payload_identify(s, cell, 150.0, true).await;
+    let r = leadexp::payload_identify(s, cell, None, true).await;
     let st = last(steps);
     st.secs = t.elapsed().as_secs_f64();
     match r {

@@ -85,7 +85,7 @@ pub fn arm_and_poses() -> anyhow::Result<(Arm, Vec<[f64; 6]>)> {
 pub async fn payload_identify(
     s: &Session,
     cell: &CellSection,
-    speed_mm_s: f64,
+    speed_scale: Option<f64>,
     progress: bool,
 ) -> anyhow::Result<Value> {
     let (arm, poses) = arm_and_poses()?;
@@ -95,14 +95,14 @@ pub async fn payload_identify(
         }
     };
     let attempt = stall::Attempt::start();
-    match identify_payload_at(s, cell, &arm, &poses, speed_mm_s, report).await {
+    match identify_payload_at(s, cell, &arm, &poses, speed_scale, report).await {
         Err(e) => {
             let why = format!("{e:#}");
             let retry = stall::check(s, cell, "payload identification", &why, attempt)
                 .await
                 .map_err(|_| e)?;
             eprintln!("      {}", retry.describe());
-            let mut v = identify_payload_at(s, cell, &arm, &poses, speed_mm_s, report).await?;
+            let mut v = identify_payload_at(s, cell, &arm, &poses, speed_scale, report).await?;
             v["retries"] = json!([retry.to_json()]);
             Ok(v)
         }
@@ -110,16 +110,18 @@ pub async fn payload_identify(
     }
 }
 
-/// Visits the identification poses (joint angles, degrees) at `speed_mm_s`, captures a static
-/// average at each (`report(k, pose, capture)` after each), identifies (mass, centre of mass,
-/// offsets). A move that ends before its pose (control's stop reason, e.g. a hold) fails with
-/// that reason. Returns the force service's answer.
+/// Visits the identification poses (joint angles, degrees) by joint moves (control's
+/// `move_joints`, at `speed_scale` of the joint limits, default the config's approach scale),
+/// captures a static average at each once the tool is still at the pose (`report(k, pose,
+/// capture)` after each), identifies (mass, centre of mass, offsets). A move that ends before
+/// its pose (control's stop reason, e.g. a hold) fails with that reason. Returns the force
+/// service's answer.
 pub async fn identify_payload_at(
     s: &Session,
     cell: &CellSection,
     arm: &Arm,
     poses: &[[f64; 6]],
-    speed_mm_s: f64,
+    speed_scale: Option<f64>,
     report: impl Fn(usize, &[f64; 6], &Value),
 ) -> anyhow::Result<Value> {
     let timeout = Duration::from_secs(10);
@@ -128,11 +130,23 @@ pub async fn identify_payload_at(
         let q = q_deg.map(f64::to_radians);
         let target = arm.fk(&q).map_err(|e| anyhow::anyhow!("pose {k}: {e}"))?;
         let pose = kinematics::node::to_msg_pose(&target);
-        let before = cli::control_errors(s, cell).await;
-        cli::move_to(s, cell, pose, speed_mm_s * 1e-3, 60f64.to_radians()).await?;
-        cli::wait_move(s, cell, &pose, before, Duration::from_secs(30), false)
+        let out = lead::move_joints(s, cell, *q_deg, speed_scale, false)
             .await
             .with_context(|| format!("pose {k} {q_deg:?}"))?;
+        if out.phase != PlaybackPhase::Done {
+            let why = cli::control_errors(s, cell)
+                .await
+                .1
+                .unwrap_or_else(|| "no stop reason reported".into());
+            anyhow::bail!(
+                "pose {k} {q_deg:?}: the joint move ended {:?}: {why}",
+                out.phase
+            );
+        }
+        // The arm follows its reference a few EGM cycles behind: capture once it is still.
+        cli::wait_at_pose(s, cell, &pose, Duration::from_secs(5))
+            .await
+            .with_context(|| format!("pose {k} {q_deg:?}: still at the pose"))?;
         let v = cli::request(s, &force::node::rpc_key(&cell.id, "capture"), None, timeout)
             .await
             .with_context(|| format!("capture at pose {k}"))?;
@@ -1731,7 +1745,7 @@ pub async fn teach_playback(
     if progress {
         eprintln!("      identifying the payload (a program records it)");
     }
-    payload_identify(s, cell, 150.0, progress).await?;
+    payload_identify(s, cell, None, progress).await?;
     let played = save_and_play(s, cell, rec, dir, "taught", progress).await?;
     Ok(TeachPlay {
         taught,

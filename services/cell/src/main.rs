@@ -354,9 +354,10 @@ enum PayloadCmd {
         /// Store the result in this cell config's `[force.payload]` (comments kept).
         #[arg(long)]
         write: Option<std::path::PathBuf>,
-        /// Move speed (mm/s).
-        #[arg(long, default_value_t = 150.0)]
-        speed_mm_s: f64,
+        /// Joint moves between the poses at this fraction of the joint speed and
+        /// acceleration limits (default `[control.playback] approach_speed_scale`).
+        #[arg(long)]
+        speed_scale: Option<f64>,
     },
 }
 
@@ -953,9 +954,9 @@ async fn run(
             println!("{v}");
         }
         Cmd::Payload {
-            cmd: PayloadCmd::Identify { write, speed_mm_s },
+            cmd: PayloadCmd::Identify { write, speed_scale },
         } => {
-            let v = payload_identify(&s, &cell, &arm, &force_cfg, speed_mm_s).await?;
+            let v = payload_identify(&s, &cell, &arm, &force_cfg, speed_scale).await?;
             println!("{}", serde_json::to_string_pretty(&v)?);
             if let Some(file) = write {
                 cli::write_payload(&file, &v["payload"])?;
@@ -1076,14 +1077,14 @@ async fn payload_identify(
     cell: &CellSection,
     arm: &Arm,
     force_cfg: &force::node::ForceConfig,
-    speed_mm_s: f64,
+    speed_scale: Option<f64>,
 ) -> anyhow::Result<serde_json::Value> {
     cell::leadexp::identify_payload_at(
         s,
         cell,
         arm,
         &force_cfg.identification_poses_deg,
-        speed_mm_s,
+        speed_scale,
         |k, q_deg, v| eprintln!("pose {k} {q_deg:?}: {v}"),
     )
     .await

@@ -66,6 +66,11 @@ const DEPTH_TOLERANCE_M: f64 = 0.0005;
 const STEP_SPEED_M_S: f64 = 0.002;
 /// Search steps before giving up.
 const MAX_STEPS: usize = 20;
+/// Presses in place in a row (a reading at less than half the press force) before giving up.
+const MAX_REPRESSES: usize = 3;
+/// How long a press in place lasts (s): the re-approach after a lost contact runs at a few
+/// mm/s, so the peg falls past `DROP_M` or re-seats on the plate well within it.
+const REPRESS_S: f64 = 1.0;
 /// Insertion tasks (each bounded by control's travel after a lost contact) before giving up.
 const MAX_INSERT_TASKS: usize = 4;
 /// Above this fraction of the peg's radius the pressure centre is on a thin crescent by the
@@ -458,34 +463,68 @@ async fn run_case(
 
     // 2. Torque-guided search.
     let mut search = Search::default();
+    let mut represses = 0usize;
     while aborted.is_none() && found_at.is_none() && steps < MAX_STEPS {
         let fz = mean_last(&last, 0.3, |s| s.force[2]).unwrap_or(0.0);
         let tx = mean_last(&last, 0.3, |s| s.force[3]).unwrap_or(0.0);
         let ty = mean_last(&last, 0.3, |s| s.force[4]).unwrap_or(0.0);
-        if fz < 0.5 * FORCE_N {
-            notes.push(format!("step {steps}: pressing only {fz:.2} N"));
-        }
         // The pressure centre's offset from the TCP (base): τ_C = (−d_y F, −d_x F).
         let dx = -ty / fz.max(0.5);
         let dy = -tx / fz.max(0.5);
         let d = dx.hypot(dy);
         let hole_r = PEG_RADIUS_M + clearance_m;
-        // Towards the hole; {C} has y along −y of base.
-        let (mx, my, line) = match search.plan([dx, dy], PEG_RADIUS_M, hole_r) {
-            Plan::NoTorque => {
+        // A reading at less than half the press force is not planned from: the torque is then
+        // mostly noise and friction on a wall, and the usual cause is a peg that started to
+        // fall into the hole (contact lost, the task's time ran out before it was `DROP_M`
+        // deep). A step sideways would wedge it; instead it presses again in place (no lateral
+        // motion: it drops, or re-seats on the plate and gives a reading), at most
+        // `MAX_REPRESSES` times in a row.
+        let repress = fz < 0.5 * FORCE_N;
+        if repress {
+            represses += 1;
+            notes.push(format!(
+                "after step {steps}: pressing only {fz:.2} N; pressing again in place"
+            ));
+            if represses > MAX_REPRESSES {
                 notes.push(format!(
-                    "step {steps}: no torque ({:.2} mm pressure centre): the hole is not under the peg",
-                    d * 1e3
+                    "after step {steps}: still only {fz:.2} N after {MAX_REPRESSES} presses in place"
                 ));
                 break;
             }
-            Plan::Move { by_m, line } => (by_m[0], by_m[1], line),
+        } else {
+            represses = 0;
+        }
+        // Towards the hole; {C} has y along −y of base.
+        let (mx, my, line) = if repress {
+            (0.0, 0.0, false)
+        } else {
+            match search.plan([dx, dy], PEG_RADIUS_M, hole_r) {
+                Plan::NoTorque => {
+                    notes.push(format!(
+                        "step {steps}: no torque ({:.2} mm pressure centre): the hole is not under the peg",
+                        d * 1e3
+                    ));
+                    break;
+                }
+                Plan::Move { by_m, line } => (by_m[0], by_m[1], line),
+            }
         };
-        let dur = (mx.hypot(my) / STEP_SPEED_M_S).max(0.3);
-        steps += 1;
+        let dur = if repress {
+            REPRESS_S
+        } else {
+            (mx.hypot(my) / STEP_SPEED_M_S).max(0.3)
+        };
+        if !repress {
+            steps += 1;
+        }
+        let name = if repress {
+            format!("peg-repress-{steps}-{represses}")
+        } else {
+            format!("peg-search-{steps}")
+        };
         let origin = tcp(s, cell).await?;
         let t = task(
-            &format!("peg-search-{steps}"),
+            &name,
             origin,
             "\"z\"",
             &format!(
@@ -496,7 +535,11 @@ async fn run_case(
             false,
             dur + 0.8,
         )?;
-        if opts.progress {
+        if opts.progress && repress {
+            eprintln!(
+                "      after step {steps}: pressing only {fz:.2} N → pressing again in place"
+            );
+        } else if opts.progress {
             eprintln!(
                 "      search step {steps}: pressure centre {:.2} mm at {fz:.1} N → {} ({:.3}, {:.3}) mm",
                 d * 1e3,

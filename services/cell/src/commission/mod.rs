@@ -631,7 +631,7 @@ async fn run_steps(
     } else {
         let t = Instant::now();
         say("payload: the arm visits the configured identification poses (force.identification_poses_deg)");
-        let r = leadexp::payload_identify(s, cell, 150.0, true).await;
+        let r = leadexp::payload_identify(s, cell, None, true).await;
         let st = get(steps, "payload");
         match r {
             Ok(v) => {
