@@ -1,8 +1,9 @@
 //! The control modes' pure core: one `step` per tool pose (i.e. per robot cycle).
 //!
 //! Modes available now: `Idle` (publishes nothing → robot-io holds), `Hold` (actively holds the
-//! TCP pose captured on entry), `Move` (straight-line TCP move with a smooth, speed-bounded
-//! profile, then hold at the target) and `Hybrid` (a Raibert–Craig task on the arm, see
+//! TCP pose captured on entry), `Move` (straight-line TCP move with a smooth profile bounded
+//! in speed and, by `[control.ending]`'s accelerations, in acceleration; then hold at the
+//! target) and `Hybrid` (a Raibert–Craig task on the arm, see
 //! [`crate::hybrid`]). Lead-through and playback arrive with their issue; requesting them is
 //! refused with a clear error, never faked.
 //!
@@ -339,12 +340,32 @@ impl RobotClock {
     }
 }
 
-/// Duration of a smoothstep move whose peak speeds stay within the limits.
-/// Smoothstep s(τ) = 3τ² − 2τ³ peaks at ds/dτ = 1.5, so T = 1.5 · max(d / v, θ / ω).
-pub fn move_duration_s(from: &Isometry3<f64>, to: &Isometry3<f64>, v: f64, w: f64) -> f64 {
+/// Duration of a smoothstep move whose peak speeds and accelerations stay within the limits
+/// (`v` m/s, `w` rad/s, `a` m/s², `alpha` rad/s²). Smoothstep s(τ) = 3τ² − 2τ³ peaks at
+/// ds/dτ = 1.5 and |d²s/dτ²| = 6, so T = max(1.5·d/v, 1.5·θ/ω, √(6·d/a), √(6·θ/α)).
+///
+/// Without the acceleration terms a short move was as fast as a long one's speed allowed: the
+/// peg's 3.6 mm placement at 150 mm/s took 36 ms, 17 m/s² at the TCP, and robot-io limited
+/// its joint references 7 times (issue 21). Non-positive or non-finite `a`/`alpha` leave the
+/// acceleration unbounded.
+pub fn move_duration_s(
+    from: &Isometry3<f64>,
+    to: &Isometry3<f64>,
+    v: f64,
+    w: f64,
+    a: f64,
+    alpha: f64,
+) -> f64 {
     let d = (to.translation.vector - from.translation.vector).norm();
     let th = from.rotation.angle_to(&to.rotation);
-    (1.5 * (d / v).max(th / w)).max(1e-3)
+    let mut t = 1.5 * (d / v).max(th / w);
+    if a.is_finite() && a > 0.0 {
+        t = t.max((6.0 * d / a).sqrt());
+    }
+    if alpha.is_finite() && alpha > 0.0 {
+        t = t.max((6.0 * th / alpha).sqrt());
+    }
+    t.max(1e-3)
 }
 
 /// Smoothstep interpolation between two poses (position linear, orientation slerp).
@@ -892,8 +913,15 @@ impl ControlCore {
             Mode::Move => {
                 if let Some(t) = self.pending_move.take() {
                     let to = from_msg_pose(&t.tcp_in_base);
-                    let duration_s =
-                        move_duration_s(tcp, &to, t.max_speed_m_s, t.max_rot_speed_rad_s);
+                    // No harder than a motion's end decelerates (`[control.ending]`).
+                    let duration_s = move_duration_s(
+                        tcp,
+                        &to,
+                        t.max_speed_m_s,
+                        t.max_rot_speed_rad_s,
+                        self.end_params.max_accel_m_s2,
+                        self.end_params.max_rot_accel_rad_s2,
+                    );
                     self.mv = Some(MoveState {
                         from: *tcp,
                         to,
@@ -1237,6 +1265,35 @@ mod tests {
             (from_msg_pose(&end).translation.vector - target.translation.vector).norm() < 1e-12
         );
         assert!(c.move_done());
+    }
+
+    /// Issue 21: a short move at a long move's speed (the peg's 3.6 mm placement at 150 mm/s)
+    /// took 36 ms, 17 m/s² at the TCP, which robot-io limited 7 times in a demo. Its commanded
+    /// acceleration stays within `[control.ending]`'s now, and its speed within the limit.
+    #[test]
+    fn a_short_move_is_acceleration_bounded() {
+        let start = pose(0.350, 0.0, 0.32);
+        let target = pose(0.353, 0.002, 0.32);
+        let v = 0.15;
+        let mut c = moving_to(&target, v);
+        let a_max = c.end_params.max_accel_m_s2;
+        let dt = 0.004;
+        let mut t = 0.0;
+        let mut p: Vec<Vector3<f64>> = vec![start.translation.vector];
+        for _ in 0..200 {
+            let Some(CartesianTarget::Pose(q)) = c.step(&start, t) else {
+                panic!("move must publish poses")
+            };
+            p.push(from_msg_pose(&q).translation.vector);
+            t += dt;
+        }
+        let mut worst: f64 = 0.0;
+        for w in p.windows(3) {
+            worst = worst.max((w[2] - 2.0 * w[1] + w[0]).norm() / (dt * dt));
+            assert!((w[2] - w[1]).norm() / dt <= v * 1.001);
+        }
+        assert!(worst <= a_max * 1.01, "peak acceleration {worst} m/s²");
+        assert!((p[p.len() - 1] - target.translation.vector).norm() < 1e-12);
     }
 
     /// With the robot's cycles and period given, a move advances one period per cycle whatever

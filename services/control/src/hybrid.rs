@@ -103,6 +103,126 @@ pub fn profile_value(p: &Profile, t: f64) -> f64 {
     }
 }
 
+/// An antiderivative of [`profile_value`] (value·s), continuous in `t`: box averages of the
+/// profile are differences of it.
+pub fn profile_integral(p: &Profile, t: f64) -> f64 {
+    match p {
+        Profile::Constant(v) => v * t,
+        Profile::Step {
+            before,
+            after,
+            at_s,
+        } => {
+            if t < *at_s {
+                before * t
+            } else {
+                before * at_s + after * (t - at_s)
+            }
+        }
+        Profile::Ramp {
+            from,
+            to,
+            start_s,
+            duration_s,
+        } => {
+            let d = duration_s.max(0.0);
+            if t <= *start_s {
+                from * t
+            } else if t >= start_s + d {
+                from * (start_s + d) + (to - from) * d / 2.0 + to * (t - start_s - d)
+            } else {
+                let u = t - start_s;
+                from * t + (to - from) * u * u / (2.0 * d)
+            }
+        }
+        Profile::Sine {
+            offset,
+            amplitude,
+            freq_hz,
+            phase_rad,
+        } => {
+            let w = std::f64::consts::TAU * freq_hz;
+            if w.abs() < 1e-12 {
+                (offset + amplitude * phase_rad.sin()) * t
+            } else {
+                offset * t - amplitude / w * (w * t + phase_rad).cos()
+            }
+        }
+        Profile::Series(pts) => {
+            let Some(first) = pts.first() else {
+                return 0.0;
+            };
+            if t <= first[0] {
+                return first[1] * t;
+            }
+            let mut acc = first[1] * first[0];
+            for w in pts.windows(2) {
+                let (t0, t1) = (w[0][0], w[1][0]);
+                let slope = (w[1][1] - w[0][1]) / (t1 - t0);
+                let u = (t.min(t1) - t0).max(0.0);
+                acc += w[0][1] * u + slope * u * u / 2.0;
+                if t < t1 {
+                    return acc;
+                }
+            }
+            let last = pts.last().map_or([0.0, 0.0], |p| *p);
+            acc + last[1] * (t - last[0])
+        }
+    }
+}
+
+/// The largest change of a profile's rate at one of its corners (per s), for the blend that
+/// bounds its acceleration ([`profile_blended`]); 0 for profiles that are not piecewise linear
+/// (a sine is smooth; a step is a jump the law's speed limit spreads).
+pub fn profile_corner_rate_change(p: &Profile) -> f64 {
+    match p {
+        Profile::Ramp {
+            from,
+            to,
+            duration_s,
+            ..
+        } if *duration_s > 0.0 => ((to - from) / duration_s).abs(),
+        Profile::Series(pts) => {
+            let mut slopes = vec![0.0];
+            for w in pts.windows(2) {
+                slopes.push((w[1][1] - w[0][1]) / (w[1][0] - w[0][0]));
+            }
+            slopes.push(0.0);
+            slopes
+                .windows(2)
+                .map(|w| (w[1] - w[0]).abs())
+                .fold(0.0, f64::max)
+        }
+        _ => 0.0,
+    }
+}
+
+/// A piecewise-linear profile with its corners rounded so that its rate changes at no more
+/// than `accel` (per s²): the profile's average over the last `b = Δv_max / accel` seconds
+/// (a causal box filter: straight stretches are followed exactly, `b/2` late; each corner
+/// becomes a parabola of acceleration `Δv / b`). Returns the value and its rate at `t`. With
+/// `accel` ≤ 0 or a profile without corners, the profile itself.
+pub fn profile_blended(p: &Profile, t: f64, accel: f64) -> (f64, f64) {
+    let dv = profile_corner_rate_change(p);
+    if !(accel > 0.0 && dv > 0.0 && dv.is_finite()) {
+        return (profile_value(p, t), profile_rate(p, t));
+    }
+    let b = (dv / accel).min(MAX_REFERENCE_BLEND_S);
+    let value = (profile_integral(p, t) - profile_integral(p, t - b)) / b;
+    let rate = (profile_value(p, t) - profile_value(p, t - b)) / b;
+    (value, rate)
+}
+
+/// The longest corner blend of a position reference (s).
+pub const MAX_REFERENCE_BLEND_S: f64 = 0.25;
+
+/// Acceleration bound of the arm's position references (m/s² along x, y, z of {C}; rad/s²
+/// about them): a task's ramps and piecewise-linear series start, turn and stop with their
+/// corners blended to it ([`profile_blended`]). As a step, a 20 mm/s ramp's start and end
+/// asked the joints for more acceleration than robot-io allows (issue 21: the table press's
+/// only limited replies).
+pub const POSITION_REF_ACCEL: [f64; 2] = [1.0, 2.0];
+
 /// Rate of change of a profile at `t` (per s); steps contribute nothing (no impulse).
 pub fn profile_rate(p: &Profile, t: f64) -> f64 {
     match p {
@@ -390,6 +510,13 @@ pub const SEATED_FRACTION: f64 = 0.9;
 /// delay `T`, with the reference pulled back to the measured pose: the servo's transport
 /// delay and its deceleration, not the tracking lag (which the pull-back removes).
 pub const STOP_LAG_FRACTION: f64 = 0.5;
+/// The acceleration (m/s²) of the command along a force axis while the seating stops it and
+/// pulls it back to the measured pose, and while it starts again towards the surface after
+/// such a stop. Pulled back in one cycle, the command's step (the tracking lag v·T) asked
+/// the joints for more than robot-io allows (a whole demo's only limited replies without
+/// faults: issue 21); at 1 m/s² the IRB 120's joints stay well inside their limits over its
+/// workspace, and the pull-back of an approach's lag (≤ 0.1 mm) takes ≤ 20 ms.
+pub const SEATING_STOP_ACCEL_M_S2: f64 = 1.0;
 /// The first contact's overshoot on the cell's worst-case surface, as a fraction of the
 /// setpoint: until the surface is known the approach moves no faster than
 /// `c·|F_d| / (K_wc·STOP_LAG_FRACTION·T)`.
@@ -591,6 +718,20 @@ pub struct StepReport {
 }
 
 /// A peak that is not finite counts as unknown (the message check refuses one anyway).
+/// Pure: the velocity (m/s) of this cycle for a command `e` (m, signed) away from where it
+/// must come to rest, moving at `v0` (m/s) in the last cycle, with the acceleration bound `a`
+/// (m/s²) and the cycle `dt` (s): as fast as it can brake to rest on the target (braking by
+/// a·dt a cycle), never past it in one step, and within a·dt of `v0`.
+pub fn stop_velocity(e: f64, v0: f64, a: f64, dt: f64) -> f64 {
+    if !(dt > 0.0 && a > 0.0 && e.is_finite() && v0.is_finite()) {
+        return 0.0;
+    }
+    let d = e.abs();
+    let brake = a * dt * ((0.25 + 2.0 * d / (a * dt * dt)).sqrt() - 0.5);
+    let v_des = e.signum() * brake.min(d / dt);
+    v_des.clamp(v0 - a * dt, v0 + a * dt)
+}
+
 fn finite_or_zero(v: f64) -> f64 {
     if v.is_finite() {
         v
@@ -839,8 +980,14 @@ pub struct ArmRun {
     /// The unfiltered peak force and torque of the last cycle (the seating's rate of rise).
     prev_peak: Option<[f64; 2]>,
     /// Per translational axis: the seating stopped it (its command pulled back to the
-    /// measured pose once).
+    /// measured pose, within [`SEATING_STOP_ACCEL_M_S2`]).
     stopped: [bool; 3],
+    /// Per translational axis: where the seating's stop is pulling the command back to
+    /// (its coordinate along the axis of {C}, base metres), until it is there at rest.
+    retract_to: [Option<f64>; 3],
+    /// The last cycle's output (the velocities of the command along {C}), for the stop's
+    /// acceleration bound.
+    u_prev: [f64; 6],
     /// Per translational axis: where the seating touched (the position along the axis, the
     /// unfiltered force), and the secant stiffness from there to the seated pose.
     touch: [Option<(f64, f64)>; 3],
@@ -970,7 +1117,14 @@ impl ArmRun {
                 lim[k] = if k < 3 { 0.25 } else { 1.0 };
             }
         }
-        let r0: [f64; 6] = std::array::from_fn(|k| profile_value(&task.reference[k], 0.0));
+        let r0: [f64; 6] = std::array::from_fn(|k| {
+            let p = &task.reference[k];
+            if task.force_axes[k] {
+                profile_value(p, 0.0)
+            } else {
+                profile_blended(p, 0.0, POSITION_REF_ACCEL[k / 3]).0
+            }
+        });
         let law = HybridLaw::new(
             task.force_axes,
             gains,
@@ -1001,6 +1155,8 @@ impl ArmRun {
             adapt: None,
             prev_peak: None,
             stopped: [false; 3],
+            retract_to: [None; 3],
+            u_prev: [0.0; 6],
             touch: [None; 3],
             seat_secant: [None; 3],
             pf: [(0.0, 0.0); 6],
@@ -1338,12 +1494,22 @@ impl ArmRun {
         }
         let fc = Self::applied_in_frame(&self.frame, i.tcp, &f, &tau);
         let tr = ref_time(&self.task, t, self.contact_s);
-        let r: [f64; 6] = std::array::from_fn(|k| profile_value(&self.task.reference[k], tr));
+        // Position axes: corners blended within the acceleration bound; force axes as given
+        // (their pre-filter shapes them).
+        let shaped: [(f64, f64); 6] = std::array::from_fn(|k| {
+            let p = &self.task.reference[k];
+            if sel[k] {
+                (profile_value(p, tr), profile_rate(p, tr))
+            } else {
+                profile_blended(p, tr, POSITION_REF_ACCEL[k / 3])
+            }
+        });
+        let r: [f64; 6] = std::array::from_fn(|k| shaped[k].0);
         let rd: [f64; 6] = std::array::from_fn(|k| {
             if self.task.from_contact && self.contact_s.is_none() {
                 0.0
             } else {
-                profile_rate(&self.task.reference[k], tr)
+                shaped[k].1
             }
         });
         let mut f_ref = [0.0; 6];
@@ -1525,26 +1691,45 @@ impl ArmRun {
                 } else {
                     self.approach_speed(k, f_ref[k])
                 };
-                if k < 3 {
-                    if stop && !self.stopped[k] {
-                        // Stop where the arm is: the command leads the measured pose by the
-                        // tracking lag (v·T); left there, the arm would travel it into the
-                        // surface after the decision (the first contact's overshoot).
-                        let ax = rc * Vector3::ith(k, 1.0);
-                        let lead =
-                            ax.dot(&(self.command.translation.vector - i.tcp.translation.vector));
-                        if lead * s > 0.0 {
-                            self.command.translation.vector -= ax * lead;
-                        }
-                    }
-                    self.stopped[k] = stop;
-                }
                 // No contact yet (or lost), or seating: the force axes move towards the
                 // reference's sign at the approach speed, a guarded move that ends on the
                 // predicted force (the law's own output, with gains made for the worst case
                 // until the estimate is usable, would creep: 0.1 mm/s on a soft surface).
                 u[k] = s * cap;
+                if k < 3 {
+                    let ax = rc * Vector3::ith(k, 1.0);
+                    let x = ax.dot(&self.command.translation.vector);
+                    if stop && !self.stopped[k] {
+                        // Stop where the arm is: the command leads the measured pose by the
+                        // tracking lag (v·T); left there, the arm would travel it into the
+                        // surface after the decision (the first contact's overshoot).
+                        let lead =
+                            ax.dot(&(self.command.translation.vector - i.tcp.translation.vector));
+                        if lead * s > 0.0 {
+                            self.retract_to[k] = Some(x - lead);
+                        }
+                    }
+                    if !stop {
+                        self.retract_to[k] = None;
+                    }
+                    self.stopped[k] = stop;
+                    let a = SEATING_STOP_ACCEL_M_S2;
+                    if let Some(target) = self.retract_to[k] {
+                        // Back to the measured pose at once, but within the acceleration
+                        // bound: brake, reverse, land on it at rest.
+                        let v = stop_velocity(target - x, self.u_prev[k], a, dt);
+                        u[k] = v;
+                        if (target - x - v * dt).abs() < 1e-9 && v.abs() <= a * dt {
+                            self.retract_to[k] = None;
+                        }
+                    } else if dt > 0.0 {
+                        // Off again after a stop (or from rest): the same bound.
+                        u[k] = u[k].clamp(self.u_prev[k] - a * dt, self.u_prev[k] + a * dt);
+                    }
+                }
             }
+        } else {
+            self.retract_to = [None; 3];
         }
         if i.peak.bridged {
             // Bridged: the command does not advance along the force axes (the position axes
@@ -1559,6 +1744,7 @@ impl ArmRun {
             self.done = true;
             u = [0.0; 6];
         }
+        self.u_prev = u;
         let (ul, ua) = split(&u);
         let v_b = rc * ul;
         let w_b = rc * ua;
@@ -2169,6 +2355,8 @@ mod tests {
         /// A stiffness that changes along x (from, to, stiffness from `to` on): the
         /// compliance linear in between, the height unchanged (the simulator's `grade`).
         grade: Option<(f64, f64, f64)>,
+        /// Every command sent (base, m) with whether the law was seating (or approaching).
+        cmds: Vec<(Vector3<f64>, bool)>,
     }
 
     impl Cell {
@@ -2186,6 +2374,7 @@ mod tests {
                 lp: [Vector3::zeros(); 2],
                 adapt: false,
                 grade: None,
+                cmds: Vec::new(),
             }
         }
         /// The surface's stiffness under the tool.
@@ -2334,6 +2523,7 @@ mod tests {
             let (cmd, rep) = run.step(&input)?;
             assert!(cmd.translation.vector.iter().all(|v| v.is_finite()));
             cell.step(cmd.translation.vector, dt);
+            cell.cmds.push((cmd.translation.vector, rep.seating));
             each(t, &rep, &mut *cell);
             t += dt;
         }
@@ -2617,6 +2807,154 @@ mod tests {
                     "identified {surface:e}: peak {first:.1} N > 1.5 × 10 N"
                 );
             }
+        }
+    }
+
+    /// Issue 21: the seating's stop pulled the command back to the measured pose in one cycle
+    /// (the tracking lag v·T as one step), which asked the joints for more acceleration than
+    /// robot-io allows: the only limited replies of a whole demo without faults. Now the
+    /// command's acceleration while approaching and seating stays within
+    /// [`SEATING_STOP_ACCEL_M_S2`], and the first contact stays bounded as before.
+    #[test]
+    fn the_seating_stop_keeps_the_command_within_its_acceleration_bound() {
+        let limits = default_limits();
+        let dt = 0.004;
+        for (surface, gains_for, adapt) in [
+            (2e4, 2e4, false),
+            (1e5, 1e5, false),
+            (1e6, 1e6, false),
+            (2e4, 2e4, true),
+            (1e5, 2e4, true),
+            (1e6, 2e4, true),
+        ] {
+            let mut cell = Cell::new(surface, 0.0005);
+            cell.gain_k = gains_for;
+            cell.filtered = true;
+            cell.adapt = adapt;
+            let mut first: f64 = 0.0;
+            let r = run_arm(press_task(10.0, 6.0), &mut cell, limits, 6.0, |_, _, c| {
+                first = first.max(c.force().z);
+            });
+            assert!(r.is_ok(), "{r:?}");
+            let mut worst: f64 = 0.0;
+            for w in cell.cmds.windows(3) {
+                if w.iter().all(|(_, seating)| *seating) {
+                    let a = (w[2].0 - 2.0 * w[1].0 + w[0].0).norm() / (dt * dt);
+                    worst = worst.max(a);
+                }
+            }
+            eprintln!(
+                "surface {surface:e} N/m, gains for {gains_for:e}, adapt {adapt}: command \
+                 acceleration while seating ≤ {worst:.3} m/s², first-contact peak {first:.1} N"
+            );
+            assert!(
+                worst <= SEATING_STOP_ACCEL_M_S2 * (1.0 + 1e-6),
+                "surface {surface:e}: {worst} m/s²"
+            );
+            assert!(
+                (5.0..=15.0).contains(&first),
+                "surface {surface:e}: peak {first:.1} N"
+            );
+        }
+    }
+
+    /// The blended profile follows a ramp and a series exactly on their straight stretches
+    /// (`b/2` late), turns their corners at the acceleration bound, is continuous with a
+    /// continuous rate, and arrives where the profile does.
+    #[test]
+    fn blended_references_turn_their_corners_within_the_acceleration_bound() {
+        let a = 1.0;
+        let profiles = [
+            Profile::Ramp {
+                from: 0.0,
+                to: 0.1,
+                start_s: 0.0,
+                duration_s: 5.0,
+            },
+            Profile::Ramp {
+                from: 0.02,
+                to: -0.03,
+                start_s: 1.0,
+                duration_s: 0.5,
+            },
+            Profile::Series(vec![[0.0, 0.0], [1.0, 0.05], [1.5, 0.05], [2.0, 0.0]]),
+        ];
+        for p in &profiles {
+            let dv = profile_corner_rate_change(p);
+            let b = dv / a;
+            let dt = 0.001;
+            let (mut prev, mut prev_rate) = profile_blended(p, -0.5, a);
+            let mut worst: f64 = 0.0;
+            let mut t = -0.5 + dt;
+            while t < 8.0 {
+                let (v, rate) = profile_blended(p, t, a);
+                // Its rate is the derivative of its value.
+                let num = (v - prev) / dt;
+                assert!(
+                    (num - rate).abs() <= a * dt + 1e-9,
+                    "{p:?} at {t}: {num} vs {rate}"
+                );
+                worst = worst.max((rate - prev_rate).abs() / dt);
+                // On a straight stretch, the profile b/2 late.
+                let straight = (0..20).all(|j| {
+                    let s = t - b * j as f64 / 19.0;
+                    (profile_rate(p, s) - profile_rate(p, t - b / 2.0)).abs() < 1e-12
+                });
+                if straight {
+                    assert!(
+                        (v - profile_value(p, t - b / 2.0)).abs() < 1e-9,
+                        "{p:?} at {t}"
+                    );
+                }
+                (prev, prev_rate) = (v, rate);
+                t += dt;
+            }
+            assert!(worst <= a * 1.001, "{p:?}: {worst}");
+            assert!((prev - profile_value(p, 8.0)).abs() < 1e-12, "{p:?}");
+            assert_eq!(profile_blended(p, 3.0, 0.0).0, profile_value(p, 3.0));
+        }
+        // The antiderivative's differences are the profile's integrals.
+        for p in &profiles {
+            let (t0, t1) = (0.3, 1.7);
+            let n = 20000;
+            let h = (t1 - t0) / n as f64;
+            let num: f64 = (0..n)
+                .map(|i| profile_value(p, t0 + (i as f64 + 0.5) * h) * h)
+                .sum();
+            let exact = profile_integral(p, t1) - profile_integral(p, t0);
+            assert!((num - exact).abs() < 1e-6, "{p:?}: {num} vs {exact}");
+        }
+    }
+
+    #[test]
+    fn stop_velocity_lands_at_rest_within_its_bound() {
+        let (a, dt) = (1.0, 0.004);
+        for (e0, v0) in [
+            (-1e-4, 0.005),
+            (-2e-5, 0.0007),
+            (3e-4, 0.0),
+            (0.0, 0.01),
+            (1e-3, -0.02),
+        ] {
+            let (mut x, mut v) = (0.0, v0);
+            let mut settled = None;
+            for n in 0..400 {
+                let nv = stop_velocity(e0 - x, v, a, dt);
+                assert!(
+                    (nv - v).abs() <= a * dt * (1.0 + 1e-9),
+                    "{e0} {v0}: step {n}"
+                );
+                v = nv;
+                x += v * dt;
+                if (x - e0).abs() < 1e-9 && v.abs() <= a * dt {
+                    settled.get_or_insert(n);
+                }
+            }
+            assert!(settled.is_some(), "{e0} {v0}: at {x}, {v}");
+            assert!(
+                (x - e0).abs() < 1e-9 && v.abs() < 1e-9,
+                "{e0} {v0}: at {x}, {v}"
+            );
         }
     }
 

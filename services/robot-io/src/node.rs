@@ -200,6 +200,7 @@ impl Shell {
         self.drain_estops(sup);
         let latest = self.commands.get();
         let cmd = latest.as_ref().map(|r| (&r.msg, self.secs(r.at)));
+        let limited_before = sup.limited_cycles();
         let out = sup.step(&CycleInput {
             cycle,
             now_s: self.secs(now),
@@ -208,6 +209,9 @@ impl Shell {
             robot,
             command: cmd,
         });
+        if sup.limited_cycles() > limited_before {
+            log_limited(cycle, sup.last_limited());
+        }
         if out.changed {
             tracing::info!(level = ?out.level, reason = ?out.reason, cycle, "safety state");
             self.persist(sup);
@@ -520,6 +524,9 @@ impl EgmShell {
             tracing::info!(peer = %from, "EGM controller");
             self.peer = Some(from);
         }
+        if h.limited.is_some() {
+            log_limited(h.cycle, h.limited.as_ref());
+        }
         if h.safety_changed {
             tracing::info!(level = ?self.core.sup.level(), reason = ?self.core.sup.reason(), cycle = h.cycle, "safety state");
             sh.persist(&self.core.sup);
@@ -704,5 +711,24 @@ fn finite_or_null(v: f64) -> serde_json::Value {
         serde_json::json!(v)
     } else {
         serde_json::Value::Null
+    }
+}
+
+/// Logs one limited reply (a reply that differs from its command) with the bound that acted:
+/// `RUST_LOG=robot_io=debug`; counted in the status's `detail.safety` either way.
+fn log_limited(cycle: u64, e: Option<&crate::supervisor::LimitedEvent>) {
+    if let Some(e) = e {
+        tracing::debug!(
+            cycle,
+            robot_time_s = e.robot_time_s,
+            motion = e.motion_id,
+            bound = ?e.binding.kind,
+            joint = e.binding.joint + 1,
+            v_des_deg_s = e.binding.v_des.to_degrees(),
+            v_deg_s = e.binding.v.to_degrees(),
+            v_prev_deg_s = e.binding.v_prev.to_degrees(),
+            per_joint = e.per_joint,
+            "limited reply"
+        );
     }
 }
