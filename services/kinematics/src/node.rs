@@ -43,10 +43,9 @@ pub struct KinematicsConfig {
     /// Joint acceleration bound of the joint commands the servo sends (deg/s² per joint);
     /// unset (the default): none, robot-io alone limits acceleration. Set below robot-io's
     /// `max_accel_deg_s2` (e.g. [`SERVO_MAX_ACCEL_DEG_S2`], 95 % of the IRB 120's), the
-    /// Cartesian modes' joint stream reaches robot-io within its limits: with payload
-    /// identification by joint moves, a whole `cell demo` counted 0 limited replies instead of
-    /// 6 (the press's first-contact stop, which pulls the command back to the measured pose in
-    /// one cycle). Off by default because with
+    /// Cartesian modes' joint stream reaches robot-io within its limits whatever control
+    /// commands. Not needed for a demo's 0 limited replies (control bounds its Cartesian
+    /// commands' acceleration where it makes them). Off by default because with
     /// it the gravity compensation after a fast Cartesian move near the wrist singularity
     /// (A5 = −4.9°) was off by 0.0069 N·m instead of 0.0007 N·m
     /// (`tests/hardware.rs::payload_identification_and_gravity_compensation`): not
