@@ -1026,6 +1026,10 @@ struct Adaptation {
     raised: [bool; 3],
     /// Whether the depth may raise the stiffness while sliding (see [`DEPTH_UNCERTAINTY_M`]).
     depth_raise: bool,
+    /// Per axis: the tool presses on a surface at least as hard as the estimator's spring
+    /// model needs (`StiffnessParams::min_force_n`) — before the supervisor's contact
+    /// threshold, which the 12 Hz estimate reaches ≈ 0.1 s later on a soft surface.
+    pressing: [bool; 3],
 }
 
 /// Sliding on a surface whose height does not change (a base or tool frame, not a tracking
@@ -1193,6 +1197,7 @@ impl ArmRun {
             surface_x: [None; 3],
             raised: [false; 3],
             depth_raise: true,
+            pressing: [false; 3],
         });
         // Until the estimate is usable the gains are made for the stiffest surface.
         self.adapt_step(&Vector3::zeros(), &[0.0; 6], &[1.0; 6], 0.0, false);
@@ -1226,7 +1231,12 @@ impl ArmRun {
             }
             let s = f_ref[k].signum();
             let (x, f) = (s * p_c[k], s * fc[k]);
-            if in_contact && still {
+            // The estimator runs from the force its spring model needs (its own gates drop
+            // the contact's transient), not from the supervisor's contact threshold: on a
+            // soft surface the seating otherwise crept at the worst case's speed for
+            // ≈ 0.1 s longer (issue 20: the rise).
+            a.pressing[k] = f >= a.est[k].params().min_force_n;
+            if (in_contact || a.pressing[k]) && still {
                 a.last[k] = a.est[k].step(x, f, dt);
                 // Where the surface is: x − F/K̂ (the estimate, else the seating's secant).
                 let known = match (a.last[k].usable, a.last[k].k_n_per_m) {
@@ -1414,11 +1424,9 @@ impl ArmRun {
         // a usable estimate (which the feedforward's stiffness then follows) it is not
         // assumed any more; a lost contact searches for an unknown surface again.
         let known = k < 3
-            && self.sup.in_contact()
-            && self
-                .adapt
-                .as_ref()
-                .is_some_and(|a| a.last[k].upper().is_some());
+            && self.adapt.as_ref().is_some_and(|a| {
+                (self.sup.in_contact() || a.pressing[k]) && a.last[k].upper().is_some()
+            });
         // The stiffness the gains are made for: with adaptation it is the worst case until
         // the surface is known, which the bound below covers (slower still would leave the
         // estimator's pairs below their excitation on a soft surface).

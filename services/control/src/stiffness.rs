@@ -136,6 +136,11 @@ impl StiffnessEstimator {
     }
 
     /// Forgets everything (a new contact may be a new surface).
+    /// The parameters it was made with.
+    pub fn params(&self) -> &StiffnessParams {
+        &self.p
+    }
+
     pub fn reset(&mut self) {
         *self = Self::new(self.p);
     }
