@@ -479,26 +479,30 @@ async fn run_case(
         // deep). A step sideways would wedge it; instead it presses again in place (no lateral
         // motion: it drops, or re-seats on the plate and gives a reading), at most
         // `MAX_REPRESSES` times in a row.
-        let repress = fz < 0.5 * FORCE_N;
-        if repress {
+        // The next task: a press in place, or a search step towards the hole (its lateral
+        // move, its length in time, its name, and what the progress line says).
+        let (mx, my, dur, name, said) = if fz < 0.5 * FORCE_N {
             represses += 1;
-            notes.push(format!(
-                "after step {steps}: pressing only {fz:.2} N; pressing again in place"
-            ));
             if represses > MAX_REPRESSES {
                 notes.push(format!(
                     "after step {steps}: still only {fz:.2} N after {MAX_REPRESSES} presses in place"
                 ));
                 break;
             }
+            let said =
+                format!("after step {steps}: pressing only {fz:.2} N; pressing again in place");
+            notes.push(said.clone());
+            (
+                0.0,
+                0.0,
+                REPRESS_S,
+                format!("peg-repress-{steps}-{represses}"),
+                said,
+            )
         } else {
             represses = 0;
-        }
-        // Towards the hole; {C} has y along −y of base.
-        let (mx, my, line) = if repress {
-            (0.0, 0.0, false)
-        } else {
-            match search.plan([dx, dy], PEG_RADIUS_M, hole_r) {
+            // Towards the hole; {C} has y along −y of base.
+            let (mx, my, line) = match search.plan([dx, dy], PEG_RADIUS_M, hole_r) {
                 Plan::NoTorque => {
                     notes.push(format!(
                         "step {steps}: no torque ({:.2} mm pressure centre): the hole is not under the peg",
@@ -507,20 +511,17 @@ async fn run_case(
                     break;
                 }
                 Plan::Move { by_m, line } => (by_m[0], by_m[1], line),
-            }
-        };
-        let dur = if repress {
-            REPRESS_S
-        } else {
-            (mx.hypot(my) / STEP_SPEED_M_S).max(0.3)
-        };
-        if !repress {
+            };
             steps += 1;
-        }
-        let name = if repress {
-            format!("peg-repress-{steps}-{represses}")
-        } else {
-            format!("peg-search-{steps}")
+            let said = format!(
+                "search step {steps}: pressure centre {:.2} mm at {fz:.1} N → {} ({:.3}, {:.3}) mm",
+                d * 1e3,
+                if line { "line step" } else { "move" },
+                mx * 1e3,
+                my * 1e3
+            );
+            let dur = (mx.hypot(my) / STEP_SPEED_M_S).max(0.3);
+            (mx, my, dur, format!("peg-search-{steps}"), said)
         };
         let origin = tcp(s, cell).await?;
         let t = task(
@@ -535,18 +536,8 @@ async fn run_case(
             false,
             dur + 0.8,
         )?;
-        if opts.progress && repress {
-            eprintln!(
-                "      after step {steps}: pressing only {fz:.2} N → pressing again in place"
-            );
-        } else if opts.progress {
-            eprintln!(
-                "      search step {steps}: pressure centre {:.2} mm at {fz:.1} N → {} ({:.3}, {:.3}) mm",
-                d * 1e3,
-                if line { "line step" } else { "move" },
-                mx * 1e3,
-                my * 1e3
-            );
+        if opts.progress {
+            eprintln!("      {said}");
         }
         f.flush(prev_motion);
         send(s, cell, t).await?;

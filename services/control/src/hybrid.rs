@@ -183,15 +183,14 @@ pub fn profile_corner_rate_change(p: &Profile) -> f64 {
             ..
         } if *duration_s > 0.0 => ((to - from) / duration_s).abs(),
         Profile::Series(pts) => {
-            let mut slopes = vec![0.0];
+            // Held before the first point and after the last: rate 0 at both ends.
+            let (mut prev, mut worst) = (0.0, 0.0f64);
             for w in pts.windows(2) {
-                slopes.push((w[1][1] - w[0][1]) / (w[1][0] - w[0][0]));
+                let slope = (w[1][1] - w[0][1]) / (w[1][0] - w[0][0]);
+                worst = worst.max((slope - prev).abs());
+                prev = slope;
             }
-            slopes.push(0.0);
-            slopes
-                .windows(2)
-                .map(|w| (w[1] - w[0]).abs())
-                .fold(0.0, f64::max)
+            worst.max(prev.abs())
         }
         _ => 0.0,
     }
@@ -203,11 +202,26 @@ pub fn profile_corner_rate_change(p: &Profile) -> f64 {
 /// becomes a parabola of acceleration `Δv / b`). Returns the value and its rate at `t`. With
 /// `accel` ≤ 0 or a profile without corners, the profile itself.
 pub fn profile_blended(p: &Profile, t: f64, accel: f64) -> (f64, f64) {
+    profile_blended_over(p, t, profile_blend_s(p, accel))
+}
+
+/// The blend of [`profile_blended`] (s): `Δv_max / accel`, at most
+/// [`MAX_REFERENCE_BLEND_S`]; 0 (no blend) when `accel` ≤ 0 or the profile has no corners.
+pub fn profile_blend_s(p: &Profile, accel: f64) -> f64 {
     let dv = profile_corner_rate_change(p);
-    if !(accel > 0.0 && dv > 0.0 && dv.is_finite()) {
+    if accel > 0.0 && dv > 0.0 && dv.is_finite() {
+        (dv / accel).min(MAX_REFERENCE_BLEND_S)
+    } else {
+        0.0
+    }
+}
+
+/// [`profile_blended`] with its blend `b` (s) given (computed once per task,
+/// [`profile_blend_s`]); `b` ≤ 0: the profile itself.
+pub fn profile_blended_over(p: &Profile, t: f64, b: f64) -> (f64, f64) {
+    if b.is_nan() || b <= 0.0 {
         return (profile_value(p, t), profile_rate(p, t));
     }
-    let b = (dv / accel).min(MAX_REFERENCE_BLEND_S);
     let value = (profile_integral(p, t) - profile_integral(p, t - b)) / b;
     let rate = (profile_value(p, t) - profile_value(p, t - b)) / b;
     (value, rate)
@@ -988,6 +1002,9 @@ pub struct ArmRun {
     /// The last cycle's output (the velocities of the command along {C}), for the stop's
     /// acceleration bound.
     u_prev: [f64; 6],
+    /// Per axis of {C}: the corner blend of its reference (s; 0 on force axes and profiles
+    /// without corners), from [`profile_blend_s`] once per task.
+    ref_blend_s: [f64; 6],
     /// Per translational axis: where the seating touched (the position along the axis, the
     /// unfiltered force), and the secant stiffness from there to the seated pose.
     touch: [Option<(f64, f64)>; 3],
@@ -1121,13 +1138,17 @@ impl ArmRun {
                 lim[k] = if k < 3 { 0.25 } else { 1.0 };
             }
         }
-        let r0: [f64; 6] = std::array::from_fn(|k| {
-            let p = &task.reference[k];
+        // Position axes: corners blended within the acceleration bound; force axes as given
+        // (their pre-filter shapes them).
+        let ref_blend_s: [f64; 6] = std::array::from_fn(|k| {
             if task.force_axes[k] {
-                profile_value(p, 0.0)
+                0.0
             } else {
-                profile_blended(p, 0.0, POSITION_REF_ACCEL[k / 3]).0
+                profile_blend_s(&task.reference[k], POSITION_REF_ACCEL[k / 3])
             }
+        });
+        let r0: [f64; 6] = std::array::from_fn(|k| {
+            profile_blended_over(&task.reference[k], 0.0, ref_blend_s[k]).0
         });
         let law = HybridLaw::new(
             task.force_axes,
@@ -1161,6 +1182,7 @@ impl ArmRun {
             stopped: [false; 3],
             retract_to: [None; 3],
             u_prev: [0.0; 6],
+            ref_blend_s,
             touch: [None; 3],
             seat_secant: [None; 3],
             pf: [(0.0, 0.0); 6],
@@ -1502,15 +1524,8 @@ impl ArmRun {
         }
         let fc = Self::applied_in_frame(&self.frame, i.tcp, &f, &tau);
         let tr = ref_time(&self.task, t, self.contact_s);
-        // Position axes: corners blended within the acceleration bound; force axes as given
-        // (their pre-filter shapes them).
         let shaped: [(f64, f64); 6] = std::array::from_fn(|k| {
-            let p = &self.task.reference[k];
-            if sel[k] {
-                (profile_value(p, tr), profile_rate(p, tr))
-            } else {
-                profile_blended(p, tr, POSITION_REF_ACCEL[k / 3])
-            }
+            profile_blended_over(&self.task.reference[k], tr, self.ref_blend_s[k])
         });
         let r: [f64; 6] = std::array::from_fn(|k| shaped[k].0);
         let rd: [f64; 6] = std::array::from_fn(|k| {

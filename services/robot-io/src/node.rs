@@ -200,7 +200,6 @@ impl Shell {
         self.drain_estops(sup);
         let latest = self.commands.get();
         let cmd = latest.as_ref().map(|r| (&r.msg, self.secs(r.at)));
-        let limited_before = sup.limited_cycles();
         let out = sup.step(&CycleInput {
             cycle,
             now_s: self.secs(now),
@@ -209,9 +208,7 @@ impl Shell {
             robot,
             command: cmd,
         });
-        if sup.limited_cycles() > limited_before {
-            log_limited(cycle, sup.last_limited());
-        }
+        log_limited(cycle, out.limited.as_ref());
         if out.changed {
             tracing::info!(level = ?out.level, reason = ?out.reason, cycle, "safety state");
             self.persist(sup);
@@ -524,8 +521,8 @@ impl EgmShell {
             tracing::info!(peer = %from, "EGM controller");
             self.peer = Some(from);
         }
-        if h.limited.is_some() {
-            log_limited(h.cycle, h.limited.as_ref());
+        if let Some(out) = &h.out {
+            log_limited(h.cycle, out.limited.as_ref());
         }
         if h.safety_changed {
             tracing::info!(level = ?self.core.sup.level(), reason = ?self.core.sup.reason(), cycle = h.cycle, "safety state");

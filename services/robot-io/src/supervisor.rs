@@ -186,6 +186,8 @@ pub struct CycleOutput {
     pub reason: SafetyReason,
     /// Level or reason changed this cycle.
     pub changed: bool,
+    /// The reply differs from its command: the bound that acted.
+    pub limited: Option<LimitedEvent>,
 }
 
 /// The latches that must survive a restart of robot-io (see [`crate::latch`]).
@@ -593,6 +595,7 @@ impl Supervisor {
         // Where an active step starts: the last reference, else the measured position
         // (unclamped: a joint outside its limits may only move back inside).
         let start = self.last_ref.or(measured);
+        let mut limited = None;
         let (q_ref, qd_ref, level, reason) = match (target, start) {
             (Some(t), Some(prev)) => {
                 self.hold_q = None;
@@ -617,6 +620,9 @@ impl Supervisor {
                         per_joint: r.per_joint,
                         binding: b,
                     });
+                    if r.limited {
+                        limited = self.last_limited;
+                    }
                 }
                 (Some(r.q), r.v, level, reason)
             }
@@ -697,6 +703,7 @@ impl Supervisor {
             level,
             reason,
             changed,
+            limited,
         }
     }
 
@@ -754,6 +761,7 @@ impl Supervisor {
             level: self.level,
             reason: self.reason,
             changed,
+            limited: None,
         }
     }
 

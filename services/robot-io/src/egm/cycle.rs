@@ -53,8 +53,6 @@ pub struct Handled {
     pub safety_changed: bool,
     /// robot-io's cycle counter after this datagram.
     pub cycle: u64,
-    /// The reply differs from its command: the bound that acted (for the shell's log).
-    pub limited: Option<crate::supervisor::LimitedEvent>,
 }
 
 /// What robot-io sent, measured on the encoded replies on robot-io's clock (the step time
@@ -195,7 +193,6 @@ impl EgmCore {
                     out: None,
                     safety_changed: false,
                     cycle: self.cycle,
-                    limited: None,
                 }
             }
         };
@@ -208,7 +205,6 @@ impl EgmCore {
                     out: None,
                     safety_changed: false,
                     cycle: self.cycle,
-                    limited: None,
                 };
             }
             Err(e) => (
@@ -230,7 +226,6 @@ impl EgmCore {
         if q_measured.is_some() {
             self.q_meas = q_measured;
         }
-        let limited_before = self.sup.limited_cycles();
         let out = self.sup.step(&CycleInput {
             cycle: self.cycle,
             now_s: rx_s,
@@ -257,11 +252,6 @@ impl EgmCore {
             out: Some(out),
             safety_changed: changed || out.changed,
             cycle: self.cycle,
-            limited: if self.sup.limited_cycles() > limited_before {
-                self.sup.last_limited().copied()
-            } else {
-                None
-            },
         }
     }
 
