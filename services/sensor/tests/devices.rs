@@ -53,6 +53,7 @@ async fn sri_emulator(listener: TcpListener, cfg: SriEmulatorConfig) -> Emu {
         listener,
         cfg,
         constant(TRUTH),
+        sim::sensor::Hang::default(),
         async move {
             let _ = rx.await;
         },
@@ -67,6 +68,7 @@ async fn ati_emulator(udp: UdpSocket, http: TcpListener, cfg: AtiEmulatorConfig)
         Some(http),
         cfg,
         constant(TRUTH),
+        sim::sensor::Hang::default(),
         async move {
             let _ = rx.await;
         },

@@ -325,6 +325,9 @@ pub struct Faults {
     pub motors_off: bool,
     /// The sensor emulator is "unplugged" (its server is down) while true.
     pub sensor_unplugged: bool,
+    /// The sensor box hangs (connections open, nothing sent) while true: a frozen box, where
+    /// `sensor_unplugged` is a dead one.
+    pub sensor_frozen: bool,
     /// Extra force on the tool at the TCP, base axes (N): a known contact.
     pub external_force_base_n: [f64; 3],
 }
@@ -664,7 +667,8 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         Arc::new(move |_t| t.lock().map(|g| *g).unwrap_or([0.0; 6]))
     };
     let (plug_tx, plug_rx) = watch::channel(true);
-    let sensor_task = tokio::spawn(sensor_supervisor(cfg.clone(), truth, plug_rx));
+    let hang = crate::sensor::Hang::default();
+    let sensor_task = tokio::spawn(sensor_supervisor(cfg.clone(), truth, hang.clone(), plug_rx));
 
     // The 2-DOF plant's bus side (the plant itself is in the scenario, on the base tick).
     let mut plant_io = if cfg.plant.enabled {
@@ -697,6 +701,9 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     let mut base_ticks: u64 = 0;
     let mut cycles: u64 = 0;
     let mut peak_joint_speed_ratio: f64 = 0.0;
+    // The largest true contact force on the tool since start (N): what a fault that also took
+    // the bus away (a frozen or killed router) can still be scored on.
+    let mut contact_force_peak_n: f64 = 0.0;
 
     loop {
         tokio::select! {
@@ -718,6 +725,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         let f = faults.lock().map(|g| *g).unwrap_or_default();
         ctl.state.egm_running = !f.controller_stopped;
         ctl.state.motors_on = !f.motors_off;
+        hang.set(f.sensor_frozen);
         let _ = plug_tx.send_if_modified(|v| {
             let want = !f.sensor_unplugged;
             let changed = *v != want;
@@ -739,6 +747,9 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 if let Ok(mut g) = truth_now.lock() {
                     *g = last_truth;
                 }
+                let fc = truth.contact_force_base;
+                contact_force_peak_n = contact_force_peak_n
+                    .max((fc[0] * fc[0] + fc[1] * fc[1] + fc[2] * fc[2]).sqrt());
                 last_world = Some(truth);
             }
             Err(e) => node.set_error(format!("world: {e}")),
@@ -814,6 +825,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 "sensor": format!("{:?}", cfg.sensor),
                 "truth_sensor": last_truth,
                 "in_contact": last_world.as_ref().is_some_and(|t| t.in_contact),
+                "contact_force_peak_n": contact_force_peak_n,
                 "world": last_world.as_ref().map(truth_detail),
                 "plant": plant_io.as_ref().map(plant_detail),
                 "scenario": {
@@ -832,7 +844,12 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
 }
 
 /// Runs the configured sensor emulator while "plugged in"; restarts it when plugged back.
-async fn sensor_supervisor(cfg: SimConfig, truth: Truth, mut plugged: watch::Receiver<bool>) {
+async fn sensor_supervisor(
+    cfg: SimConfig,
+    truth: Truth,
+    hang: crate::sensor::Hang,
+    mut plugged: watch::Receiver<bool>,
+) {
     loop {
         if !*plugged.borrow() {
             if plugged.changed().await.is_err() {
@@ -853,8 +870,12 @@ async fn sensor_supervisor(cfg: SimConfig, truth: Truth, mut plugged: watch::Rec
                 stop.await;
                 Ok(())
             }
-            SimSensor::Sri => crate::sensor::sri::serve(cfg.sri.clone(), truth.clone(), stop).await,
-            SimSensor::Ati => crate::sensor::ati::serve(cfg.ati.clone(), truth.clone(), stop).await,
+            SimSensor::Sri => {
+                crate::sensor::sri::serve(cfg.sri.clone(), truth.clone(), hang.clone(), stop).await
+            }
+            SimSensor::Ati => {
+                crate::sensor::ati::serve(cfg.ati.clone(), truth.clone(), hang.clone(), stop).await
+            }
         };
         if let Err(e) = res {
             tracing::error!("sensor emulator: {e:#}");

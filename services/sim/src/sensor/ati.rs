@@ -21,7 +21,7 @@ use tokio::{
     time::{Instant, MissedTickBehavior},
 };
 
-use super::{Imperfections, SignalModel, Truth};
+use super::{Hang, Imperfections, SignalModel, Truth};
 
 /// Emulator configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,6 +110,7 @@ impl AtiEmulatorConfig {
 pub async fn serve(
     cfg: AtiEmulatorConfig,
     truth: Truth,
+    hang: Hang,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let udp = UdpSocket::bind(&cfg.rdt_bind)
@@ -123,7 +124,7 @@ pub async fn serve(
         ),
         None => None,
     };
-    serve_on(udp, http, cfg, truth, shutdown).await
+    serve_on(udp, http, cfg, truth, hang, shutdown).await
 }
 
 struct Stream {
@@ -138,6 +139,7 @@ pub async fn serve_on(
     http: Option<TcpListener>,
     cfg: AtiEmulatorConfig,
     truth: Truth,
+    hang: Hang,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let mut tasks = JoinSet::new();
@@ -193,6 +195,10 @@ pub async fn serve_on(
                 }
             }
             _ = tick.tick() => {
+                if hang.is_on() {
+                    sample_index += 1;
+                    continue;
+                }
                 // The device samples whether or not anyone listens.
                 let t = sample_index as f64 * period.as_secs_f64();
                 sample_index += 1;

@@ -24,6 +24,22 @@ pub mod sri;
 /// The true wrench at the sensor at `t` seconds: Fx Fy Fz (N), Tx Ty Tz (N·m), sensor frame.
 pub type Truth = Arc<dyn Fn(f64) -> [f64; 6] + Send + Sync>;
 
+/// A hung sensor box (its firmware stuck, its process frozen): connections stay open and
+/// commands are read, but no sample is measured or sent while it is on. The box's clock runs
+/// on, so the first sample after it comes back is for the time it is sent. Shared by the
+/// emulator's connections and whoever injects the fault (`cell sim-fault '{"sensor_frozen":true}'`).
+#[derive(Debug, Clone, Default)]
+pub struct Hang(Arc<std::sync::atomic::AtomicBool>);
+
+impl Hang {
+    pub fn set(&self, on: bool) {
+        self.0.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+    pub fn is_on(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// A constant true wrench.
 pub fn constant(w: [f64; 6]) -> Truth {
     Arc::new(move |_| w)

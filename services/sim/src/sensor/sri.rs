@@ -27,7 +27,7 @@ use tokio::{
     time::{Instant, MissedTickBehavior},
 };
 
-use super::{Imperfections, SignalModel, Truth};
+use super::{Hang, Imperfections, SignalModel, Truth};
 
 /// Emulator configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,12 +110,13 @@ struct BoxState {
 pub async fn serve(
     cfg: SriEmulatorConfig,
     truth: Truth,
+    hang: Hang,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let listener = TcpListener::bind(&cfg.bind)
         .await
         .with_context(|| format!("SRI emulator: bind {}", cfg.bind))?;
-    serve_on(listener, cfg, truth, shutdown).await
+    serve_on(listener, cfg, truth, hang, shutdown).await
 }
 
 /// Serves on an already bound listener (tests bind port 0). All connections are closed when
@@ -124,6 +125,7 @@ pub async fn serve_on(
     listener: TcpListener,
     cfg: SriEmulatorConfig,
     truth: Truth,
+    hang: Hang,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let state = std::sync::Arc::new(tokio::sync::Mutex::new(BoxState {
@@ -145,8 +147,9 @@ pub async fn serve_on(
                 let model = SignalModel::new(cfg.imperfections.clone(), truth.clone());
                 let st = state.clone();
                 let fw = cfg.firmware.clone();
+                let hang = hang.clone();
                 conns.spawn(async move {
-                    if let Err(e) = connection(stream, st, model, epoch, port, fw).await {
+                    if let Err(e) = connection(stream, st, model, epoch, port, fw, hang).await {
                         tracing::info!("SRI emulator: client {peer}: {e:#}");
                     }
                 });
@@ -176,6 +179,7 @@ async fn connection(
     epoch: Instant,
     port: u16,
     firmware: String,
+    hang: Hang,
 ) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let mut rx: Vec<u8> = Vec::new();
@@ -213,6 +217,7 @@ async fn connection(
                             next_t = epoch.elapsed().as_secs_f64();
                         }
                         Ok(Command::StopStream) => streaming = false,
+                        Ok(Command::GetOne) if hang.is_on() => {}
                         Ok(Command::GetOne) => {
                             let t = epoch.elapsed().as_secs_f64();
                             let f = frame_for(&st, &mut model, t, package_no);
@@ -260,6 +265,10 @@ async fn connection(
                 }
             }
             _ = tick.tick(), if streaming => {
+                if hang.is_on() {
+                    next_t += period.as_secs_f64();
+                    continue;
+                }
                 let st = state.lock().await;
                 let f = frame_for(&st, &mut model, next_t, package_no);
                 next_t += period.as_secs_f64();
