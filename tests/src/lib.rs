@@ -73,6 +73,54 @@ pub fn test_fifo_priority() -> Option<i32> {
     }
 }
 
+/// Starts `cell up` with `all_sets`, its output into `log` (appended).
+fn spawn_up(name: &str, all_sets: &[String], log: &std::path::Path) -> Child {
+    let logf = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
+    let mut cmd = Command::new(bin_dir().join("cell"));
+    cmd.current_dir(repo_root())
+        .arg("--config")
+        .arg("deploy/config/sim.toml");
+    for s in all_sets {
+        cmd.arg("--set").arg(s);
+    }
+    cmd.arg("up")
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone().expect("log"))
+        .stderr(logf)
+        .env("RUST_LOG", "info,zenoh=warn");
+    let fifo = test_fifo_priority();
+    if let Some(prio) = fifo {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: between fork and exec only async-signal-safe calls: sched_setscheduler on
+        // the child itself. A refusal (no privilege) is checked after the spawn.
+        unsafe {
+            cmd.pre_exec(move || {
+                let param = libc::sched_param {
+                    sched_priority: prio,
+                };
+                libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+                Ok(())
+            });
+        }
+    }
+    let child = cmd.spawn().expect("spawn cell up");
+    if let Some(prio) = fifo {
+        // SAFETY: plain query of the child's policy.
+        let policy = unsafe { libc::sched_getscheduler(child.id() as libc::pid_t) };
+        if policy != libc::SCHED_FIFO {
+            eprintln!(
+                "test cell {name}: SCHED_FIFO {prio} not permitted here; the cell runs under \
+                 normal scheduling and its timing-sensitive figures measure the host too"
+            );
+        }
+    }
+    child
+}
+
 impl TestCell {
     /// Starts the default simulated cell with extra `--set` overrides.
     pub fn start(name: &str, sets: &[&str]) -> TestCell {
@@ -80,15 +128,11 @@ impl TestCell {
         let id = format!("t{}{}", name.replace(['-', '_'], ""), port);
         let router = format!("tcp/127.0.0.1:{port}");
         let log = std::env::temp_dir().join(format!("cell-test-{id}.log"));
-        let logf = std::fs::File::create(&log).expect("log file");
-        let mut cmd = Command::new(bin_dir().join("cell"));
+        std::fs::File::create(&log).expect("log file");
         let mut all_sets = vec![
             format!("cell.router=\"{router}\""),
             format!("cell.id=\"{id}\""),
         ];
-        cmd.current_dir(repo_root())
-            .arg("--config")
-            .arg("deploy/config/sim.toml");
         // Private device ports, so tests can run in parallel.
         let egm = free_udp_port();
         let ctl = free_udp_port();
@@ -109,40 +153,7 @@ impl TestCell {
             all_sets.push(s);
         }
         all_sets.extend(sets.iter().map(|s| s.to_string()));
-        for s in &all_sets {
-            cmd.arg("--set").arg(s);
-        }
-        cmd.arg("up")
-            .stdin(Stdio::null())
-            .stdout(logf.try_clone().expect("log"))
-            .stderr(logf)
-            .env("RUST_LOG", "info,zenoh=warn");
-        let fifo = test_fifo_priority();
-        if let Some(prio) = fifo {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: between fork and exec only async-signal-safe calls: sched_setscheduler on
-            // the child itself. A refusal (no privilege) is checked after the spawn.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let param = libc::sched_param {
-                        sched_priority: prio,
-                    };
-                    libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
-                    Ok(())
-                });
-            }
-        }
-        let child = cmd.spawn().expect("spawn cell up");
-        if let Some(prio) = fifo {
-            // SAFETY: plain query of the child's policy.
-            let policy = unsafe { libc::sched_getscheduler(child.id() as libc::pid_t) };
-            if policy != libc::SCHED_FIFO {
-                eprintln!(
-                    "test cell {name}: SCHED_FIFO {prio} not permitted here; the cell runs under \
-                     normal scheduling and its timing-sensitive figures measure the host too"
-                );
-            }
-        }
+        let child = spawn_up(name, &all_sets, &log);
         TestCell {
             child,
             cell: CellSection {
@@ -153,6 +164,39 @@ impl TestCell {
             log,
             sets: all_sets,
         }
+    }
+
+    /// Starts `cell up` again with the same settings (same router, ports and log), after the
+    /// first one died; the old child is reaped.
+    pub fn restart_up(&mut self) {
+        let _ = self.child.try_wait();
+        self.child = spawn_up(&self.cell.id, &self.sets, &self.log);
+    }
+
+    /// Runs a `cell` subcommand as its own long-lived process with this cell's settings
+    /// (e.g. `["service", "sim"]`: a service outside the launcher), output appended to the
+    /// cell's log.
+    pub fn spawn_cli(&self, args: &[&str]) -> Child {
+        let logf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let mut cmd = Command::new(bin_dir().join("cell"));
+        cmd.current_dir(repo_root())
+            .arg("--config")
+            .arg("deploy/config/sim.toml");
+        for s in &self.sets {
+            cmd.arg("--set").arg(s);
+        }
+        cmd.arg("--connect")
+            .arg(&self.cell.router)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone().expect("log"))
+            .stderr(logf)
+            .env("RUST_LOG", "info,zenoh=warn")
+            .spawn()
+            .expect("spawn cell")
     }
 
     /// Runs the `cell` CLI against this cell; returns (success, stdout, stderr).

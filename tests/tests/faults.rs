@@ -691,3 +691,213 @@ async fn process_faults_while_guiding_hold_bounded_and_do_not_resume() {
     }
     write_rows("guide", &rows);
 }
+
+/// A process of the test's own that must not outlive a failing test.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The launcher killed or frozen during the sliding press. `cell up` is the cell's zenoh
+/// router as well as its services' supervisor: frozen, the whole bus stops; killed, the router
+/// goes and every service with it (`PR_SET_PDEATHSIG`). The simulator — the robot and the
+/// world — runs outside the launcher here, as a real robot would, so the outcome is read from
+/// it: its own peak contact force and reference speed since start, and where the tool is once
+/// a new `cell up` (same router address) brought the bus back.
+///
+/// Must hold: the arm stays where the fault found it (TCP within 1 mm), the force bounded by
+/// the task's limit, no reference faster than the joint speed limit, and nothing resumes by
+/// itself — control idle, robot-io not `Active`, the joints still — until the operator's next
+/// command, which works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_or_frozen_launcher_leaves_the_press_held_and_bounded() {
+    let _serial = SERIAL.lock().await;
+    let mut rows = Vec::new();
+    for sig in [Sig::Stop, Sig::Kill] {
+        let label = format!("press launcher {}", fault_name(Target::Sensor, sig));
+        eprintln!("== {label}");
+        let mut c = TestCell::start(
+            "faultlauncher",
+            &[
+                "sim.scenario=\"scenarios/table-contact.toml\"",
+                "launcher.services=[\"robot-io\",\"kinematics\",\"control\",\"force\",\"sensor\"]",
+            ],
+        );
+        let _sim = KillOnDrop(c.spawn_cli(&["service", "sim"]));
+        let s = up_all(&c).await;
+        let tap = Tap::start(&s, &c).await;
+        let Motion::Press(run) = start_motion(&s, &c, &tap, Mode::Press, &label).await else {
+            unreachable!()
+        };
+        let before = tap.truth_now().unwrap();
+        let at = mono_ns();
+        let pid = u64::from(c.child.id());
+        let s = match sig {
+            Sig::Stop => {
+                signal(pid, libc::SIGSTOP);
+                tokio::time::sleep(FREEZE).await;
+                signal(pid, libc::SIGCONT);
+                s
+            }
+            Sig::Kill => {
+                signal(pid, libc::SIGKILL);
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                c.restart_up();
+                // A new session: the old one's router is gone.
+                c.client().await
+            }
+        };
+        let out = tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .unwrap_or_else(|_| panic!("{label}: cell hybrid never returned"))
+            .unwrap();
+        let task = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_string();
+        // Frozen, the launcher stops only its router: the services are zenoh peers that
+        // reach each other directly once the router has introduced them, so the task runs
+        // through. Killed, it takes every service with it: the task cannot complete.
+        match sig {
+            Sig::Stop => assert!(
+                out.status.success(),
+                "{label}: a frozen router ended the press: {task}\n{}",
+                c.log_text()
+            ),
+            Sig::Kill => assert!(
+                !out.status.success(),
+                "{label}: the press completed through the fault"
+            ),
+        }
+        if sig == Sig::Stop {
+            // A completed press keeps its force until the operator ends it.
+            let (ok, _, err) = c.cli(&["mode", "idle"]);
+            assert!(ok, "{label}: cell mode idle: {err}");
+        }
+        let settled = wait_for(Duration::from_secs(30), || async {
+            let st = statuses(&s, &c.cell).await.ok()?;
+            let ctl = &st.get("control")?["detail"];
+            let rio = &st.get("robot-io")?["detail"]["safety"];
+            let sim = &st.get("sim")?["detail"];
+            (st.len() == 6
+                && ctl["mode"] == "Idle"
+                && rio["level"] != "Active"
+                && rio["reason"] != "RobotSilent")
+                .then(|| {
+                    (
+                        ctl["stop_reason"].as_str().unwrap_or("-").to_string(),
+                        format!(
+                            "{} ({})",
+                            rio["level"].as_str().unwrap_or("?"),
+                            rio["reason"].as_str().unwrap_or("?")
+                        ),
+                        sim.clone(),
+                    )
+                })
+        })
+        .await;
+        let Some((control, robot_io, _)) = settled else {
+            let st = statuses(&s, &c.cell).await.unwrap_or_default();
+            let brief: Vec<String> = st
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{k}: mode {} stop {} safety {}",
+                        v["detail"]["mode"], v["detail"]["stop_reason"], v["detail"]["safety"]
+                    )
+                })
+                .collect();
+            panic!(
+                "{label}: the cell did not come back idle and holding: {}",
+                brief.join("; ")
+            )
+        };
+        // Nothing resumes: 1 s still, never Active (a new tap: the bus may be new).
+        let tap2 = Tap::start(&s, &c).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let js: Vec<JointState> = since(&tap2.joints, 0).into_iter().map(|x| x.1).collect();
+        assert!(js.len() > 100, "{label}: {} joint states in 1 s", js.len());
+        let moved = tests::joint_spread(&js);
+        assert!(
+            moved < 1e-6,
+            "{label}: the robot moved {moved} rad by itself"
+        );
+        assert!(
+            since(&tap2.safety, 0)
+                .iter()
+                .all(|(_, x)| x.level != SafetyLevel::Active),
+            "{label}: robot-io went Active again without an operator command"
+        );
+        let now = tap2.truth_now().unwrap();
+        let drift = (Vector3::from(now.tcp_in_base_m) - Vector3::from(before.tcp_in_base_m)).norm();
+        assert!(
+            sig == Sig::Stop || drift < 1e-3,
+            "{label}: the tool moved {:.2} mm from where the fault found it",
+            drift * 1e3
+        );
+        let sim_st = statuses(&s, &c.cell).await.unwrap()["sim"]["detail"].clone();
+        let peak_force_n = sim_st["contact_force_peak_n"].as_f64().unwrap();
+        let ref_ratio = sim_st["egm"]["reference_peak_speed_ratio"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            peak_force_n <= PRESS_MAX_FORCE_N,
+            "{label}: peak true contact force {peak_force_n:.1} N"
+        );
+        assert!(
+            ref_ratio <= 1.0,
+            "{label}: the IRC5's reference reached {ref_ratio:.2} × the speed limit"
+        );
+        // The task's own end holds robot-io within 3 cycles of its last command.
+        let (to_hold_ms, hold_cycles) = if sig == Sig::Stop {
+            let first_hold = since(&tap.safety, at)
+                .into_iter()
+                .find(|(_, x)| x.level != SafetyLevel::Active)
+                .unwrap_or_else(|| panic!("{label}: no hold seen after the task"));
+            let newest = since(&tap.cmds, at)
+                .iter()
+                .filter(|(t, _)| *t <= first_hold.0)
+                .map(|(_, x)| x.cycle)
+                .max()
+                .unwrap_or(0);
+            let n = first_hold.1.since_cycle as i64 - newest as i64;
+            assert!(
+                n <= 3,
+                "{label}: robot-io held {n} robot cycles after the newest command's cycle"
+            );
+            (f64::NAN, Some(n))
+        } else {
+            let e = &sim_st["egm"];
+            assert!(
+                e["comm_timeouts"].as_u64().unwrap_or(0) >= 1,
+                "{label}: the IRC5 never timed its session out: {e}"
+            );
+            (f64::NAN, None)
+        };
+        // Recovery: the operator's command works.
+        let (ok, _, err) =
+            c.cli_repeat_after_stall(&["move", "350", "0", "230", "0", "0", "1", "0", "--wait"]);
+        assert!(ok, "{label}: the operator's move after the fault: {err}");
+        let row = Row {
+            mode: "sliding 10 N press",
+            process: "launcher (cell up: router + supervisor)",
+            fault: fault_name(Target::Sensor, sig),
+            robot_io,
+            control,
+            to_hold_ms,
+            hold_cycles_after_last_command: hold_cycles,
+            peak_force_n,
+            max_reference_step: ref_ratio,
+            task,
+        };
+        eprintln!("{label}: {}", serde_json::to_string(&row).unwrap());
+        rows.push(row);
+        c.terminate(Duration::from_secs(5));
+    }
+    write_rows("launcher", &rows);
+}
