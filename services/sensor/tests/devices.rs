@@ -53,7 +53,7 @@ async fn sri_emulator(listener: TcpListener, cfg: SriEmulatorConfig) -> Emu {
         listener,
         cfg,
         constant(TRUTH),
-        sim::sensor::Hang::default(),
+        sim::sensor::BoxFaults::default(),
         async move {
             let _ = rx.await;
         },
@@ -68,7 +68,7 @@ async fn ati_emulator(udp: UdpSocket, http: TcpListener, cfg: AtiEmulatorConfig)
         Some(http),
         cfg,
         constant(TRUTH),
-        sim::sensor::Hang::default(),
+        sim::sensor::BoxFaults::default(),
         async move {
             let _ = rx.await;
         },

@@ -328,6 +328,16 @@ pub struct Faults {
     /// The sensor box hangs (connections open, nothing sent) while true: a frozen box, where
     /// `sensor_unplugged` is a dead one.
     pub sensor_frozen: bool,
+    /// The box reads full scale on every axis (saturated) while true.
+    pub sensor_saturated: bool,
+    /// The box sends NaN while true (the calibrated float format only; raw counts cannot).
+    pub sensor_nan: bool,
+    /// A spike on the box's readings (N, N·m): added to 3 readings each time this is set to a
+    /// new non-zero value.
+    pub sensor_spike: [f64; 6],
+    /// The box's zero drifts at this rate (N/s, N·m/s) while non-zero; the offset it built up
+    /// stays (a tare takes it out) until the box is unplugged (power-cycled).
+    pub sensor_drift_per_s: [f64; 6],
     /// Extra force on the tool at the TCP, base axes (N): a known contact.
     pub external_force_base_n: [f64; 3],
 }
@@ -667,8 +677,13 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         Arc::new(move |_t| t.lock().map(|g| *g).unwrap_or([0.0; 6]))
     };
     let (plug_tx, plug_rx) = watch::channel(true);
-    let hang = crate::sensor::Hang::default();
-    let sensor_task = tokio::spawn(sensor_supervisor(cfg.clone(), truth, hang.clone(), plug_rx));
+    let box_faults = crate::sensor::BoxFaults::default();
+    let sensor_task = tokio::spawn(sensor_supervisor(
+        cfg.clone(),
+        truth,
+        box_faults.clone(),
+        plug_rx,
+    ));
 
     // The 2-DOF plant's bus side (the plant itself is in the scenario, on the base tick).
     let mut plant_io = if cfg.plant.enabled {
@@ -704,6 +719,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     // The largest true contact force on the tool since start (N): what a fault that also took
     // the bus away (a frozen or killed router) can still be scored on.
     let mut contact_force_peak_n: f64 = 0.0;
+    let mut last_spike = [0.0; 6];
 
     loop {
         tokio::select! {
@@ -725,7 +741,23 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         let f = faults.lock().map(|g| *g).unwrap_or_default();
         ctl.state.egm_running = !f.controller_stopped;
         ctl.state.motors_on = !f.motors_off;
-        hang.set(f.sensor_frozen);
+        box_faults.update(|b| {
+            b.frozen = f.sensor_frozen;
+            b.saturated = f.sensor_saturated;
+            b.nan = f.sensor_nan;
+            if f.sensor_spike != last_spike && f.sensor_spike != [0.0; 6] {
+                b.spike = f.sensor_spike;
+                b.spike_samples = 3;
+            }
+            if f.sensor_unplugged {
+                // Power-cycled: the box's zero is its own again.
+                b.offset = [0.0; 6];
+            }
+            for (o, d) in b.offset.iter_mut().zip(f.sensor_drift_per_s) {
+                *o += d * BASE_TICK_S;
+            }
+        });
+        last_spike = f.sensor_spike;
         let _ = plug_tx.send_if_modified(|v| {
             let want = !f.sensor_unplugged;
             let changed = *v != want;
@@ -847,7 +879,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
 async fn sensor_supervisor(
     cfg: SimConfig,
     truth: Truth,
-    hang: crate::sensor::Hang,
+    box_faults: crate::sensor::BoxFaults,
     mut plugged: watch::Receiver<bool>,
 ) {
     loop {
@@ -871,10 +903,12 @@ async fn sensor_supervisor(
                 Ok(())
             }
             SimSensor::Sri => {
-                crate::sensor::sri::serve(cfg.sri.clone(), truth.clone(), hang.clone(), stop).await
+                crate::sensor::sri::serve(cfg.sri.clone(), truth.clone(), box_faults.clone(), stop)
+                    .await
             }
             SimSensor::Ati => {
-                crate::sensor::ati::serve(cfg.ati.clone(), truth.clone(), hang.clone(), stop).await
+                crate::sensor::ati::serve(cfg.ati.clone(), truth.clone(), box_faults.clone(), stop)
+                    .await
             }
         };
         if let Err(e) = res {

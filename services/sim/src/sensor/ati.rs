@@ -21,7 +21,7 @@ use tokio::{
     time::{Instant, MissedTickBehavior},
 };
 
-use super::{Hang, Imperfections, SignalModel, Truth};
+use super::{BoxFaults, Imperfections, SignalModel, Truth};
 
 /// Emulator configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,7 +110,7 @@ impl AtiEmulatorConfig {
 pub async fn serve(
     cfg: AtiEmulatorConfig,
     truth: Truth,
-    hang: Hang,
+    box_faults: BoxFaults,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let udp = UdpSocket::bind(&cfg.rdt_bind)
@@ -124,7 +124,7 @@ pub async fn serve(
         ),
         None => None,
     };
-    serve_on(udp, http, cfg, truth, hang, shutdown).await
+    serve_on(udp, http, cfg, truth, box_faults, shutdown).await
 }
 
 struct Stream {
@@ -139,7 +139,7 @@ pub async fn serve_on(
     http: Option<TcpListener>,
     cfg: AtiEmulatorConfig,
     truth: Truth,
-    hang: Hang,
+    box_faults: BoxFaults,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let mut tasks = JoinSet::new();
@@ -195,7 +195,7 @@ pub async fn serve_on(
                 }
             }
             _ = tick.tick() => {
-                if hang.is_on() {
+                if box_faults.frozen() {
                     sample_index += 1;
                     continue;
                 }
@@ -203,7 +203,8 @@ pub async fn serve_on(
                 let t = sample_index as f64 * period.as_secs_f64();
                 sample_index += 1;
                 ft_seq = ft_seq.wrapping_add(1);
-                let r = model.read(t);
+                let mut r = model.read(t);
+                box_faults.apply(&mut r, &model.range());
                 if r.saturated && cfg.latch_on_saturation {
                     latched = true;
                 }

@@ -24,19 +24,71 @@ pub mod sri;
 /// The true wrench at the sensor at `t` seconds: Fx Fy Fz (N), Tx Ty Tz (N·m), sensor frame.
 pub type Truth = Arc<dyn Fn(f64) -> [f64; 6] + Send + Sync>;
 
-/// A hung sensor box (its firmware stuck, its process frozen): connections stay open and
-/// commands are read, but no sample is measured or sent while it is on. The box's clock runs
-/// on, so the first sample after it comes back is for the time it is sent. Shared by the
-/// emulator's connections and whoever injects the fault (`cell sim-fault '{"sensor_frozen":true}'`).
+/// Faults of the sensor box itself, set at run time (`cell sim-fault`), shared by the
+/// emulator's connections: what a real box does when it fails, on top of the measurement model.
 #[derive(Debug, Clone, Default)]
-pub struct Hang(Arc<std::sync::atomic::AtomicBool>);
+pub struct BoxFaults(Arc<std::sync::Mutex<BoxFaultState>>);
 
-impl Hang {
-    pub fn set(&self, on: bool) {
-        self.0.store(on, std::sync::atomic::Ordering::Relaxed);
+/// See [`BoxFaults`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BoxFaultState {
+    /// Hung (its firmware stuck, its process frozen): connections stay open and commands are
+    /// read, but nothing is measured or sent. The box's clock runs on.
+    pub frozen: bool,
+    /// Every axis at full scale (+range) and the reading flagged saturated.
+    pub saturated: bool,
+    /// Every value NaN (only the calibrated float format can carry it; raw counts cannot).
+    pub nan: bool,
+    /// Added to the next `spike_samples` readings.
+    pub spike: [f64; 6],
+    pub spike_samples: u32,
+    /// Zero offset added to every reading (grows while a drift is on).
+    pub offset: [f64; 6],
+}
+
+impl BoxFaults {
+    pub fn state(&self) -> BoxFaultState {
+        self.0.lock().map(|g| *g).unwrap_or_default()
     }
-    pub fn is_on(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    pub fn update(&self, f: impl FnOnce(&mut BoxFaultState)) {
+        if let Ok(mut g) = self.0.lock() {
+            f(&mut g);
+        }
+    }
+    pub fn frozen(&self) -> bool {
+        self.state().frozen
+    }
+    /// Applies the faults to one reading (`range`: the box's measuring range per axis; 0 =
+    /// none). A spike counts down one sample per reading.
+    pub fn apply(&self, r: &mut Reading, range: &[f64; 6]) {
+        let Ok(mut f) = self.0.lock() else { return };
+        let spike = f.spike_samples > 0;
+        if spike {
+            f.spike_samples -= 1;
+        }
+        for ((w, rg), (o, sp)) in r
+            .wrench
+            .iter_mut()
+            .zip(range)
+            .zip(f.offset.iter().zip(f.spike))
+        {
+            *w += o + if spike { sp } else { 0.0 };
+            if *rg > 0.0 && w.abs() > *rg {
+                *w = w.clamp(-rg, *rg);
+                r.saturated = true;
+            }
+        }
+        if f.saturated {
+            for (w, rg) in r.wrench.iter_mut().zip(range) {
+                if *rg > 0.0 {
+                    *w = *rg;
+                }
+            }
+            r.saturated = true;
+        }
+        if f.nan {
+            r.wrench = [f64::NAN; 6];
+        }
     }
 }
 
@@ -142,6 +194,11 @@ impl SignalModel {
 
     /// The reading at `t` seconds (draws fresh noise; advances the random walk by the time
     /// since the previous reading — a reading at an earlier `t` does not move it).
+    /// The measuring range per axis (0 = unlimited).
+    pub fn range(&self) -> [f64; 6] {
+        self.cfg.range.map(f64::abs)
+    }
+
     pub fn read(&mut self, t: f64) -> Reading {
         let truth = (self.truth)(t);
         let dt = match self.last_t {

@@ -27,7 +27,7 @@ use tokio::{
     time::{Instant, MissedTickBehavior},
 };
 
-use super::{Hang, Imperfections, SignalModel, Truth};
+use super::{BoxFaults, Imperfections, SignalModel, Truth};
 
 /// Emulator configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,13 +110,13 @@ struct BoxState {
 pub async fn serve(
     cfg: SriEmulatorConfig,
     truth: Truth,
-    hang: Hang,
+    box_faults: BoxFaults,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let listener = TcpListener::bind(&cfg.bind)
         .await
         .with_context(|| format!("SRI emulator: bind {}", cfg.bind))?;
-    serve_on(listener, cfg, truth, hang, shutdown).await
+    serve_on(listener, cfg, truth, box_faults, shutdown).await
 }
 
 /// Serves on an already bound listener (tests bind port 0). All connections are closed when
@@ -125,7 +125,7 @@ pub async fn serve_on(
     listener: TcpListener,
     cfg: SriEmulatorConfig,
     truth: Truth,
-    hang: Hang,
+    box_faults: BoxFaults,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let state = std::sync::Arc::new(tokio::sync::Mutex::new(BoxState {
@@ -147,9 +147,9 @@ pub async fn serve_on(
                 let model = SignalModel::new(cfg.imperfections.clone(), truth.clone());
                 let st = state.clone();
                 let fw = cfg.firmware.clone();
-                let hang = hang.clone();
+                let box_faults = box_faults.clone();
                 conns.spawn(async move {
-                    if let Err(e) = connection(stream, st, model, epoch, port, fw, hang).await {
+                    if let Err(e) = connection(stream, st, model, epoch, port, fw, box_faults).await {
                         tracing::info!("SRI emulator: client {peer}: {e:#}");
                     }
                 });
@@ -161,8 +161,15 @@ pub async fn serve_on(
     Ok(())
 }
 
-fn frame_for(st: &BoxState, model: &mut SignalModel, t: f64, package_no: u16) -> Frame {
-    let r = model.read(t);
+fn frame_for(
+    st: &BoxState,
+    model: &mut SignalModel,
+    faults: &BoxFaults,
+    t: f64,
+    package_no: u16,
+) -> Frame {
+    let mut r = model.read(t);
+    faults.apply(&mut r, &model.range());
     let data = match st.mode {
         DataFormat::Calibrated => FrameData::Calibrated(r.wrench.map(|v| v as f32)),
         DataFormat::RawCounts => {
@@ -179,7 +186,7 @@ async fn connection(
     epoch: Instant,
     port: u16,
     firmware: String,
-    hang: Hang,
+    box_faults: BoxFaults,
 ) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let mut rx: Vec<u8> = Vec::new();
@@ -217,10 +224,10 @@ async fn connection(
                             next_t = epoch.elapsed().as_secs_f64();
                         }
                         Ok(Command::StopStream) => streaming = false,
-                        Ok(Command::GetOne) if hang.is_on() => {}
+                        Ok(Command::GetOne) if box_faults.frozen() => {}
                         Ok(Command::GetOne) => {
                             let t = epoch.elapsed().as_secs_f64();
-                            let f = frame_for(&st, &mut model, t, package_no);
+                            let f = frame_for(&st, &mut model, &box_faults, t, package_no);
                             package_no = package_no.wrapping_add(1);
                             out.extend(encode_frame(&f));
                         }
@@ -265,12 +272,12 @@ async fn connection(
                 }
             }
             _ = tick.tick(), if streaming => {
-                if hang.is_on() {
+                if box_faults.frozen() {
                     next_t += period.as_secs_f64();
                     continue;
                 }
                 let st = state.lock().await;
-                let f = frame_for(&st, &mut model, next_t, package_no);
+                let f = frame_for(&st, &mut model, &box_faults, next_t, package_no);
                 next_t += period.as_secs_f64();
                 package_no = package_no.wrapping_add(1);
                 out.extend(encode_frame(&f));
