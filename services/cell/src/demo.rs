@@ -648,7 +648,7 @@ fn experiment_figures(v: &Value) -> String {
 }
 
 /// The press: returns the summary figures, the verdict and the plot.
-async fn press(
+pub async fn press(
     s: &Session,
     cell: &CellSection,
     dir: &Path,
