@@ -998,6 +998,7 @@ impl Check for ToolPose {
         for row in &self.jacobian_base {
             finite("jacobian_base", row)?;
         }
+        finite("manipulability", &[self.manipulability])?;
         period("period_s", self.period_s)
     }
 }
@@ -1060,8 +1061,10 @@ impl Check for HybridTask {
             return Err(format!("name is {} bytes (≤ 64)", self.name.len()));
         }
         pose("frame", &self.frame)?;
+        const AXIS: [&str; 6] = ["x", "y", "z", "rx", "ry", "rz"];
         for (k, p) in self.reference.iter().enumerate() {
-            p.check().map_err(|e| format!("reference[{k}]: {e}"))?;
+            let axis = AXIS.get(k).copied().unwrap_or("?");
+            p.check().map_err(|e| format!("reference.{axis}: {e}"))?;
         }
         if !(self.duration_s.is_finite() && self.duration_s > 0.0) {
             return Err(format!("duration_s {} must be > 0", self.duration_s));
@@ -1161,7 +1164,8 @@ impl Check for SimTruth {
         finite("hand_force_base_n", &self.hand_force_base_n)?;
         finite("tcp_in_base_m", &self.tcp_in_base_m)?;
         finite("hand_pos_base_m", &self.hand_pos_base_m)?;
-        finite("q_ref_rad", &self.q_ref_rad)
+        finite("q_ref_rad", &self.q_ref_rad)?;
+        finite("t_s", &[self.t_s])
     }
 }
 
@@ -1209,7 +1213,9 @@ impl Check for HybridState {
             "stiffness_estimate_n_per_m",
             &self.stiffness_estimate_n_per_m,
         )?;
-        Ok(())
+        finite("t_s", &[self.t_s, self.clock_s])?;
+        finite("frame_in_base", &self.frame_in_base.position_m)?;
+        finite("frame_in_base", &self.frame_in_base.quat_wxyz)
     }
 }
 
@@ -1232,7 +1238,11 @@ impl Check for PlantState {
     fn check(&self) -> Result<(), String> {
         finite("q", &self.q)?;
         finite("qd", &self.qd)?;
-        finite("wrist_force_n", &self.wrist_force_n)
+        finite("wrist_force_n", &self.wrist_force_n)?;
+        finite("t_s", &[self.t_s])?;
+        finite("hand_pos_m", &self.hand_pos_m)?;
+        finite("contact_force_n", &self.contact_force_n)?;
+        finite("effort_applied", &self.effort_applied)
     }
 }
 

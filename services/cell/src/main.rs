@@ -696,6 +696,11 @@ async fn run(
         let cfg = args.cfg.config.as_deref();
         return cell::demo::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
     }
+    // A task file is checked before the bus: its problems come first, each with its key, and
+    // need no running cell.
+    if let Cmd::Hybrid { task, .. } = &args.cmd {
+        control::taskfile::load(task).map_err(|e| anyhow::anyhow!(e.join("\n")))?;
+    }
     let s = cli::session(&args.bus, &cell).await?;
     match args.cmd {
         Cmd::Up

@@ -1,0 +1,3 @@
+#![no_main]
+// See cell_fuzz::egm_sensor for what it feeds and asserts.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cell_fuzz::egm_sensor(data));

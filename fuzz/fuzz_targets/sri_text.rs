@@ -1,0 +1,3 @@
+#![no_main]
+// See cell_fuzz::sri_text for what it feeds and asserts.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cell_fuzz::sri_text(data));
