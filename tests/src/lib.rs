@@ -181,14 +181,8 @@ impl TestCell {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let mut cmd = Command::new(bin_dir().join("cell"));
-        cmd.current_dir(repo_root())
-            .arg("--config")
-            .arg("deploy/config/sim.toml");
-        for s in &self.sets {
-            cmd.arg("--set").arg(s);
-        }
-        cmd.arg("--connect")
+        self.command()
+            .arg("--connect")
             .arg(&self.cell.router)
             .args(args)
             .stdin(Stdio::null())
@@ -199,8 +193,8 @@ impl TestCell {
             .expect("spawn cell")
     }
 
-    /// Runs the `cell` CLI against this cell; returns (success, stdout, stderr).
-    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+    /// The `cell` binary with this cell's config and settings, to add a subcommand to.
+    pub fn command(&self) -> Command {
         let mut cmd = Command::new(bin_dir().join("cell"));
         cmd.current_dir(repo_root())
             .arg("--config")
@@ -208,7 +202,12 @@ impl TestCell {
         for s in &self.sets {
             cmd.arg("--set").arg(s);
         }
-        let out = cmd.args(args).output().expect("run cell CLI");
+        cmd
+    }
+
+    /// Runs the `cell` CLI against this cell; returns (success, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let out = self.command().args(args).output().expect("run cell CLI");
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).to_string(),

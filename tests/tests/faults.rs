@@ -331,27 +331,17 @@ async fn start_motion(
                 .cli_repeat_after_stall(&["move", "350", "0", "230", "0", "0", "1", "0", "--wait"]);
             assert!(ok, "{label}: move off the table: {err}");
             place_and_tare(c, [350.0, 0.0, 206.0]);
-            let sets = c.sets.clone();
             let out = std::env::temp_dir().join(format!(
                 "faults-{}-{}",
                 label.replace([' ', '/'], "-"),
                 std::process::id()
             ));
-            let run = tokio::task::spawn_blocking(move || {
-                let mut cmd = std::process::Command::new(tests::bin_dir().join("cell"));
-                cmd.current_dir(repo_root())
-                    .arg("--config")
-                    .arg("deploy/config/sim.toml");
-                for x in &sets {
-                    cmd.arg("--set").arg(x);
-                }
-                cmd.arg("hybrid")
-                    .arg(repo_root().join("tasks/press-table.toml"))
-                    .args(["--json", "--out"])
-                    .arg(out)
-                    .output()
-                    .expect("run cell hybrid")
-            });
+            let mut cmd = c.command();
+            cmd.arg("hybrid")
+                .arg(repo_root().join("tasks/press-table.toml"))
+                .args(["--json", "--out"])
+                .arg(out);
+            let run = tokio::task::spawn_blocking(move || cmd.output().expect("run cell hybrid"));
             // Contact, then 2.5 s: 0.5 s into the 20 mm/s move along the table.
             let touched = wait_for(Duration::from_secs(20), || async {
                 tokio::time::sleep(Duration::from_millis(20)).await;
