@@ -200,10 +200,15 @@ pub fn egm_robot(data: &[u8]) {
             egm_check_reply(r);
         }
     }
-    // Not asserted: `core.reference_stats()` within the limits (the supervisor's guarantee the
-    // whole-cell tests gate on). Its recorder takes the first reply it records as a start from
-    // rest, so a session whose first answered cycle is already moving reads as over the limit
-    // (fuzz/README.md, "Findings"); the replies themselves were within the limits.
+    // What robot-io sent stayed within the joint speed and acceleration limits, as its own
+    // figure measures it (`detail.egm.references`, gated by the whole-cell tests). Withdrawn
+    // while the figure took a session's first answered cycle as a start from rest at that
+    // reply (fuzz/README.md, "Findings"); restored with the fix.
+    let s = core.reference_stats();
+    assert!(
+        s.peak_speed_ratio <= 1.0 + 1e-6 && s.peak_accel_ratio <= 1.0 + 1e-6,
+        "references over the limits: {s:?}"
+    );
     let _ = core.check_silent(t + 1.0);
 }
 

@@ -154,6 +154,9 @@ enum Target {
     FtDrift,
     /// 30 % of EGM datagrams lost for 1 s.
     EgmLoss,
+    /// For 1 s, 30 % of EGM datagrams overtaken by the next one and 30 % delivered twice, in
+    /// both directions.
+    EgmReorder,
     /// The link between the Raspberry Pi (sensor node) and the PC cut for 3 s.
     LinkCut,
 }
@@ -170,7 +173,9 @@ enum Expect {
 impl Target {
     fn expect(self) -> Expect {
         match self {
-            Target::FtDrift | Target::EgmLoss | Target::FtGlitch => Expect::RideThrough,
+            Target::FtDrift | Target::EgmLoss | Target::EgmReorder | Target::FtGlitch => {
+                Expect::RideThrough
+            }
             _ => Expect::Hold,
         }
     }
@@ -185,7 +190,7 @@ impl Target {
             Target::Kinematics => "kinematics",
             Target::RobotIo => "robot-io",
             Target::FtBox => "F/T box",
-            Target::EgmStopped | Target::MotorsOff | Target::EgmLoss => "IRC5",
+            Target::EgmStopped | Target::MotorsOff | Target::EgmLoss | Target::EgmReorder => "IRC5",
             Target::LinkCut => "Pi ↔ PC link",
             Target::FtSaturated
             | Target::FtNan
@@ -246,6 +251,12 @@ async fn inject(s: &zenoh::Session, c: &TestCell, target: Target, sig: Sig) {
             json!([0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
         )),
         Target::EgmLoss => Some(("packet_loss", json!(0.3), json!(0.0))),
+        Target::EgmReorder => {
+            tests::sim_fault(s, c, json!({ "egm_reorder": 0.3, "egm_duplicate": 0.3 })).await;
+            tokio::time::sleep(FREEZE).await;
+            tests::sim_fault(s, c, json!({ "egm_reorder": 0.0, "egm_duplicate": 0.0 })).await;
+            return;
+        }
         _ => None,
     };
     if let Some((key, on, off)) = device {
@@ -446,6 +457,7 @@ fn fault_name(target: Target, sig: Sig) -> &'static str {
         (Target::FtGlitch, _) => "30 N glitch, 3 samples",
         (Target::FtDrift, _) => "zero drifts +5 N in 1 s",
         (Target::EgmLoss, _) => "30 % EGM loss 1 s",
+        (Target::EgmReorder, _) => "30 % EGM reordered + 30 % duplicated 1 s",
         (Target::LinkCut, _) => "cut 3 s",
         (_, Sig::Kill) => "SIGKILL",
         (_, Sig::Stop) => "SIGSTOP 1 s",
@@ -637,12 +649,25 @@ async fn run_case(
         );
     }
     if target != Target::RobotIo && expect == Expect::Hold {
-        // The fault itself held the robot, not the task's own end nor a released deadman
-        // (both come later than the fault's 1 s).
+        // The fault itself held the robot, not the task's own end nor a released deadman.
+        // Guiding: the deadman is released after the fault's 1 s. The press: its move runs
+        // 5 s and the fault comes 0.5 s into it, so its own end is ≥ 4 s later; a task ended by
+        // the fault first backs off the surface (blind on a lost wrench: the release takes
+        // longer the softer the part, ≈ 0.3 s on the 2·10⁴ N/m table, ≈ 1 s on 5·10³ N/m).
+        let bound_ms = match mode {
+            Mode::Guide => FREEZE.as_secs_f64() * 1e3,
+            Mode::Press => 3000.0,
+        };
         assert!(
-            to_hold_ms < FREEZE.as_secs_f64() * 1e3,
-            "{label}: robot-io held only {to_hold_ms:.0} ms after the fault"
+            to_hold_ms < bound_ms,
+            "{label}: robot-io held only {to_hold_ms:.0} ms after the fault (< {bound_ms:.0})"
         );
+        if mode == Mode::Press {
+            assert_ne!(
+                task, "completed",
+                "{label}: the press completed through the fault"
+            );
+        }
     }
     if target == Target::RobotIo {
         // The reference stands still once the datagram in flight has landed.
@@ -982,6 +1007,89 @@ async fn a_killed_or_frozen_launcher_leaves_the_press_held_and_bounded() {
     write_rows("launcher", &rows);
 }
 
+/// The process and network faults on worlds the cell was not tuned for: a steel table 50×
+/// stiffer than the configured 2·10⁴ N/m (not identified: the gains follow control's on-line
+/// estimate), a soft 5·10³ N/m pad, and the shipped table read through a sensor 3× noisier than
+/// the shipped one with 2 ms of EGM jitter. The same rules as on the shipped world (hold
+/// within 3 robot cycles of the newest command, the force bounded, no reference step above the
+/// speed limit, nothing resumes). CI form: 3 cases a world; `FAULTS_FULL=1`: every press case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_faults_on_untuned_worlds_hold_bounded_and_do_not_resume() {
+    let _serial = SERIAL.lock().await;
+    let full = std::env::var("FAULTS_FULL").is_ok_and(|v| v == "1");
+    let noisy = "sim.sri.imperfections.noise_std=[0.09, 0.09, 0.225, 0.00225, 0.00225, 0.003]";
+    /// (name, settings, table stiffness set at run time, the CI form's cases)
+    type World<'a> = (&'a str, Vec<&'a str>, Option<f64>, Vec<(Target, Sig)>);
+    let worlds: [World; 3] = [
+        (
+            "steel table 1e6 N/m, not identified",
+            vec![],
+            Some(1e6),
+            vec![
+                (Target::Control, Sig::Kill),
+                (Target::RobotIo, Sig::Stop),
+                (Target::EgmReorder, Sig::Stop),
+            ],
+        ),
+        (
+            "soft pad 5e3 N/m, not identified",
+            vec![],
+            Some(5e3),
+            vec![(Target::Force, Sig::Kill), (Target::FtBox, Sig::Stop)],
+        ),
+        (
+            "3x sensor noise, 2 ms EGM jitter",
+            vec![noisy, "sim.egm.jitter_ms=2.0"],
+            None,
+            vec![
+                (Target::Sensor, Sig::Kill),
+                (Target::Kinematics, Sig::Stop),
+                (Target::EgmLoss, Sig::Stop),
+            ],
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (world, settings, stiffness, ci_cases) in worlds {
+        let mut set = vec!["sim.scenario=\"scenarios/table-contact.toml\""];
+        set.extend(settings);
+        let c = TestCell::start("faultworld", &set);
+        let s = up_all(&c).await;
+        if let Some(k) = stiffness {
+            let key = format!("cell/{}/sim/rpc/scenario", c.cell.id);
+            cell::cli::request(
+                &s,
+                &key,
+                Some(json!({ "set": { "surfaces.0.stiffness_n_per_m": k } }).to_string()),
+                Duration::from_secs(3),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{world}: scenario: {e}"));
+        }
+        let tap = Tap::start(&s, &c).await;
+        let mut list = if full { cases(Mode::Press) } else { ci_cases };
+        if full {
+            list.extend([
+                (Target::EgmLoss, Sig::Stop),
+                (Target::EgmReorder, Sig::Stop),
+            ]);
+        }
+        if let Ok(only) = std::env::var("FAULTS_ONLY") {
+            list.retain(|(t, sig)| {
+                t.name().contains(&only) || fault_name(*t, *sig).contains(&only)
+            });
+        }
+        for (t, sig) in list {
+            eprintln!("== world: {world}");
+            tap.clear();
+            let row = run_case(&s, &c, &tap, Mode::Press, t, sig).await;
+            rows.push(json!({ "world": world, "row": row }));
+        }
+    }
+    let path = std::env::temp_dir().join(format!("cell-faults-worlds-{}.json", std::process::id()));
+    let _ = std::fs::write(&path, serde_json::to_string_pretty(&rows).unwrap());
+    eprintln!("rows: {}", path.display());
+}
+
 /// The F/T box's values gone wrong and EGM loss, during the sliding press and while guiding
 /// (issue 23 item 2). The box runs its calibrated float format here (`sensor.sri.mode =
 /// "calibrated"`, the SRI box's mode E), the only one that can carry a NaN. Saturation, NaN and
@@ -1009,12 +1117,41 @@ async fn device_faults_in_force_modes_end_or_ride_through_bounded() {
             Target::FtGlitch,
             Target::FtDrift,
             Target::EgmLoss,
+            Target::EgmReorder,
         ] {
             if std::env::var("FAULTS_ONLY").is_ok_and(|o| !fault_name(t, Sig::Stop).contains(&o)) {
                 continue;
             }
             tap.clear();
+            let before = statuses(&s, &c.cell).await.unwrap();
             rows.push(run_case(&s, &c, &tap, mode, t, Sig::Stop).await);
+            if t == Target::EgmReorder {
+                // The fault reached robot-io: the simulated network reordered and duplicated
+                // datagrams, and robot-io took them for late and duplicate ones (resent the
+                // last reference, no supervisor step) — not new cycles.
+                let after = statuses(&s, &c.cell).await.unwrap();
+                let grew = |svc: &str, key: &str| {
+                    let n = |v: &std::collections::BTreeMap<String, Value>| {
+                        v.get(svc)
+                            .map_or(0, |x| x["detail"]["egm"][key].as_u64().unwrap_or(0))
+                    };
+                    n(&after) - n(&before)
+                };
+                let (reordered, duplicated) = (grew("sim", "reordered"), grew("sim", "duplicated"));
+                let (late, dups) = (grew("robot-io", "late"), grew("robot-io", "duplicates"));
+                eprintln!(
+                    "reordering: sim reordered {reordered}, duplicated {duplicated}; \
+                     robot-io late {late}, duplicates {dups}"
+                );
+                assert!(
+                    reordered >= 20 && duplicated >= 20,
+                    "the fault did not happen: {reordered} reordered, {duplicated} duplicated"
+                );
+                assert!(
+                    late >= 5 && dups >= 5,
+                    "robot-io did not see the late or duplicate datagrams: {late}, {dups}"
+                );
+            }
             if t == Target::FtDrift {
                 // At rest and off any surface, the drifted zero reads as a 5 N contact: the
                 // tare refuses it (the drift is seen at rest, with its reason); the box is

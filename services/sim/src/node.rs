@@ -320,6 +320,13 @@ impl Validate for SimConfig {
 pub struct Faults {
     pub packet_loss: f64,
     pub jitter_ms: f64,
+    /// Probability that an EGM datagram is overtaken by the next one (held back one datagram
+    /// and delivered after it), in each direction: the controller's `EgmRobot` to robot-io, and
+    /// robot-io's `EgmSensor` to the controller (which applies the reference that arrives
+    /// last, as a receiver that does not check `seqno`).
+    pub egm_reorder: f64,
+    /// Probability that an EGM datagram is delivered twice, in each direction.
+    pub egm_duplicate: f64,
     /// The controller stops EGM (stops sending) while true.
     pub controller_stopped: bool,
     pub motors_off: bool,
@@ -637,12 +644,14 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     }
                     let new: Faults = serde_json::from_value(cur).map_err(|e| e.to_string())?;
                     if !(0.0..=1.0).contains(&new.packet_loss)
+                        || !(0.0..=1.0).contains(&new.egm_reorder)
+                        || !(0.0..=1.0).contains(&new.egm_duplicate)
                         || !(0.0..=100.0).contains(&new.jitter_ms)
                         || !new.external_force_base_n.iter().all(|v| v.is_finite())
                     {
-                        return Err(
-                            "packet_loss in [0,1], jitter_ms in [0,100], forces finite".into()
-                        );
+                        return Err("packet_loss, egm_reorder, egm_duplicate in [0,1], \
+                             jitter_ms in [0,100], forces finite"
+                            .into());
                     }
                     *f = new;
                 }
@@ -710,6 +719,11 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     let mut rng = Rng(cfg.egm.seed.max(1));
     let mut buf = vec![0u8; 4096];
     let mut dropped = 0u64;
+    // Reordering and duplicates (faults `egm_reorder`, `egm_duplicate`): the datagram held
+    // back in each direction, and the counts.
+    let mut held_robot: Option<Vec<u8>> = None;
+    let mut held_reply: Option<Vec<u8>> = None;
+    let (mut reordered, mut duplicated) = (0u64, 0u64);
     let mut last_status = Instant::now();
     let mut last_truth = [0.0; 6];
     let mut last_world: Option<SensorTruth> = None;
@@ -727,7 +741,21 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             Some(()) = tick.recv() => {}
             r = sock.recv_from(&mut buf) => {
                 if let Ok((n, _from)) = r {
-                    ctl.apply_reply(&buf[..n]);
+                    let f = faults.lock().map(|g| *g).unwrap_or_default();
+                    let bytes = &buf[..n];
+                    if held_reply.is_none() && f.egm_reorder > 0.0 && rng.next_f64() < f.egm_reorder {
+                        held_reply = Some(bytes.to_vec());
+                        reordered += 1;
+                    } else {
+                        ctl.apply_reply(bytes);
+                        if f.egm_duplicate > 0.0 && rng.next_f64() < f.egm_duplicate {
+                            ctl.apply_reply(bytes);
+                            duplicated += 1;
+                        }
+                        if let Some(late) = held_reply.take() {
+                            ctl.apply_reply(&late);
+                        }
+                    }
                 }
                 continue;
             }
@@ -831,8 +859,25 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 } else {
                     Duration::ZERO
                 };
-                egm_out.send(robot_io::egm::proto::encode_robot(&msg), delay);
+                let bytes = robot_io::egm::proto::encode_robot(&msg);
+                if held_robot.is_none() && f.egm_reorder > 0.0 && rng.next_f64() < f.egm_reorder {
+                    held_robot = Some(bytes);
+                    reordered += 1;
+                } else {
+                    if f.egm_duplicate > 0.0 && rng.next_f64() < f.egm_duplicate {
+                        egm_out.send(bytes.clone(), delay);
+                        duplicated += 1;
+                    }
+                    egm_out.send(bytes, delay);
+                    if let Some(late) = held_robot.take() {
+                        egm_out.send(late, delay);
+                    }
+                }
             }
+        } else if phase + 1 == ticks_per_cycle {
+            // Not sending: a datagram held back is not delivered seconds later into another
+            // session (no real network holds one that long).
+            held_robot = None;
         }
         if last_status.elapsed() >= Duration::from_millis(250) {
             last_status = Instant::now();
@@ -843,6 +888,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 "base_ticks": base_ticks,
                 "wall_minus_sim_s": started.elapsed().as_secs_f64() - sim_elapsed,
                 "egm": { "sent": ctl.stats.sent, "replies": ctl.stats.replies, "dropped": dropped,
+                         "reordered": reordered, "duplicated": duplicated,
                          "cycle_ms": cfg.egm.cycle_ms,
                          "malformed_replies": ctl.stats.malformed_replies,
                          "nonfinite_replies": ctl.stats.nonfinite_replies,

@@ -57,8 +57,10 @@ pub struct Handled {
 
 /// What robot-io sent, measured on the encoded replies on robot-io's clock (the step time
 /// the supervisor used): peaks of speed and acceleration relative to the joint limits over
-/// consecutive active replies (the exempt replies — first of a session, controller not
-/// ready, hold — start a new run). For status and the whole-cell tests.
+/// consecutive active replies (the exempt replies — controller not ready, hold — start a new
+/// run at rest; a session's first reply, and the first ever, are measured from the robot's
+/// measured position at rest, where the supervisor starts them). For status and the
+/// whole-cell tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ReferenceStats {
     pub active_replies: u64,
@@ -116,7 +118,17 @@ impl EgmCore {
         self.refs
     }
 
-    fn record(&mut self, reply: &SensorReply, dt: f64, exempt: bool, controlled_end: bool) {
+    /// Records one reply. `from_rest_at`: the supervisor started this reply's step from the
+    /// robot's measured position at rest (a new session, or nothing sent before), so the
+    /// reply is measured from there — not from a previous reply, which the robot was not at.
+    fn record(
+        &mut self,
+        reply: &SensorReply,
+        dt: f64,
+        exempt: bool,
+        controlled_end: bool,
+        from_rest_at: Option<[f64; AXES]>,
+    ) {
         if dt.is_nan() || dt <= 0.0 {
             return;
         }
@@ -125,7 +137,11 @@ impl EgmCore {
         let mut v = [0.0; AXES];
         // A controlled end is measured against the limits like an active reply.
         let measured = !exempt || controlled_end;
-        if let (true, Some((pq, pv, was_active, pdt))) = (measured, self.refs.prev) {
+        let prev = match from_rest_at {
+            Some(q0) => Some((q0, [0.0; AXES], false, dt)),
+            None => self.refs.prev,
+        };
+        if let (true, Some((pq, pv, was_active, pdt))) = (measured, prev) {
             // The velocity change spans the two steps' midpoints (as the supervisor's bound).
             let dt_mid = if was_active {
                 crate::supervisor::dv_span(pdt, dt)
@@ -240,11 +256,18 @@ impl EgmCore {
         };
         if let Some(r) = &reply {
             let new_session = self.session.last_new_session();
-            let exempt = out.level != common::msg::SafetyLevel::Active || new_session;
+            let exempt = out.level != common::msg::SafetyLevel::Active;
             let controlled_end = !new_session
                 && out.level == common::msg::SafetyLevel::Hold
                 && out.reason == common::msg::SafetyReason::MotionEnded;
-            self.record(r, dt_s, exempt, controlled_end);
+            // A session's first step, or the first with anything to start from, leaves the
+            // measured position at rest (the supervisor forgot the motion, or had none).
+            let from_rest_at = if new_session || self.refs.prev.is_none() {
+                self.q_meas
+            } else {
+                None
+            };
+            self.record(r, dt_s, exempt, controlled_end, from_rest_at);
         }
         Handled {
             datagram,
@@ -359,6 +382,40 @@ mod tests {
         assert_eq!(dup.datagram, Datagram::Repeat(FeedbackError::Duplicate));
         assert_eq!(dup.reply.unwrap().q_deg, last.q_deg);
         assert_eq!(c.cycle(), cycles, "no supervisor step for repeats");
+    }
+
+    /// Fuzz regression (`fuzz/regressions/egm_robot/reference_stats_first_answered_cycle_moving`):
+    /// the statistics took the first reply they recorded (and the first of a session) as a
+    /// start from rest *at that reply*, so the next reply of a stream the supervisor had
+    /// already accelerated within its limits read as 1.5–2.3 × the acceleration limit. The
+    /// supervisor starts such a step from the measured position at rest; so must the figure.
+    #[test]
+    fn reference_stats_measure_a_session_start_from_the_measured_position_at_rest() {
+        let meas = [10.0, 5.0, 0.0, 0.0, 30.0, 0.0];
+        let far = cmd(1, [1.0; 6]);
+        // (a) The first datagram has no usable joints, the second is lost; (b) a command is
+        // fresh on the session's first datagram.
+        for first_without_joints in [true, false] {
+            let mut c = core();
+            let mut r = robot(0, 0, meas, true);
+            if first_without_joints {
+                r.feed_back = None;
+            }
+            c.on_datagram(&bytes(&r), 0.0, Some((&far, 0.0)));
+            let from = if first_without_joints { 2 } else { 1 };
+            for k in from..40u32 {
+                let t = f64::from(k) * 0.004;
+                c.on_datagram(&bytes(&robot(k, k * 4, meas, true)), t, Some((&far, t)));
+            }
+            let s = c.reference_stats();
+            assert!(
+                s.peak_accel_ratio <= 1.0 + 1e-6,
+                "{first_without_joints}: {s:?}"
+            );
+            // Measured, not skipped: the stream accelerates at its limit from rest.
+            assert!(s.peak_accel_ratio > 0.9, "{first_without_joints}: {s:?}");
+            assert!(s.active_replies >= 37, "{first_without_joints}: {s:?}");
+        }
     }
 
     #[test]
