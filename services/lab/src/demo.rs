@@ -21,8 +21,10 @@ use nalgebra::Vector3;
 use serde_json::{json, Value};
 use zenoh::Session;
 
+use client::{cli, hybrid, lead};
+
 use crate::{
-    cli, experiment, hybrid, lead,
+    experiment,
     leadexp::{self, Recorder},
     plot::{self, Figure, Panel, Series},
 };

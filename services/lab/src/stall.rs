@@ -110,7 +110,7 @@ impl Retry {
 /// The scheduling gaps of each cell service that answers its status (name, gaps), and the
 /// services of [`CELL_SERVICES`] that did not answer.
 pub async fn gaps(s: &Session, cell: &CellSection) -> (Vec<(String, Vec<Gap>)>, Vec<String>) {
-    let all = crate::cli::status(s, cell, None).await.unwrap_or_default();
+    let all = client::cli::status(s, cell, None).await.unwrap_or_default();
     let mut out = Vec::new();
     for v in &all {
         let Some(name) = v["service"].as_str() else {

@@ -39,10 +39,12 @@ use common::{
 use serde_json::{json, Value};
 use zenoh::Session;
 
+use client::cli;
+
 use crate::{
-    cli,
-    experiment::{checks, fmt_value, target, Options},
     plot::{self, Figure, Panel, Series},
+    score::{checks, fmt_value, target},
+    Options,
 };
 
 /// The peg's radius (m), as in the scenario.
@@ -214,7 +216,7 @@ fn task(
 }
 
 async fn send(s: &Session, cell: &CellSection, mut t: HybridTask) -> anyhow::Result<()> {
-    crate::hybrid::wait_for_usable_wrench(s, cell, Duration::from_secs(1)).await;
+    client::hybrid::wait_for_usable_wrench(s, cell, Duration::from_secs(1)).await;
     t.stamp = cli::stamp();
     s.put(topic::HYBRID_TASK.key(&cell.id), codec::encode(&t)?)
         .await
@@ -384,7 +386,7 @@ async fn run_case(
         (HOLE_M[1] + OFFSET_M[1]) * 1e3,
         HOLE_M[2] * 1e3 + 3.0,
     ];
-    crate::experiment::place(s, cell, [start_mm[0], start_mm[1], 320.0]).await?;
+    crate::steps::place(s, cell, [start_mm[0], start_mm[1], 320.0], 100.0).await?;
     cli::request(
         s,
         scenario_key,
@@ -406,8 +408,8 @@ async fn run_case(
     )
     .await
     .context("setting the clearance")?;
-    crate::experiment::place(s, cell, start_mm).await?;
-    crate::experiment::tare(s, cell).await?;
+    crate::steps::place(s, cell, start_mm, 100.0).await?;
+    crate::steps::tare(s, cell).await?;
 
     let mut f = Follower::new(s, cell).await?;
     let mut notes: Vec<String> = Vec::new();

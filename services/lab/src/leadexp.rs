@@ -4,7 +4,7 @@
 //!
 //! The operator is the simulator's scripted hand (`docs/simulator.md`, "Operator hand"), set
 //! through the scenario RPC; guiding is started on control's `control/rpc/lead` queryable and
-//! kept alive by streaming `control/enable` ([`crate::lead`]). Every pull is scored on the
+//! kept alive by streaming `control/enable` ([`client::lead`]). Every pull is scored on the
 //! simulator's ground truth (`sim/truth`: TCP position, the hand's force) and on what control
 //! commanded (`control/guide_state`); playback also on what kinematics sent robot-io
 //! (`kin/joint_cmd`, per robot cycle). Control sees only the F/T sensor and the joints.
@@ -29,13 +29,15 @@ use nalgebra::Vector3;
 use serde_json::{json, Value};
 use zenoh::Session;
 
+use client::{cli, lead};
+
 use crate::{
-    cli,
-    experiment::{checks, target},
-    lead,
     plot::{self, Figure, Panel, Series},
+    score::{checks, fmt_value, target, Target},
     stall,
 };
+
+pub use crate::steps::{place, place_and_tare, scenario, tare};
 
 /// The lead-through experiments, in the order `cell experiment all` runs them.
 pub const NAMES: &[&str] = &["lead-through-axes", "lead-through-45", "teach-playback"];
@@ -159,84 +161,6 @@ pub async fn identify_payload_at(
         timeout,
     )
     .await
-}
-
-/// One request to the simulator's scenario RPC.
-pub async fn scenario(s: &Session, cell: &CellSection, body: Value) -> anyhow::Result<Value> {
-    let key = format!("cell/{}/sim/rpc/scenario", cell.id);
-    cli::request(s, &key, Some(body.to_string()), Duration::from_secs(3))
-        .await
-        .with_context(|| format!("scenario {body}"))
-}
-
-/// Moves the tool (pointing down) to `xyz_mm` at `speed_mm_s` and waits until it is still.
-pub async fn place(
-    s: &Session,
-    cell: &CellSection,
-    xyz_mm: [f64; 3],
-    speed_mm_s: f64,
-) -> anyhow::Result<()> {
-    let pose =
-        kinematics::pose::pose_from_abb(xyz_mm, [0.0, 0.0, 1.0, 0.0]).context("placement pose")?;
-    let target = kinematics::node::to_msg_pose(&pose);
-    let mut last = None;
-    // A second attempt when a proven host stall's hold ended the first move (robot-io held on
-    // an EGM silence of the frozen host: the motion ends and must be commanded again), or it
-    // did not settle in time. Any other end (a stop, a refusal) fails at once.
-    for attempt in 0..2 {
-        let started = stall::Attempt::start();
-        let before = cli::control_errors(s, cell).await;
-        cli::move_to(s, cell, target, speed_mm_s * 1e-3, 45f64.to_radians()).await?;
-        match cli::wait_move(s, cell, &target, before, Duration::from_secs(20), false).await {
-            Ok(()) => return Ok(()),
-            Err(e) => {
-                let why = format!("{e:#}");
-                let again = attempt == 0
-                    && (why.contains("did not reach the target")
-                        || stall::check(s, cell, "placement", &why, started)
-                            .await
-                            .is_ok());
-                if again {
-                    eprintln!(
-                        "      move to {xyz_mm:?} mm ended early ({why}); commanding it again"
-                    );
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    last = Some(e);
-                    continue;
-                }
-                last = Some(e);
-                break;
-            }
-        }
-    }
-    Err(last.unwrap_or_else(|| anyhow::anyhow!("move failed")))
-        .with_context(|| format!("moving to {xyz_mm:?} mm"))
-}
-
-/// Tares, retrying while the estimate settles (the force service refuses a tare while the
-/// wrench is not static).
-pub async fn tare(s: &Session, cell: &CellSection) -> anyhow::Result<()> {
-    let key = force::node::rpc_key(&cell.id, "tare");
-    let mut last = None;
-    for _ in 0..40 {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        match cli::request(s, &key, None, Duration::from_secs(10)).await {
-            Ok(_) => return Ok(()),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| anyhow::anyhow!("tare failed")))
-}
-
-/// [`place`] then [`tare`].
-pub async fn place_and_tare(
-    s: &Session,
-    cell: &CellSection,
-    xyz_mm: [f64; 3],
-    speed_mm_s: f64,
-) -> anyhow::Result<()> {
-    place(s, cell, xyz_mm, speed_mm_s).await?;
-    tare(s, cell).await.context("tare")
 }
 
 /// What the recorder collected.
@@ -823,9 +747,9 @@ fn progress_line(c: &CaseOut) -> String {
             format!(
                 "{} {} ({} {} {}){}",
                 ch["metric"].as_str().unwrap_or("?"),
-                crate::experiment::fmt_value(&ch["value"]),
+                fmt_value(&ch["value"]),
                 ch["op"].as_str().unwrap_or("?"),
-                crate::experiment::fmt_value(&ch["target"]),
+                fmt_value(&ch["target"]),
                 if ch["pass"] == true { "✓" } else { "✗" },
                 if ch["gate"] == true { "" } else { " goal" },
             )
@@ -981,7 +905,7 @@ fn pull_metrics(p: &Pull) -> serde_json::Map<String, Value> {
 }
 
 /// The gate every pull case shares: the guide session never ended during the pull.
-fn guide_ended_target() -> crate::experiment::Target {
+fn guide_ended_target() -> Target {
     target(
         "guide_ended",
         "==",
@@ -1844,13 +1768,7 @@ pub fn joint_fractions(
 }
 
 /// A playback's metrics and targets (gates when `gate`, else goals).
-fn playback_metrics(
-    r: &Played,
-    gate: bool,
-) -> (
-    serde_json::Map<String, Value>,
-    Vec<crate::experiment::Target>,
-) {
+fn playback_metrics(r: &Played, gate: bool) -> (serde_json::Map<String, Value>, Vec<Target>) {
     let mut m = serde_json::Map::new();
     let max_err = r.waypoint_errors_m.iter().copied().fold(0.0, f64::max);
     m.insert("max_waypoint_error_m".into(), json!(max_err));

@@ -4,7 +4,7 @@
 //! Each experiment is a list of cases: a scenario request to `cell-sim` (plus the operator's
 //! `--world KEY=VALUE` settings), for arm cases a move above the fixture and a tare, then a
 //! hybrid task (the files of `tasks/`, embedded; amplitude, step size and rate set per case)
-//! run and recorded by [`crate::hybrid::run`]. Forces are scored on the simulator's ground
+//! run and recorded by [`client::hybrid::run`]. Forces are scored on the simulator's ground
 //! truth, 12 Hz zero-phase filtered as the paper's plots (the plant at 1 kHz; the arm once per
 //! law step), against the task's reference. Per case: `trace.csv`/`truth.csv`/`metrics.json`
 //! (as `cell hybrid`) and `plot.csv` (the plotted series); per experiment: `NAME.svg`,
@@ -23,18 +23,23 @@ use std::{
 use anyhow::Context;
 use common::{
     config::CellSection,
-    msg::{HybridPhase, HybridTask, Profile, TaskRobot},
+    msg::{HybridTask, Profile, TaskRobot},
 };
-use control::metrics::{error_stats, lowpass_zero_phase, resample, step_figures};
 use serde_json::{json, Value};
 use zenoh::Session;
 
-use crate::{
+use client::{
     cli,
     hybrid::{self, Outcome, RunOptions},
     launcher,
-    plot::{self, Figure, Panel, Series},
 };
+
+use crate::plot::{self, Figure, Panel, Series};
+use crate::score::hybrid::{
+    first_contact_figures, judge, score, Anchor, Case, CaseSeries, Score, TrueStiffness,
+};
+pub use crate::score::{checks, fmt_value, target, Target};
+pub use crate::Options;
 
 /// Experiments `cell experiment` knows, in the order `all` runs them.
 pub const NAMES: &[&str] = &[
@@ -58,140 +63,8 @@ const TASK_FIG10: &str = include_str!("../../../tasks/rc-fig10-force-ramp.toml")
 const TASK_CONTOUR: &str = include_str!("../../../tasks/contour-cylinder.toml");
 const PRESS_TASK: &str = include_str!("../../../tasks/press-table.toml");
 
-/// Options of a run.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// The plant law's rate (Hz); `None`: the experiment's (the paper's) rate.
-    pub rate_hz: Option<f64>,
-    /// Output directory of this experiment.
-    pub out: PathBuf,
-    /// Progress lines on stderr.
-    pub progress: bool,
-    /// Scenario `set` key paths applied after each case's scenario is loaded.
-    pub world: serde_json::Map<String, Value>,
-    /// The CI short form: fewer cases.
-    pub short: bool,
-}
-
-/// How a case's force is scored.
-#[derive(Debug, Clone, Copy)]
-enum Score {
-    /// A step of the force reference (task time, shifted by contact for `from_contact`).
-    Step { before: f64, after: f64, at_s: f64 },
-    /// Errors within `[from_s, to_s]` after the event `anchor`; the paper's exclusion, if it
-    /// made one, in `ends_excluded_s` (a second pair of figures, `*_excl_ends_n`).
-    Window {
-        anchor: Anchor,
-        from_s: f64,
-        to_s: f64,
-        ends_excluded_s: f64,
-    },
-}
-
-/// The event a scoring window is measured from.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Anchor {
-    /// The reference's own clock: task time 0, or control's contact for `from_contact` tasks
-    /// (the reference starts there).
-    Reference,
-    /// The first instant the true contact force is above zero (ground truth): the event a
-    /// scenario's trigger (`trigger = "contact"`) fires on.
-    TruthTouch,
-}
-
-/// A target: `metric op value` (`<=`, `>=`, `==`); `gate`: `cell experiment` (and the CI short
-/// form) fails when it is not met. Shared by every experiment module.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub metric: &'static str,
-    pub op: &'static str,
-    pub value: Value,
-    pub gate: bool,
-    pub source: &'static str,
-}
-
-pub fn target(
-    metric: &'static str,
-    op: &'static str,
-    value: Value,
-    gate: bool,
-    source: &'static str,
-) -> Target {
-    Target {
-        metric,
-        op,
-        value,
-        gate,
-        source,
-    }
-}
-
-/// Checks `metrics` against `targets`: the checks (JSON, as `cell experiment`'s) and whether
-/// every gate held.
-pub fn checks(metrics: &serde_json::Map<String, Value>, targets: &[Target]) -> (Vec<Value>, bool) {
-    let mut out = Vec::new();
-    let mut passed = true;
-    for tg in targets {
-        let v = metrics.get(tg.metric).cloned().unwrap_or(Value::Null);
-        let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
-        let pass = match tg.op {
-            "<=" => num(&v) <= num(&tg.value),
-            ">=" => num(&v) >= num(&tg.value),
-            "==" => v == tg.value,
-            _ => false,
-        };
-        if tg.gate && !pass {
-            passed = false;
-        }
-        out.push(json!({
-            "metric": tg.metric, "op": tg.op, "target": tg.value, "value": v,
-            "pass": pass, "gate": tg.gate, "source": tg.source,
-        }));
-    }
-    (out, passed)
-}
-
 // The plant and arm experiments' short name for [`target`].
 use self::target as t;
-
-#[derive(Debug, Clone)]
-struct Case {
-    label: String,
-    /// Scenario RPC request that sets the world up (`load` implies a reset).
-    scenario: Value,
-    /// Arm: place the tool (pointing down) here (mm, base) and tare before the task.
-    place_mm: Option<[f64; 3]>,
-    task: HybridTask,
-    force_axis: usize,
-    score: Score,
-    targets: Vec<Target>,
-    note: Option<String>,
-    /// The case is expected to end by a limit (reported, not a failure).
-    may_abort: bool,
-    /// Score the first contact too and plot the stiffness (`unknown-surface`).
-    first_contact: Option<TrueStiffness>,
-}
-
-/// The stiffness of a case's world under the tool, for the plot beside the estimate: `k0`,
-/// and where it changes along {C} x (from, to: the displacement from the task's start, m;
-/// the stiffness from `to` on), the compliance linear in between (the simulator's `grade`).
-#[derive(Debug, Clone, Copy)]
-struct TrueStiffness {
-    k0: f64,
-    grade: Option<(f64, f64, f64)>,
-}
-
-impl TrueStiffness {
-    fn at(&self, x: f64) -> f64 {
-        match self.grade {
-            Some((a, b, k1)) if b > a => {
-                let w = ((x - a) / (b - a)).clamp(0.0, 1.0);
-                1.0 / ((1.0 - w) / self.k0 + w / k1)
-            }
-            _ => self.k0,
-        }
-    }
-}
 
 fn parse_task(text: &str) -> anyhow::Result<HybridTask> {
     control::taskfile::parse(text).map_err(|e| anyhow::anyhow!("task: {}", e.join("; ")))
@@ -801,28 +674,15 @@ fn slug(label: &str) -> String {
     s.trim_matches('-').to_string()
 }
 
-pub fn fmt_value(v: &Value) -> String {
-    match v {
-        Value::Number(n) => match n.as_f64() {
-            Some(x) if x != 0.0 && x.abs() < 0.01 => format!("{x:.2e}"),
-            Some(x) => format!("{x:.3}"),
-            None => n.to_string(),
-        },
-        Value::Null => "–".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// Moves the tool (pointing down) to `xyz_mm` at 100 mm/s and waits until it is still there
-/// (commanded again once when the first move ends early: [`crate::leadexp::place`]).
+/// (commanded again once when the first move ends early: [`crate::steps::place`]).
 pub(crate) async fn place(s: &Session, cell: &CellSection, xyz_mm: [f64; 3]) -> anyhow::Result<()> {
-    crate::leadexp::place(s, cell, xyz_mm, 100.0).await
+    crate::steps::place(s, cell, xyz_mm, 100.0).await
 }
 
-/// Tares, retrying while the estimate settles ([`crate::leadexp::tare`]).
+/// Tares, retrying while the estimate settles ([`crate::steps::tare`]).
 pub(crate) async fn tare(s: &Session, cell: &CellSection) -> anyhow::Result<()> {
-    crate::leadexp::tare(s, cell).await
+    crate::steps::tare(s, cell).await
 }
 
 /// One case; run once more when a proven host stall held it ([`crate::stall`]: every cell
@@ -927,411 +787,6 @@ async fn run_case_once(
     })
 }
 
-/// A case's verdict from its scored metrics (pure): the targets' checks; a gate missed, an
-/// unexpected end (`aborted` when the case may not abort) or missing ground truth (≥ 10 % of
-/// the law steps without it, or no true touch for a window placed on one: `truth_missing` is
-/// added to the metrics) fails it, whatever its numbers.
-fn judge(
-    case: &Case,
-    metrics: &mut serde_json::Map<String, Value>,
-    aborted: bool,
-) -> (Vec<Value>, bool) {
-    let (checks, mut passed) = checks(metrics, &case.targets);
-    if aborted && !case.may_abort {
-        passed = false;
-    }
-    let coverage = metrics["truth_coverage"].as_f64().unwrap_or(0.0);
-    let touch_needed = matches!(
-        case.score,
-        Score::Window {
-            anchor: Anchor::TruthTouch,
-            ..
-        }
-    );
-    let untouched = touch_needed && metrics["touched"] != json!(true);
-    if coverage < 0.9 || untouched {
-        passed = false;
-        metrics.insert(
-            "truth_missing".into(),
-            json!(format!(
-                "ground truth on {:.0} % of the law steps{}",
-                coverage * 100.0,
-                if untouched {
-                    "; no true touch to place the window on"
-                } else {
-                    ""
-                }
-            )),
-        );
-    }
-    (checks, passed)
-}
-
-/// The plotted series of a case.
-struct CaseSeries {
-    /// Force: time, reference, filtered truth, raw truth (plant) or the estimate (arm).
-    t: Vec<f64>,
-    reference: Vec<f64>,
-    filtered: Vec<f64>,
-    raw: Vec<(f64, f64)>,
-    raw_label: &'static str,
-    /// Position: time, reference, measured, and the axis name.
-    pos_t: Vec<f64>,
-    pos_ref: Vec<f64>,
-    pos: Vec<f64>,
-    pos_axis: String,
-}
-
-/// Scores a recorded case: the force axis on the 12 Hz-filtered ground truth.
-#[allow(clippy::needless_range_loop)] // axis k of several arrays
-fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>, CaseSeries) {
-    let k = case.force_axis;
-    let rows = &o.rows;
-    let contact_at = rows
-        .iter()
-        .find(|r| r.state.phase == HybridPhase::Contact)
-        .map(|r| r.state.t_s);
-    let shift = if case.task.from_contact {
-        contact_at.unwrap_or(0.0)
-    } else {
-        0.0
-    };
-    // Ground truth only: the plant at 1 kHz; the arm once per law step (the rows that have
-    // it). Never the estimate in its place: a missing truth fails the case (`truth_coverage`).
-    let (tt, raw, raw_label): (Vec<f64>, Vec<f64>, &str) = if !o.truth.is_empty() {
-        (
-            o.truth.iter().map(|(t, _)| *t).collect(),
-            o.truth.iter().map(|(_, f)| f[k.min(1)]).collect(),
-            "raw truth (1 kHz)",
-        )
-    } else {
-        let (t, f): (Vec<f64>, Vec<f64>) = rows
-            .iter()
-            .filter_map(|r| r.truth_force.map(|f| (r.state.t_s, f[k.min(2)])))
-            .unzip();
-        (t, f, "truth (per law step)")
-    };
-    let truth_coverage = if o.truth.is_empty() {
-        rows.iter().filter(|r| r.truth_force.is_some()).count() as f64 / rows.len().max(1) as f64
-    } else {
-        1.0
-    };
-    let fs = if tt.len() > 1 {
-        ((tt.len() - 1) as f64 / (tt[tt.len() - 1] - tt[0]).max(1e-9))
-            .round()
-            .max(1.0)
-    } else {
-        1.0
-    };
-    let (tg, gu) = resample(&tt, &raw, fs);
-    let gf = lowpass_zero_phase(&gu, 12.0, fs);
-    let rg: Vec<f64> = tg
-        .iter()
-        .map(|t| control::hybrid::profile_value(&case.task.reference[k], *t - shift))
-        .collect();
-    let end = tg.last().copied().unwrap_or(0.0);
-    let mut m = serde_json::Map::new();
-    // Step cases: errors after the transient (0.5 s after the step), the force reaching 0 only
-    // counts from the step (before it the reference may be 0 N).
-    // The true first touch: the first raw truth sample pressing (> 0 N).
-    let touch = tt
-        .iter()
-        .zip(&raw)
-        .find(|(_, f)| **f > 0.0)
-        .map(|(t, _)| *t);
-    let (from, to, lost_from) = match case.score {
-        Score::Step { at_s, .. } => (at_s + shift + 0.5, end, at_s + shift),
-        Score::Window {
-            anchor,
-            from_s,
-            to_s,
-            ..
-        } => {
-            let at = match anchor {
-                Anchor::Reference => shift,
-                // No touch: the window cannot be placed; scored from task time 0 and the
-                // case fails on `touched` below.
-                Anchor::TruthTouch => touch.unwrap_or(0.0),
-            };
-            (from_s + at, (to_s + at).min(end), from_s + at)
-        }
-    };
-    m.insert("window_from_s".into(), json!(from));
-    m.insert("window_to_s".into(), json!(to));
-    m.insert("touched".into(), json!(touch.is_some()));
-    m.insert("touch_at_s".into(), json!(touch));
-    let (rms, max) = error_stats(&tg, &gf, &rg, from, to);
-    if let Score::Window {
-        ends_excluded_s, ..
-    } = case.score
-    {
-        if ends_excluded_s > 0.0 {
-            let (r, mx) = error_stats(&tg, &gf, &rg, from + ends_excluded_s, to - ends_excluded_s);
-            m.insert("rms_force_error_excl_ends_n".into(), json!(finite(r)));
-            m.insert("max_force_error_excl_ends_n".into(), json!(finite(mx)));
-            m.insert("ends_excluded_s".into(), json!(ends_excluded_s));
-        }
-    }
-    if let Score::Step {
-        before,
-        after,
-        at_s,
-    } = case.score
-    {
-        let at = at_s + shift;
-        let f = step_figures(&tg, &gf, at, before, after, 1.0);
-        m.insert("rise_time_s".into(), json!(f.rise_time_s));
-        m.insert("t90_s".into(), json!(f.t90_s));
-        m.insert("overshoot_pct".into(), json!(f.overshoot_pct));
-        m.insert(
-            "steady_state_error_n".into(),
-            json!(finite(f.steady_state_error)),
-        );
-        m.insert(
-            "steady_state_mean_error_n".into(),
-            json!(finite(f.steady_state_mean_error)),
-        );
-        m.insert("limit_cycle_n".into(), json!(f.limit_cycle_amplitude));
-        let band = (0.1 * (after - before).abs()).max(1.0);
-        m.insert(
-            "settling_time_s".into(),
-            json!(settling(&tg, &gf, at, after, band)),
-        );
-        m.insert("settling_band_n".into(), json!(band));
-    }
-    m.insert("rms_force_error_n".into(), json!(finite(rms)));
-    m.insert("max_force_error_n".into(), json!(finite(max)));
-    // Contact: control's view (losses) or the filtered truth at or below zero after contact.
-    let losses = rows
-        .windows(2)
-        .filter(|w| {
-            w[0].state.phase != HybridPhase::ContactLost
-                && w[1].state.phase == HybridPhase::ContactLost
-        })
-        .count();
-    let filtered_zero = tg
-        .iter()
-        .zip(&gf)
-        .any(|(t, f)| *t >= lost_from && *t <= to && *f <= 0.0);
-    m.insert("contact_lost".into(), json!(losses > 0 || filtered_zero));
-    if !o.truth.is_empty() {
-        let dt = 1.0 / fs;
-        let off = tt
-            .iter()
-            .zip(&raw)
-            .filter(|(t, f)| **t >= lost_from && **t <= to && **f <= 0.0)
-            .count() as f64
-            * dt;
-        m.insert("raw_off_surface_s".into(), json!(off));
-    }
-    // Position axes: the largest deviation from the reference after contact — the plant's
-    // true hand position; the arm's TCP as control measures it (joint feedback through FK:
-    // not gated on the arm).
-    let plant = !o.truth.is_empty();
-    let mut dev: Option<f64> = Some(0.0);
-    for kk in 0..3 {
-        if case.task.force_axes[kk] {
-            continue;
-        }
-        for r in rows {
-            if contact_at.is_some_and(|c| r.state.t_s >= c) {
-                let p = if plant {
-                    r.truth_position.map(|p| p[kk])
-                } else {
-                    Some(r.state.position[kk])
-                };
-                dev = match (dev, p) {
-                    (Some(d), Some(p)) => Some(d.max((p - r.state.position_ref[kk]).abs())),
-                    _ => None,
-                };
-            }
-        }
-    }
-    m.insert("max_position_error_m".into(), json!(dev));
-    m.insert("truth_coverage".into(), json!(truth_coverage));
-    // Where each figure comes from.
-    let truth = if plant {
-        "truth: plant (sim/plant/state), 12 Hz filtered"
-    } else {
-        "truth: sim/truth at the tool, 12 Hz filtered"
-    };
-    let mut sources = serde_json::Map::new();
-    for key in [
-        "rise_time_s",
-        "t90_s",
-        "overshoot_pct",
-        "steady_state_error_n",
-        "steady_state_mean_error_n",
-        "limit_cycle_n",
-        "settling_time_s",
-        "rms_force_error_n",
-        "max_force_error_n",
-        "rms_force_error_excl_ends_n",
-        "max_force_error_excl_ends_n",
-        "touch_at_s",
-        "raw_off_surface_s",
-    ] {
-        sources.insert(key.into(), json!(truth));
-    }
-    sources.insert(
-        "contact_lost".into(),
-        json!(format!("{truth}, or control's contact losses")),
-    );
-    sources.insert(
-        "max_position_error_m".into(),
-        json!(if plant {
-            "truth: the plant's hand position"
-        } else {
-            "control: TCP from joint feedback (FK)"
-        }),
-    );
-    sources.insert("completed".into(), json!("control"));
-    sources.insert("late_law_cycles".into(), json!("control's law clock"));
-    m.insert("sources".into(), json!(sources));
-    // Context for the scores above: law cycles the host ran late inside the scored window
-    // (the law's own clock stepping more than 1.5 periods). Not a gate; a run with late cycles
-    // perturbs the plant's stick-slip sequence (docs/hybrid.md, Fig. 8).
-    let law_period_s = 1.0
-        / if case.task.rate_hz > 0.0 {
-            case.task.rate_hz
-        } else {
-            250.0
-        };
-    let law_t: Vec<f64> = rows.iter().map(|r| r.state.t_s).collect();
-    m.insert(
-        "late_law_cycles".into(),
-        json!(control::metrics::late_steps(&law_t, law_period_s, from, to)),
-    );
-    m.insert("completed".into(), json!(o.aborted.is_none()));
-    m.insert("aborted".into(), json!(o.aborted));
-    m.insert("contact_at_s".into(), json!(contact_at));
-    m.insert(
-        "law_rate_hz".into(),
-        json!(if case.task.rate_hz > 0.0 {
-            case.task.rate_hz
-        } else {
-            250.0
-        }),
-    );
-    if o.truth.is_empty() {
-        // Arm: the F/T estimate (what control regulates) too.
-        let t: Vec<f64> = rows.iter().map(|r| r.state.t_s).collect();
-        let f: Vec<f64> = rows.iter().map(|r| r.state.force[k]).collect();
-        let r: Vec<f64> = rows.iter().map(|r| r.state.force_ref[k]).collect();
-        let (erms, emax) = error_stats(&t, &f, &r, from, to);
-        m.insert("estimate_rms_force_error_n".into(), json!(finite(erms)));
-        m.insert("estimate_max_force_error_n".into(), json!(finite(emax)));
-    }
-    // Position panel: the position axis whose reference moves most, else the force axis's
-    // displacement.
-    let span = |kk: usize| {
-        let v: Vec<f64> = rows.iter().map(|r| r.state.position_ref[kk]).collect();
-        v.iter().fold(f64::NEG_INFINITY, |a, b| a.max(*b))
-            - v.iter().fold(f64::INFINITY, |a, b| a.min(*b))
-    };
-    let pos_k = (0..3)
-        .filter(|kk| !case.task.force_axes[*kk])
-        .filter(|kk| span(*kk) > 1e-6)
-        .max_by(|a, b| span(*a).total_cmp(&span(*b)))
-        .unwrap_or(k);
-    let axis = control::hybrid::AXES[pos_k];
-    let raw_pts: Vec<(f64, f64)> = if !o.truth.is_empty() {
-        // Thin the 1 kHz raw truth for the plot.
-        tt.iter()
-            .zip(&raw)
-            .step_by(2)
-            .map(|(a, b)| (*a, *b))
-            .collect()
-    } else {
-        rows.iter()
-            .map(|r| (r.state.t_s, r.state.force[k]))
-            .collect()
-    };
-    let series = CaseSeries {
-        t: tg,
-        reference: rg,
-        filtered: gf,
-        raw: raw_pts,
-        raw_label,
-        pos_t: rows.iter().map(|r| r.state.t_s).collect(),
-        pos_ref: rows.iter().map(|r| r.state.position_ref[pos_k]).collect(),
-        pos: rows.iter().map(|r| r.state.position[pos_k]).collect(),
-        pos_axis: if case.task.force_axes[pos_k] {
-            format!("{axis} (force axis)")
-        } else {
-            axis.to_string()
-        },
-    };
-    (m, series)
-}
-
-fn finite(x: f64) -> Option<f64> {
-    x.is_finite().then_some(x)
-}
-
-/// The first contact on the true force of the force axis (raw, per law step): its peak
-/// within 1 s of the touch, the rise from 10 to 90 % of the setpoint, the overshoot past it
-/// until the move starts (2 s after control's contact), and what control ended believing
-/// (estimate, the stiffness the gains were made for).
-fn first_contact_figures(case: &Case, o: &Outcome, m: &mut serde_json::Map<String, Value>) {
-    let k = case.force_axis;
-    let f_d = control::hybrid::profile_value(&case.task.reference[k], 0.0).abs();
-    let truth: Vec<(f64, f64)> = o
-        .rows
-        .iter()
-        .filter_map(|r| r.truth_force.map(|f| (r.state.t_s, f[k.min(2)])))
-        .collect();
-    let contact = o
-        .rows
-        .iter()
-        .find(|r| r.state.phase == HybridPhase::Contact)
-        .map(|r| r.state.t_s);
-    let touch = truth.iter().find(|(_, f)| *f > 0.0).map(|p| p.0);
-    let peak = touch.map(|t0| {
-        truth
-            .iter()
-            .filter(|(t, _)| *t >= t0 && *t <= t0 + 1.0)
-            .fold(0.0f64, |a, p| a.max(p.1))
-    });
-    let t10 = truth.iter().find(|(_, f)| *f >= 0.1 * f_d).map(|p| p.0);
-    let t90 = truth.iter().find(|(_, f)| *f >= 0.9 * f_d).map(|p| p.0);
-    let rise = t10.zip(t90).map(|(a, b)| b - a);
-    let overshoot = t90.zip(contact).map(|(t9, c)| {
-        let top = truth
-            .iter()
-            .filter(|(t, _)| *t >= t9 && *t <= c + 2.0)
-            .fold(0.0f64, |a, p| a.max(p.1));
-        ((top - f_d).max(0.0) / f_d * 100.0).max(0.0)
-    });
-    m.insert("truth_peak_first_contact_n".into(), json!(peak));
-    m.insert("first_contact_rise_s".into(), json!(rise));
-    m.insert("first_contact_overshoot_pct".into(), json!(overshoot));
-    let last = o.rows.last().map(|r| &r.state);
-    m.insert(
-        "stiffness_estimate_end_n_per_m".into(),
-        json!(last.map(|s| s.stiffness_estimate_n_per_m[k.min(2)])),
-    );
-    m.insert(
-        "gains_for_end_n_per_m".into(),
-        json!(last.map(|s| s.gains_for_n_per_m[k.min(2)])),
-    );
-    if let Some(Value::Object(src)) = m.get_mut("sources") {
-        for key in [
-            "truth_peak_first_contact_n",
-            "first_contact_rise_s",
-            "first_contact_overshoot_pct",
-        ] {
-            src.insert(
-                key.into(),
-                json!("truth: sim/truth at the tool, raw per law step"),
-            );
-        }
-        for key in ["stiffness_estimate_end_n_per_m", "gains_for_end_n_per_m"] {
-            src.insert(key.into(), json!("control"));
-        }
-    }
-}
-
 /// The stiffness panel of an `unknown-surface` case: control's estimate and the stiffness its
 /// gains are made for against the world's (log10, N/m), over task time.
 fn stiffness_panel(case: &Case, o: &Outcome, truth: TrueStiffness) -> Panel {
@@ -1361,29 +816,6 @@ fn stiffness_panel(case: &Case, o: &Outcome, truth: TrueStiffness) -> Panel {
             Series::line("estimate", est, plot::MEASURED),
             Series::line("gains made for", gains, plot::RAW),
         ],
-    }
-}
-
-/// From `at` until the filtered force stays within ±`band` of `target` to the end.
-fn settling(t: &[f64], y: &[f64], at: f64, target: f64, band: f64) -> Option<f64> {
-    let mut last_out = None;
-    let mut any = false;
-    for (ti, yi) in t.iter().zip(y) {
-        if *ti < at {
-            continue;
-        }
-        any = true;
-        if (yi - target).abs() > band {
-            last_out = Some(*ti);
-        }
-    }
-    if !any {
-        return None;
-    }
-    match last_out {
-        None => Some(0.0),
-        Some(tl) if t.last().is_some_and(|e| e - tl > 0.2) => Some(tl - at),
-        Some(_) => None,
     }
 }
 
@@ -2095,10 +1527,11 @@ pub async fn command(
 
 #[cfg(test)]
 mod tests {
-    //! Scoring on synthetic traces whose answers are known (issue 22).
+    //! Scoring ([`crate::score::hybrid`]) of the experiments' own cases on synthetic traces
+    //! whose answers are known (issue 22).
     use super::*;
-    use crate::hybrid::Row;
-    use common::msg::HybridState;
+    use client::hybrid::Row;
+    use common::msg::{HybridPhase, HybridState};
 
     fn plant_outcome(task: &HybridTask, force: impl Fn(f64) -> f64, end_s: f64) -> Outcome {
         // Law rows at 60 Hz, truth at 1 kHz; position held.
