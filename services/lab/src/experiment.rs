@@ -697,19 +697,27 @@ async fn run_case(
     opts: &Options,
     dir: &Path,
 ) -> anyhow::Result<CaseResult> {
+    // Placements repeated after a proven stall are reported by the case that ran them.
+    let _ = crate::stall::take_setup_retries();
+    let with_setup = |mut r: CaseResult| {
+        for x in crate::stall::take_setup_retries() {
+            crate::stall::record(&mut r.metrics, &x);
+        }
+        r
+    };
     let attempt = crate::stall::Attempt::start();
     let r = run_case_once(s, cell, scenario_key, case, opts, dir).await?;
     let Some(why) = r.metrics["aborted"].as_str().map(str::to_string) else {
-        return Ok(r);
+        return Ok(with_setup(r));
     };
     let Ok(mut retry) = crate::stall::check(s, cell, &case.label, &why, attempt).await else {
-        return Ok(r);
+        return Ok(with_setup(r));
     };
     retry.first_run = Some(crate::stall::keep_first_run(dir)?.display().to_string());
     eprintln!("      {}", retry.describe());
     let mut r = run_case_once(s, cell, scenario_key, case, opts, dir).await?;
     crate::stall::record(&mut r.metrics, &retry);
-    Ok(r)
+    Ok(with_setup(r))
 }
 
 async fn run_case_once(
@@ -1223,7 +1231,7 @@ pub fn markdown(results: &[(Value, String)]) -> String {
             md.push_str(&format!("; the paper: {}", paper.join(", ")));
         }
         md.push_str(".\n\n");
-        let retries: Vec<String> = v["cases"]
+        let mut retries: Vec<String> = v["cases"]
             .as_array()
             .into_iter()
             .flatten()
@@ -1242,6 +1250,21 @@ pub fn markdown(results: &[(Value, String)]) -> String {
                     })
             })
             .collect();
+        // Setup steps (placements) of the lead-through and peg experiments.
+        retries.extend(
+            v["setup_retries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    format!(
+                        "{} ({}; every process unscheduled together for {:.0} ms)",
+                        r["step"].as_str().unwrap_or("?"),
+                        r["reason"].as_str().unwrap_or("?"),
+                        r["stall_ms"].as_f64().unwrap_or(f64::NAN)
+                    )
+                }),
+        );
         md.push_str(&format!(
             "Retries after a proven host stall: {}.\n\n",
             if retries.is_empty() {
@@ -1462,12 +1485,13 @@ pub async fn command(
                         .into_iter()
                         .flatten()
                         .filter(|c| c["metrics"]["retries"].is_array())
-                        .count();
+                        .count()
+                        + v["setup_retries"].as_array().map_or(0, Vec::len);
                     eprintln!(
                         "{name}: {}{} — traces, plots ({name}.svg, {name}.png) and metrics.json in {}",
                         if v["passed"] == true { "gates met" } else { "A GATE FAILED" },
                         if retried > 0 {
-                            format!(" ({retried} case(s) run twice after a proven host stall; the first attempts kept)")
+                            format!(" ({retried} case(s) or placement(s) run twice after a proven host stall; the first attempts kept)")
                         } else {
                             String::new()
                         },

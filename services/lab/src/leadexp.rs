@@ -788,6 +788,7 @@ pub async fn run(
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let rec = Recorder::start(s, cell).await?;
+    let _ = stall::take_setup_retries();
     // Above everything before the world changes.
     place(s, cell, [400.0, 0.0, 400.0], 150.0).await?;
     load_scenario(s, cell, &opts.world).await?;
@@ -832,6 +833,8 @@ pub async fn run(
         "short": opts.short,
         "world": Value::Object(opts.world.clone()),
         "cases": cases.iter().map(case_json).collect::<Vec<_>>(),
+        // Placements repeated after a proven host stall during the experiment.
+        "setup_retries": stall::take_setup_retries().iter().map(stall::Retry::to_json).collect::<Vec<_>>(),
         "paper": paper(name),
         "passed": passed,
     });

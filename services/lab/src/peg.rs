@@ -924,6 +924,7 @@ pub async fn run(s: &Session, cell: &CellSection, opts: &Options) -> anyhow::Res
     } else {
         &[(1e-4, true), (2.5e-5, true)]
     };
+    let _ = crate::stall::take_setup_retries();
     let mut outs = Vec::new();
     for (i, &(clearance, gate)) in cases.iter().enumerate() {
         if opts.progress {
@@ -1007,6 +1008,8 @@ pub async fn run(s: &Session, cell: &CellSection, opts: &Options) -> anyhow::Res
             "checks": c.checks,
             "note": "torque-guided search (the pressure centre of the face on the plate), then a compliant insertion; the arm's law every EGM cycle (250 Hz); forces are the simulator's truth",
         })).collect::<Vec<_>>(),
+        // Placements repeated after a proven host stall during the experiment.
+        "setup_retries": crate::stall::take_setup_retries().iter().map(crate::stall::Retry::to_json).collect::<Vec<_>>(),
         "paper": paper(),
         "passed": passed,
     });

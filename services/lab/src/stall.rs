@@ -191,6 +191,25 @@ pub fn keep_first_run(dir: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// Appends `retry` to `metrics["retries"]`.
+/// Setup steps (placements, [`crate::steps::place`]) repeated after a proven stall, kept until
+/// the case or experiment that ran them reports them (`take_setup_retries`).
+static SETUP_RETRIES: std::sync::Mutex<Vec<Retry>> = std::sync::Mutex::new(Vec::new());
+
+/// Notes a setup step's repeat after a proven stall, for the running case to report.
+pub fn note_setup_retry(retry: &Retry) {
+    if let Ok(mut v) = SETUP_RETRIES.lock() {
+        v.push(retry.clone());
+    }
+}
+
+/// The setup repeats noted since the last call (and forgets them).
+pub fn take_setup_retries() -> Vec<Retry> {
+    SETUP_RETRIES
+        .lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default()
+}
+
 pub fn record(metrics: &mut serde_json::Map<String, Value>, retry: &Retry) {
     let entry = metrics
         .entry("retries".to_string())

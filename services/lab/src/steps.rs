@@ -31,9 +31,11 @@ pub async fn place(
         kinematics::pose::pose_from_abb(xyz_mm, [0.0, 0.0, 1.0, 0.0]).context("placement pose")?;
     let target = kinematics::node::to_msg_pose(&pose);
     let mut last = None;
-    // A second attempt when a proven host stall's hold ended the first move (robot-io held on
-    // an EGM silence of the frozen host: the motion ends and must be commanded again), or it
-    // did not settle in time. Any other end (a stop, a refusal) fails at once.
+    // A second attempt only when a proven host stall's hold ended the first move (robot-io
+    // held on an EGM silence of the frozen host: the motion ends and must be commanded
+    // again); the repeat is said and noted for the running case to report
+    // ([`stall::take_setup_retries`]). Any other end — a stop, a refusal, a move that did not
+    // arrive within 20 s — fails at once with its reason.
     for attempt in 0..2 {
         let started = stall::Attempt::start();
         let before = cli::control_errors(s, cell).await;
@@ -42,21 +44,20 @@ pub async fn place(
             Ok(()) => return Ok(()),
             Err(e) => {
                 let why = format!("{e:#}");
-                let again = attempt == 0
-                    && (why.contains("did not reach the target")
-                        || stall::check(s, cell, "placement", &why, started)
-                            .await
-                            .is_ok());
-                if again {
-                    eprintln!(
-                        "      move to {xyz_mm:?} mm ended early ({why}); commanding it again"
-                    );
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    last = Some(e);
-                    continue;
+                let step = format!("placement at {xyz_mm:?} mm");
+                match stall::check(s, cell, &step, &why, started).await {
+                    Ok(retry) if attempt == 0 => {
+                        eprintln!("      {}", retry.describe());
+                        stall::note_setup_retry(&retry);
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        last = Some(e);
+                        continue;
+                    }
+                    _ => {
+                        last = Some(e);
+                        break;
+                    }
                 }
-                last = Some(e);
-                break;
             }
         }
     }
