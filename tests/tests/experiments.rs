@@ -62,10 +62,9 @@ fn check(v: &Value, name: &str) -> Vec<String> {
             );
         }
         if name == "lead-through-axes" && label.starts_with("stiffness") {
-            assert!(
-                m["step_m"].as_f64().is_some(),
-                "{name}/{label}: step_m: {m}"
-            );
+            for k in ["step_m", "true_travel_m", "true_travel_error_m"] {
+                assert!(m[k].as_f64().is_some(), "{name}/{label}: {k}: {m}");
+            }
         }
         if name == "lead-through-45" && label.starts_with("admittance") {
             assert!(
@@ -304,6 +303,14 @@ const BOUNDS: &[(&str, &str, &str, &str, f64, &str)] = &[
         "<=",
         5e-4,
         "d = 10 mm ± 0.5",
+    ),
+    (
+        "lead-through-axes",
+        "stiffness",
+        "true_travel_error_m",
+        "<=",
+        5e-4,
+        "n steps of d move the true TCP n·d (± 0.5 mm)",
     ),
     (
         "lead-through-45",

@@ -1179,7 +1179,13 @@ pub fn markdown(results: &[(Value, String)]) -> String {
          or slow service, a lost sensor, a controller leaving EGM — fails at once with its \
          reason. A retry is kept in the metrics (`retries`: the first attempt's reason, the \
          common stall, each process's gap, where the first attempt's files were kept) and \
-         counted under each experiment below.\n\n\
+         counted under each experiment below. A placement before a case is repeated under the \
+         same rule only, and reported by the case that ran it (`retries`; the lead-through and \
+         peg experiments: `setup_retries`).\n\n\
+         **Where the definitions live.** The `lab` crate (`services/lab/`): `lab::score` \
+         (targets and checks), `lab::score::hybrid` (the hybrid cases' metrics, windows and \
+         verdict, pure functions of the recorded traces, unit-tested on synthetic traces), \
+         `lab::leadexp` (the pulls' and playback's figures).\n\n\
          **Changelog of definitions** (issue 22, 2026-12-03): `steady_state_error_n` was the \
          mean error (now the largest; the mean is `steady_state_mean_error_n`); Fig. 8's window \
          was task time 1.1–3.9 s (assumed contact at 0, 0.1 s cut at each end), now the ramp \
@@ -1191,7 +1197,12 @@ pub fn markdown(results: &[(Value, String)]) -> String {
          control's); peg `success`/`time_to_target_s` from the true depth (were control's); \
          Fig. 9 at the paper's 30 cm now reports `completed` as a goal (it passed whatever \
          happened); `limit_cycle_n` and `contact_lost` gated on every force step; a retry \
-         needs a proven all-process stall (was a matched stop reason).\n\n\
+         needs a proven all-process stall (was a matched stop reason). 2026-12-04: the \
+         lead-through steps made by the true TCP are gated as `true_travel_error_m` (the travel \
+         over the pull against steps · d); the per-step `max_true_step_error_m` it replaces \
+         (a goal, never gated) measured the servo's lag between back-to-back steps; a placement \
+         is repeated only after a proven stall (it was also repeated when it did not arrive \
+         within 20 s).\n\n\
          `cell experiment NAME \
          [--rate HZ] [--out DIR] [--json] [--world KEY=VALUE]` reruns one; the traces (CSV), \
          plots (SVG, PNG) and metrics (JSON) go to `out/experiments/NAME/`.\n\n\
