@@ -2036,16 +2036,13 @@ mod tests {
                 ..SimTruth::default()
             })
             .collect();
-        let (travel, n) = true_travel_m(&truth, &guide).unwrap();
+        let (travel, n) = true_travel_m(&truth, &guide).expect("two steps");
         assert_eq!(n, 2);
         assert!((travel - 0.019).abs() < 1e-12, "{travel}");
         assert!(true_travel_m(&[], &guide).is_none());
         let no_steps: Vec<GuideState> = guide
             .iter()
-            .map(|g| GuideState {
-                steps: 5,
-                ..g.clone()
-            })
+            .map(|g| GuideState { steps: 5, ..*g })
             .collect();
         assert!(true_travel_m(&truth, &no_steps).is_none());
     }
