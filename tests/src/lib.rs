@@ -7,6 +7,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub mod emulink;
+
 use anyhow::Context;
 use common::{
     bus::{self, BusArgs, SessionMode},

@@ -1,7 +1,7 @@
 //! Soak (issue 23 item 5): the cell's whole job repeated — teach three waypoints by hand, save,
 //! load and play the program, press 10 N on the table while tracing 100 mm (the demo's steps,
-//! `cell::leadexp::teach`, `save_and_play`, `cell::demo::press`) — for `SOAK_SECONDS` (CI:
-//! 150 s, five rounds; hours by setting it). After the first round (warm-up) and after every round it
+//! `cell::leadexp::teach`, `save_and_play`, `cell::demo::press`) — for `SOAK_SECONDS` (CI and
+//! default: 600 s, the issue's ten minutes, ≈ 18 rounds; hours by setting it). After the first round (warm-up) and after every round it
 //! samples, for every cell process: resident memory (`VmRSS`), open file descriptors, the
 //! hot-path input latency histograms and the publish/receive counters. Must hold at the end:
 //!
@@ -115,7 +115,7 @@ async fn teach_play_press_repeated_keeps_memory_fds_latency_and_counters_flat() 
     let secs: f64 = std::env::var("SOAK_SECONDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(150.0);
+        .unwrap_or(600.0);
     let c = TestCell::start("soak", &[]);
     let s = up_all(&c).await;
     let cell = c.cell.clone();
