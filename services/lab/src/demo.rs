@@ -27,6 +27,7 @@ use crate::{
     experiment,
     leadexp::{self, Recorder},
     plot::{self, Figure, Panel, Series},
+    stall,
 };
 
 const PRESS_TASK: &str = include_str!("../../../tasks/press-table.toml");
@@ -54,6 +55,8 @@ struct Step {
     secs: f64,
     /// A plot of this step (file name in the output directory).
     png: Option<String>,
+    /// Placements of this step repeated after a proven host stall ([`crate::stall`]).
+    retries: Vec<Value>,
 }
 
 impl Step {
@@ -65,6 +68,7 @@ impl Step {
             pass: None,
             secs: 0.0,
             png: None,
+            retries: Vec::new(),
         }
     }
     fn verdict(&self) -> &'static str {
@@ -189,6 +193,7 @@ pub async fn command(
         say("ending the private cell");
         p.stop();
     }
+    attach_setup_retries(&mut steps);
     let total = t_start.elapsed().as_secs_f64();
     let ok = !interrupted
         && error.is_none()
@@ -215,6 +220,7 @@ async fn run_steps(
     steps: &mut Vec<Step>,
 ) -> anyhow::Result<()> {
     let rec = Recorder::start(s, cell).await?;
+    let _ = stall::take_setup_retries();
     // robot-io's counters at the start of each step (what it did to each step's commands).
     let mut marks: Vec<(&str, Option<cli::RobotIoCounters>)> = Vec::new();
 
@@ -222,7 +228,7 @@ async fn run_steps(
     // down at the teaching start, still, no contact.
     let t = Instant::now();
     marks.push(("tare", cli::RobotIoCounters::read(s, cell).await));
-    steps.push(Step::new("tare"));
+    push_step(steps, Step::new("tare"));
     say("tare: tool down at (400, −100, 400) mm, still, no contact");
     leadexp::place(s, cell, [400.0, 0.0, 400.0], 150.0).await?;
     leadexp::load_scenario(s, cell, &serde_json::Map::new()).await?;
@@ -248,7 +254,7 @@ async fn run_steps(
         "identify the payload",
         cli::RobotIoCounters::read(s, cell).await,
     ));
-    steps.push(Step::new("identify the payload"));
+    push_step(steps, Step::new("identify the payload"));
     say("payload identify: 8 poses (cell payload identify)");
     let truth = cli::request(
         s,
@@ -302,7 +308,7 @@ async fn run_steps(
         "hand-guide and teach 3 waypoints",
         cli::RobotIoCounters::read(s, cell).await,
     ));
-    steps.push(Step::new("hand-guide and teach 3 waypoints"));
+    push_step(steps, Step::new("hand-guide and teach 3 waypoints"));
     say("hand guiding: the scripted operator pulls the tool 70 mm three times (admittance law); a waypoint is recorded after each");
     let lead_dir = out.join("lead-through");
     let taught = leadexp::teach(s, cell, &rec, &lead_dir, true, 1.0, 0.5).await;
@@ -370,7 +376,7 @@ async fn run_steps(
             "save, load and play back",
             cli::RobotIoCounters::read(s, cell).await,
         ));
-        steps.push(Step::new("save, load and play back"));
+        push_step(steps, Step::new("save, load and play back"));
         say("teach save → load → play (cell teach save demo; cell play demo)");
         let played = leadexp::save_and_play(s, cell, &rec, &lead_dir, "demo", true).await;
         let st = last(steps);
@@ -439,7 +445,7 @@ async fn run_steps(
         "press 10 N on the table, trace 100 mm",
         cli::RobotIoCounters::read(s, cell).await,
     ));
-    steps.push(Step::new("press 10 N on the table, trace 100 mm"));
+    push_step(steps, Step::new("press 10 N on the table, trace 100 mm"));
     say("hybrid: tool above the table, table-contact world, tare, tasks/press-table.toml");
     let r = press(s, cell, &out.join("press-table")).await;
     let st = last(steps);
@@ -466,14 +472,14 @@ async fn run_steps(
     let mut st = Step::new("peg-in-hole");
     if req.no_peg {
         st.figures = "left out (--no-peg)".into();
-        steps.push(st);
+        push_step(steps, st);
     } else if !experiment::NAMES.contains(&PEG) {
         st.figures = "not in this build (cell experiment has no peg-in-hole yet)".into();
-        steps.push(st);
+        push_step(steps, st);
     } else {
         let t = Instant::now();
         marks.push(("peg-in-hole", cli::RobotIoCounters::read(s, cell).await));
-        steps.push(st);
+        push_step(steps, st);
         say("peg-in-hole (cell experiment peg-in-hole --short)");
         let dir = out.join(PEG);
         let opts = experiment::Options {
@@ -516,6 +522,7 @@ async fn run_steps(
     st.tolerance = "0 replies limited in a step whose commands all arrived in time (a step with a command held in time: reported, with the bound that acted)".into();
     // A hold of a proven host stall stops a moving reference, and the next departure is
     // ramped (a limited reply by design): then reported only, and said.
+    attach_setup_retries(steps);
     let after_stall = steps
         .iter()
         .any(|s| s.figures.contains("proven host stall"));
@@ -586,8 +593,29 @@ async fn run_steps(
             st.pass = Some(false);
         }
     }
-    steps.push(st);
+    push_step(steps, st);
     Ok(())
+}
+
+/// Starts a step: the step before it gets the placements repeated during it first.
+fn push_step(steps: &mut Vec<Step>, st: Step) {
+    attach_setup_retries(steps);
+    steps.push(st);
+}
+
+/// Reports the placements repeated after a proven host stall since the last call on the
+/// step that ran them (the last one): in its figures and in `summary.json`.
+fn attach_setup_retries(steps: &mut [Step]) {
+    let retries = stall::take_setup_retries();
+    if let Some(st) = steps.last_mut() {
+        for r in retries {
+            st.figures += &format!(
+                "; a placement repeated after a proven host stall ({}, {:.0} ms)",
+                r.reason, r.stall_ms
+            );
+            st.retries.push(r.to_json());
+        }
+    }
 }
 
 fn last(steps: &mut [Step]) -> &mut Step {
@@ -974,6 +1002,7 @@ fn write_report(out: &Path, steps: &[Step], total: f64, ok: bool) -> anyhow::Res
         "steps": steps.iter().map(|s| json!({
             "step": s.name, "pass": s.pass, "figures": s.figures,
             "tolerance": s.tolerance, "seconds": s.secs, "plot": s.png,
+            "retries": s.retries,
         })).collect::<Vec<_>>(),
     });
     std::fs::write(
@@ -986,6 +1015,33 @@ fn write_report(out: &Path, steps: &[Step], total: f64, ok: bool) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A placement repeated after a proven stall is reported by the step that ran it (its
+    /// figures and `summary.json`'s `retries`), not lost and not pinned on the next step.
+    #[test]
+    fn a_repeated_placement_is_reported_by_its_step() {
+        let retry = stall::Retry {
+            step: "placement".into(),
+            reason: "hold: RobotSilent".into(),
+            stall_ms: 84.0,
+            stall_from_ns: 1,
+            per_process_ms: vec![("control".into(), 90.0)],
+            first_run: None,
+        };
+        let mut steps = vec![Step::new("start")];
+        push_step(&mut steps, Step::new("tare"));
+        stall::note_setup_retry(&retry);
+        steps[1].figures = "tared".into();
+        push_step(&mut steps, Step::new("identify the payload"));
+        attach_setup_retries(&mut steps);
+        assert!(steps[0].retries.is_empty());
+        assert_eq!(steps[1].retries.len(), 1);
+        assert!(steps[1].figures.starts_with(
+            "tared; a placement repeated after a proven host stall (hold: RobotSilent, 84 ms)"
+        ));
+        assert!(steps[2].retries.is_empty());
+        assert!(!steps[2].figures.contains("stall"));
+    }
 
     #[test]
     fn base64_matches_rfc4648_vectors() {

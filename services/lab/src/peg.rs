@@ -43,7 +43,11 @@ use client::cli;
 
 use crate::{
     plot::{self, Figure, Panel, Series},
-    score::{checks, fmt_value, target},
+    score::{
+        checks, fmt_value,
+        peg::{Rec, Truth},
+        target,
+    },
     Options,
 };
 
@@ -81,22 +85,6 @@ const CRESCENT: f64 = 0.85;
 /// The line search's first step and its largest (m).
 const LINE_STEP_M: f64 = 5e-4;
 const LINE_STEP_MAX_M: f64 = 2e-3;
-
-/// One control state with the case's clock and the stage it belongs to.
-#[derive(Debug, Clone, Copy)]
-struct Rec {
-    t: f64,
-    stage: &'static str,
-    st: HybridState,
-}
-
-/// The simulator's truth at the tool.
-#[derive(Debug, Clone, Copy)]
-struct Truth {
-    t: f64,
-    force: [f64; 3],
-    tcp: [f64; 3],
-}
 
 struct Follower {
     states: zenoh::pubsub::Subscriber<zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>>,
@@ -646,101 +634,26 @@ async fn run_case(
     tokio::time::sleep(Duration::from_millis(300)).await;
     f.drain_truth();
 
-    // Scoring, on the simulator's truth: inserted when the true TCP got `DEPTH_M` below the
-    // plate's top less `DEPTH_TOLERANCE_M` (the application stops on control's view of the
-    // depth; the true TCP trails it by the EGM round trip). Control's view is context.
-    let t_contact = contact_at.unwrap_or(0.0);
-    let true_depth = |t: &Truth| HOLE_M[2] - t.tcp[2];
-    let max_true_depth = f.truths.iter().map(true_depth).fold(f64::NAN, f64::max);
-    let true_target_at = f
-        .truths
-        .iter()
-        .find(|t| t.t >= t_contact && true_depth(t) >= DEPTH_M - DEPTH_TOLERANCE_M)
-        .map(|t| t.t);
-    let success = true_target_at.is_some();
-    let peak = f
-        .truths
-        .iter()
-        .map(|t| nalgebra::Vector3::from(t.force).norm())
-        .fold(0.0, f64::max);
-    let peak_lat = f
-        .truths
-        .iter()
-        .map(|t| t.force[0].hypot(t.force[1]))
-        .fold(0.0, f64::max);
-    let pos_err = f
-        .recs
-        .iter()
-        .filter(|r| r.stage != "insert")
-        .flat_map(|r| (0..2).map(move |k| (r.st.position[k] - r.st.position_ref[k]).abs()))
-        .fold(0.0, f64::max);
-    let press: Vec<&Rec> = f
-        .recs
-        .iter()
-        .filter(|r| r.stage != "insert" && r.st.phase == HybridPhase::Contact)
-        .filter(|r| found_at.is_none_or(|t| r.t < t))
-        .collect();
-    let errs: Vec<f64> = press
-        .iter()
-        .map(|r| r.st.force[2] - r.st.force_ref[2])
-        .collect();
-    let rms = (!errs.is_empty())
-        .then(|| (errs.iter().map(|e| e * e).sum::<f64>() / errs.len() as f64).sqrt());
-    let max = errs.iter().map(|e| e.abs()).fold(0.0, f64::max);
-    let lost = f
-        .recs
-        .iter()
-        .filter(|r| found_at.is_none_or(|t| r.t < t))
-        .any(|r| r.st.phase == HybridPhase::ContactLost);
-    let end = f.truths.last().map(|t| t.tcp);
-    let final_lat = end.map(|p| (p[0] - HOLE_M[0]).hypot(p[1] - HOLE_M[1]));
-    let depth = end.map(|p| HOLE_M[2] - p[2]);
-    let mut m = serde_json::Map::new();
-    m.insert("success".into(), json!(success));
-    m.insert(
-        "max_true_depth_m".into(),
-        json!(finite_or_null(max_true_depth)),
-    );
-    m.insert("success_control_view".into(), json!(target_at.is_some()));
-    m.insert(
-        "time_to_target_s".into(),
-        json!(true_target_at.map(|t| t - t_contact)),
-    );
-    m.insert(
-        "time_to_find_s".into(),
-        json!(found_at.map(|t| t - t_contact)),
-    );
-    m.insert("search_steps".into(), json!(steps));
-    m.insert("peak_force_n".into(), json!(peak));
-    m.insert("peak_lateral_force_n".into(), json!(peak_lat));
-    m.insert("max_position_error_m".into(), json!(pos_err));
-    m.insert("rms_force_error_n".into(), json!(rms));
-    m.insert("max_force_error_n".into(), json!(max));
-    m.insert("contact_lost".into(), json!(lost));
-    m.insert("clearance_m".into(), json!(clearance_m));
-    m.insert(
-        "initial_offset_m".into(),
-        json!(OFFSET_M[0].hypot(OFFSET_M[1])),
-    );
-    m.insert("final_depth_m".into(), json!(depth));
-    m.insert("final_lateral_offset_m".into(), json!(final_lat));
-    m.insert("aborted".into(), json!(aborted));
-    m.insert("notes".into(), json!(notes));
-    m.insert(
-        "sources".into(),
-        json!({
-            "success": "truth: sim/truth TCP depth below the plate's top",
-            "time_to_target_s": "truth: first contact (control) → true depth reached",
-            "peak_force_n": "truth: sim/truth contact force",
-            "peak_lateral_force_n": "truth: sim/truth contact force",
-            "final_depth_m": "truth",
-            "final_lateral_offset_m": "truth",
-            "max_position_error_m": "control: TCP from joint feedback (FK), not gated",
-            "rms_force_error_n": "control: the F/T estimate during the search, not gated",
-            "max_force_error_n": "control: the F/T estimate during the search, not gated",
-            "contact_lost": "control's contact phases, not gated",
-            "success_control_view": "control: the application's stop criterion",
-        }),
+    // Scoring, on the simulator's truth (score::peg): inserted when the true TCP got `DEPTH_M`
+    // below the plate's top less `DEPTH_TOLERANCE_M`. Control's view is context.
+    let m = crate::score::peg::metrics(
+        &crate::score::peg::Case {
+            hole_m: HOLE_M,
+            depth_m: DEPTH_M,
+            depth_tolerance_m: DEPTH_TOLERANCE_M,
+            clearance_m,
+            initial_offset_m: OFFSET_M[0].hypot(OFFSET_M[1]),
+        },
+        &crate::score::peg::Events {
+            contact_at,
+            found_at,
+            target_at,
+            steps,
+            aborted: aborted.clone(),
+            notes,
+        },
+        &f.recs,
+        &f.truths,
     );
     let targets = [
         target(
@@ -795,10 +708,6 @@ async fn control_reason(s: &Session, cell: &CellSection) -> String {
             .unwrap_or_else(|| "no reason given".into()),
         Err(e) => format!("control status: {e}"),
     }
-}
-
-fn finite_or_null(x: f64) -> Option<f64> {
-    x.is_finite().then_some(x)
 }
 
 fn write_csv(dir: &Path, c: &CaseOut) -> anyhow::Result<()> {

@@ -1,12 +1,14 @@
 //! Scoring shared by every experiment (pure): targets (`metric op value`, gate or goal, with
 //! where the number comes from), the checks of metrics against them, and how values print.
-//! The hybrid experiments' metric definitions and verdict are in [`hybrid`]; the lead-through
-//! ones (pure functions of the recorded pulls) in [`crate::leadexp`]; `docs/experiments.md`
+//! The hybrid experiments' metric definitions and verdict are in [`hybrid`], the lead-through
+//! pulls' and playback's in [`lead`], the peg-in-hole's in [`peg`]; `docs/experiments.md`
 //! quotes them.
 
 use serde_json::{json, Value};
 
 pub mod hybrid;
+pub mod lead;
+pub mod peg;
 
 /// A target: `metric op value` (`<=`, `>=`, `==`); `gate`: `cell experiment` (and the CI short
 /// form) fails when it is not met. Shared by every experiment module.
