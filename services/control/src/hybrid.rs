@@ -746,6 +746,17 @@ pub fn stop_velocity(e: f64, v0: f64, a: f64, dt: f64) -> f64 {
     v_des.clamp(v0 - a * dt, v0 + a * dt)
 }
 
+/// Pure: the part of an unfiltered peak *magnitude* `peak` (force, or torque for k ≥ 3)
+/// that lies along axis `k` of {C}, taking off what the filtered force (or torque) `fc`
+/// carries across it. A peg pressed against a hole's wall, or a tool sliding with friction,
+/// carries a steady force across the pressing axis that is not the surface ahead; the filter
+/// lags a rise, so an impact along the axis still counts in full.
+pub fn along_axis(peak: f64, fc: &[f64; 6], k: usize) -> f64 {
+    let b = (k / 3) * 3;
+    let across2: f64 = (b..b + 3).filter(|j| *j != k).map(|j| fc[j] * fc[j]).sum();
+    (peak * peak - across2).max(0.0).sqrt()
+}
+
 fn finite_or_zero(v: f64) -> f64 {
     if v.is_finite() {
         v
@@ -1612,7 +1623,8 @@ impl ArmRun {
             for k in 0..3 {
                 if sel[k] && f_ref[k] != 0.0 && self.touch[k].is_none() {
                     let s = f_ref[k].signum();
-                    self.touch[k] = Some((s * p_c[k], finite_or_zero(i.peak.force_n)));
+                    let f1 = along_axis(finite_or_zero(i.peak.force_n), &fc, k);
+                    self.touch[k] = Some((s * p_c[k], f1));
                 }
             }
         }
@@ -1688,6 +1700,7 @@ impl ArmRun {
             finite_or_zero(i.peak.force_n),
             finite_or_zero(i.peak.torque_nm),
         ];
+        let along_peak = |k: usize| along_axis(peak[k / 3], &fc, k);
         // The unfiltered peak's rate of rise (per second), for the seating's stop.
         let rise_rate = match (self.prev_peak, dt > 0.0) {
             (Some(p), true) => [
@@ -1707,7 +1720,7 @@ impl ArmRun {
                     continue;
                 }
                 let s = f_ref[k].signum();
-                let predicted = peak[k / 3] + rise_rate[k / 3] * t_stop;
+                let predicted = along_peak(k) + rise_rate[k / 3] * t_stop;
                 let stop = predicted >= SEATED_FRACTION * f_ref[k].abs();
                 let cap = if stop {
                     0.0
@@ -2380,6 +2393,8 @@ mod tests {
         grade: Option<(f64, f64, f64)>,
         /// Every command sent (base, m) with whether the law was seating (or approaching).
         cmds: Vec<(Vector3<f64>, bool)>,
+        /// A steady force on the tool across the pressing axis (base, N): a wall.
+        wall: Vector3<f64>,
     }
 
     impl Cell {
@@ -2398,6 +2413,7 @@ mod tests {
                 adapt: false,
                 grade: None,
                 cmds: Vec::new(),
+                wall: Vector3::zeros(),
             }
         }
         /// The surface's stiffness under the tool.
@@ -2444,11 +2460,12 @@ mod tests {
         /// Contact force on the tool (base axes).
         fn force(&self) -> Vector3<f64> {
             let d = -(self.pos - Vector3::new(0.0, 0.0, self.surface_z)).dot(&self.normal);
-            if d > 0.0 && self.pos.x <= self.edge_x {
+            let surface = if d > 0.0 && self.pos.x <= self.edge_x {
                 self.normal * (self.k_here() * d)
             } else {
                 Vector3::zeros()
-            }
+            };
+            surface + self.wall
         }
     }
 
@@ -3401,6 +3418,45 @@ mod tests {
         let zero = [0.0; 6];
         assert_eq!(sup.update(0.0, &wall, &zero, &sel, 4.3, 0.0), Ok(false));
         assert_eq!(sup.phase, HybridPhase::Contact);
+    }
+
+    /// A steady force across the pressing axis (a peg pressed against a hole's wall,
+    /// friction while sliding) is not the surface ahead: the approach goes on to the surface
+    /// and seats there. Before, the seating stop read the unfiltered peak's magnitude (6 N
+    /// across ≥ 0.9 · 5 N) and the approach stood still above the surface for the task's
+    /// whole time (the peg experiment's 0.025 mm case, 2026-12-05).
+    #[test]
+    fn a_force_across_the_axis_does_not_stop_the_approach() {
+        let mut cell = Cell::new(1e5, 0.0005);
+        cell.gain_k = 1e5;
+        cell.wall = Vector3::new(6.0, 0.0, 0.0);
+        let mut touched_at = None;
+        let mut seated = false;
+        run_arm(
+            press_task(5.0, 4.0),
+            &mut cell,
+            default_limits(),
+            4.0,
+            |t, rep, c| {
+                if c.force().z > 0.0 && touched_at.is_none() {
+                    touched_at = Some(t);
+                }
+                if rep.phase == HybridPhase::Contact && (c.force().z - 5.0).abs() < 0.5 {
+                    seated = true;
+                }
+            },
+        )
+        .expect("no abort");
+        assert!(
+            touched_at.is_some(),
+            "the approach never reached the surface"
+        );
+        assert!(seated, "never pressed 5 N along z");
+        // The split itself: 6 N across, a 7.8 N peak → 5 N along; a pure impact counts whole.
+        let fc = [6.0, 0.0, 1.0, 0.0, 0.0, 0.0];
+        assert!((along_axis(7.81, &fc, 2) - 5.0).abs() < 0.01);
+        assert!((along_axis(6.0, &fc, 2)).abs() < 1e-9);
+        assert!((along_axis(12.0, &[0.0; 6], 2) - 12.0).abs() < 1e-12);
     }
 
     #[test]
