@@ -623,6 +623,12 @@ pub struct HybridState {
     pub gains_for_n_per_m: [f64; 3],
     /// Per translational axis of {C}: the on-line contact stiffness estimate (N/m; 0 = none).
     pub stiffness_estimate_n_per_m: [f64; 3],
+    /// The task's reference clock (s): where along its profiles the task is — task time
+    /// (from contact for a task that starts there) less what speed adaptation has held it
+    /// back (`[control.hybrid] slowdown_error_n`). Wire v13.
+    pub ref_time_s: f64,
+    /// The reference clock's rate now (1: as planned; speed adaptation slows it in contact).
+    pub speed_scale: f64,
 }
 
 /// Straight-line TCP move (mode `Move`): position interpolated linearly, orientation by slerp,
@@ -1213,7 +1219,10 @@ impl Check for HybridState {
             "stiffness_estimate_n_per_m",
             &self.stiffness_estimate_n_per_m,
         )?;
-        finite("t_s", &[self.t_s, self.clock_s])?;
+        finite(
+            "t_s",
+            &[self.t_s, self.clock_s, self.ref_time_s, self.speed_scale],
+        )?;
         finite("frame_in_base", &self.frame_in_base.position_m)?;
         finite("frame_in_base", &self.frame_in_base.quat_wxyz)
     }

@@ -598,6 +598,8 @@ fn scan_report(r: &hybrid::StepReport) -> Vec<String> {
         frame_in_base: r.frame_in_base,
         gains_for_n_per_m: r.gains_for_n_per_m,
         stiffness_estimate_n_per_m: r.stiffness_estimate_n_per_m,
+        ref_time_s: r.ref_time_s,
+        speed_scale: r.speed_scale,
         ..Default::default()
     };
     scan::non_finite(&state)

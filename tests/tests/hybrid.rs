@@ -388,11 +388,14 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
 /// from a 2·10⁴ N/m pad onto the 10⁶ N/m table: the simulator's `grade`, the pad set flush and
 /// tapering out between x = 380 and 400 mm (the move runs from 350 to 450 mm at 20 mm/s). The
 /// gains must follow the surface as it stiffens: held at the pad's, the loop chatters on the
-/// steel (the model ends on the 50 N limit). What is asserted: the press completes, its gains
-/// end made for ≥ 5·10⁵ N/m, the true force on target on the pad (RMS ≤ 0.5 N, max ≤ 2 N) and
-/// on the steel after it (RMS ≤ 1.5 N). The force through the taper is measured and reported,
-/// not gated: the linear taper needs a 0.49 mm/s retraction up to the steel and none after
-/// it, which no loop with 30 ms of delay follows within the issue's ±3 N (docs/hybrid.md).
+/// steel (the model ends on the 50 N limit). The linear taper needs a 0.49 mm/s retraction up
+/// to the steel and none after it, which no loop with 30 ms of delay follows within ±3 N at
+/// 20 mm/s: speed adaptation slows the slide where the surface stiffens (docs/hybrid.md).
+/// What is asserted: the press completes without a contact loss, its gains end made for
+/// ≥ 5·10⁵ N/m, the true force on target on the pad (RMS ≤ 0.5 N, max ≤ 2 N), through the
+/// taper and the re-seating within the issue's ±3 N, and on the steel after it (RMS ≤ 1.5 N).
+/// The move is found on the task's reference clock (`ref_time_s`), which speed adaptation
+/// holds back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_press_sliding_from_a_pad_onto_steel_follows_the_stiffening_surface() {
     let _serial = SERIAL.lock().await;
@@ -422,12 +425,15 @@ async fn a_press_sliding_from_a_pad_onto_steel_follows_the_stiffening_surface() 
     let truth = column(&dir.join("trace.csv"), "truth_force_z");
     let x = column(&dir.join("trace.csv"), "position_x");
     let gains = column(&dir.join("trace.csv"), "gains_for_n_per_m_z");
+    let clock = column(&dir.join("trace.csv"), "ref_time_s");
     assert_eq!(truth.len(), x.len());
+    assert_eq!(truth.len(), clock.len());
     // On the pad (up to 25 mm of travel), through the taper (30–50 mm) and the re-seating
     // after it (to 75 mm), on the steel (from 75 mm to the end of the move).
     let (mut pad, mut taper, mut steel) = (Vec::new(), Vec::new(), Vec::new());
-    for ((t, f), (_, xi)) in truth.iter().zip(&x) {
-        if *t < contact + 2.1 || *t > contact + 6.9 {
+    for (((t, f), (_, xi)), (_, r)) in truth.iter().zip(&x).zip(&clock) {
+        // The move: reference time 2–7 s from contact (2.1–6.9 s: its ends' corners).
+        if *t < contact || *r < 2.1 || *r > 6.9 {
             continue;
         }
         let e = f - 10.0;
@@ -465,6 +471,12 @@ async fn a_press_sliding_from_a_pad_onto_steel_follows_the_stiffening_surface() 
     // (docs/hybrid.md). Measured 0.029 and 0.78 N RMS over two runs (the issue asks 0.5 N;
     // the identified 10⁶ N/m press has the same spread): bounded here as a regression guard.
     assert!(rms(&steel) <= 1.5, "on the steel: RMS {}", rms(&steel));
+    assert!(
+        max(&taper) <= 3.0,
+        "through the taper: max {} N (issue 20: ± 3 N)",
+        max(&taper)
+    );
+    assert_eq!(m["contact_losses"], 0, "contact lost: {m}");
     assert!(
         end_gains >= 5e5,
         "gains made for {end_gains:e} N/m on the steel"

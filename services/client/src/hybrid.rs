@@ -480,6 +480,17 @@ pub fn metrics(
         // (per translational axis of {C}; 0 = position axis / none).
         "gains_for_n_per_m": rows.last().map(|r| r.state.gains_for_n_per_m),
         "stiffness_estimate_n_per_m": rows.last().map(|r| r.state.stiffness_estimate_n_per_m),
+        // Speed adaptation: the slowest the reference clock ran (1: as planned) and how far
+        // behind task time it ended (s).
+        "min_speed_scale": rows
+            .iter()
+            .map(|r| r.state.speed_scale)
+            .filter(|v| *v > 0.0)
+            .fold(1.0, f64::min),
+        "reference_lag_s": rows.last().map(|r| {
+            let shift = if task.from_contact { contact_at.unwrap_or(0.0) } else { 0.0 };
+            (r.state.t_s - shift - r.state.ref_time_s).max(0.0)
+        }),
         "aborted": aborted,
         "axes": axes,
     })
@@ -511,6 +522,8 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
     }
     head.push("truth_position_x".into());
     head.push("truth_position_y".into());
+    head.push("ref_time_s".into());
+    head.push("speed_scale".into());
     writeln!(f, "{}", head.join(","))?;
     for r in &out.rows {
         let s = &r.state;
@@ -532,6 +545,8 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
             Some(p) => v.extend(p[..2].iter().map(|x| format!("{x:.7}"))),
             None => v.extend([String::new(), String::new()]),
         }
+        v.push(format!("{:.6}", s.ref_time_s));
+        v.push(format!("{:.4}", s.speed_scale));
         writeln!(f, "{}", v.join(","))?;
     }
     f.flush()?;

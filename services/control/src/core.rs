@@ -42,6 +42,8 @@ pub struct HybridSetup {
     /// The force gains follow an on-line stiffness estimate, down to this softest stiffness
     /// (N/m) and up to `worst_case_n_per_m` (`None`: fixed gains).
     pub adapt_softest_n_per_m: Option<f64>,
+    /// Speed adaptation's force bound (N; 0: off), `[control.hybrid] slowdown_error_n`.
+    pub slowdown_error_n: f64,
 }
 
 /// The contact wrench on the tool at the TCP in base axes, or why it cannot be used.
@@ -951,6 +953,7 @@ impl ControlCore {
                         tcp,
                     ) {
                         Ok(run) => {
+                            let run = run.with_speed_adaptation(setup.slowdown_error_n);
                             self.hybrid = Some(match setup.adapt_softest_n_per_m {
                                 Some(soft) => run.with_adaptation(
                                     crate::stiffness::StiffnessParams::default(),

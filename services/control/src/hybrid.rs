@@ -729,6 +729,9 @@ pub struct StepReport {
     pub gains_for_n_per_m: [f64; 3],
     /// Per translational axis of {C}: the on-line stiffness estimate (N/m; 0 = none yet).
     pub stiffness_estimate_n_per_m: [f64; 3],
+    /// The reference clock (s) and its rate (speed adaptation; 1 as planned).
+    pub ref_time_s: f64,
+    pub speed_scale: f64,
 }
 
 /// A peak that is not finite counts as unknown (the message check refuses one anyway).
@@ -1027,6 +1030,79 @@ pub struct ArmRun {
     pf: [(f64, f64); 6],
     pub prefilter_s: f64,
     pf_hist: std::collections::VecDeque<(f64, [f64; 6])>,
+    /// Speed adaptation ([`ArmRun::with_speed_adaptation`]): the force error (N) a sudden
+    /// stop of the force axes' current motion may cost (0: off), the scale of the reference
+    /// clock now (1: as planned), how far that clock has fallen behind task time (s), and a
+    /// low-pass of the translational force axes' output (m/s).
+    pub slowdown_error_n: f64,
+    speed: f64,
+    lag_s: f64,
+    u_lp: [f64; 3],
+    /// Speed adaptation: per translational axis the stiffness the gains were made for last
+    /// cycle, and the task time it last rose (the surface stiffening under the tool).
+    k_prev: [f64; 3],
+    k_rose_s: [f64; 3],
+}
+
+/// Speed adaptation: for this long after the gains' stiffness last rose under a sliding tool
+/// (the surface stiffening, `[control.hybrid]` raise from the depth) the motion's cost is
+/// taken at the cell's worst-case stiffness: a stiffening surface may keep stiffening up to
+/// it, and the loop learns each rise only after the tool has met it.
+pub const STIFFENING_MEMORY_S: f64 = 0.5;
+
+/// Speed adaptation: the slowest the reference clock runs (a fraction of planned).
+pub const MIN_SPEED_SCALE: f64 = 0.05;
+/// Speed adaptation: how fast the clock's scale may fall and rise (1/s). Falling at 4/s
+/// takes 20 mm/s to 4 mm/s in 0.2 s (a deceleration of 80 mm/s²); rising is slower, so a
+/// stretch that needed it is left before the speed returns.
+pub const SPEED_SCALE_FALL_PER_S: f64 = 4.0;
+pub const SPEED_SCALE_RISE_PER_S: f64 = 1.0;
+/// Speed adaptation: the low-pass of the force axes' motion it watches (s).
+pub const SPEED_WATCH_TAU_S: f64 = 0.05;
+
+/// Pure: what a sudden stop of a force axis' motion costs (N). The axis moves at `u_m_s`
+/// (the surface moving under the sliding tool); if that motion had to stop at once (the
+/// surface's slope or stiffness ends where the tool is), the force loop would be left with
+/// the velocity error `|u|`, which its proportional gain `kp_f` ((m/s)/N) balances only at a
+/// force error `|u|/kp_f` — on the surface its gains are made for (`k_now_n_per_m`); on a
+/// surface `k_cost_n_per_m` stiffer than that, in proportion.
+pub fn stop_cost_n(u_m_s: f64, kp_f: f64, k_now_n_per_m: f64, k_cost_n_per_m: f64) -> f64 {
+    if !(kp_f > 0.0 && k_now_n_per_m > 0.0 && u_m_s.is_finite()) {
+        return 0.0;
+    }
+    let c = u_m_s.abs() / kp_f * (k_cost_n_per_m / k_now_n_per_m).max(1.0);
+    if c.is_finite() {
+        c
+    } else {
+        0.0
+    }
+}
+
+/// Pure: the reference clock's next scale (speed adaptation). `cost_n` is what a sudden stop
+/// of each force axis' motion costs ([`stop_cost_n`]) at the clock's `scale` now; the motion
+/// is proportional to the sliding speed, so the scale that keeps the largest cost at
+/// `error_n` is `scale · error_n / cost`, within [[`MIN_SPEED_SCALE`], 1] and the fall/rise
+/// rates over `dt`.
+pub fn next_speed_scale(scale: f64, cost_n: &[f64], error_n: f64, dt: f64) -> f64 {
+    if !(error_n > 0.0 && dt > 0.0 && scale.is_finite()) {
+        return 1.0;
+    }
+    let cost = cost_n
+        .iter()
+        .copied()
+        .filter(|c| c.is_finite())
+        .fold(0.0, f64::max);
+    let target = if cost > 0.0 {
+        (scale * error_n / cost).clamp(MIN_SPEED_SCALE, 1.0)
+    } else {
+        1.0
+    };
+    target
+        .clamp(
+            scale - SPEED_SCALE_FALL_PER_S * dt,
+            scale + SPEED_SCALE_RISE_PER_S * dt,
+        )
+        .clamp(MIN_SPEED_SCALE, 1.0)
 }
 
 /// Gains that follow the surface: per translational force axis an on-line stiffness
@@ -1199,8 +1275,30 @@ impl ArmRun {
             pf: [(0.0, 0.0); 6],
             prefilter_s: FORCE_PREFILTER_S,
             pf_hist: std::collections::VecDeque::with_capacity(32),
+            slowdown_error_n: 0.0,
+            speed: 1.0,
+            lag_s: 0.0,
+            u_lp: [0.0; 3],
+            k_prev: [0.0; 3],
+            k_rose_s: [f64::NEG_INFINITY; 3],
             task,
         })
+    }
+
+    /// Speed adaptation (as ABB Force Control's speed change on force deviation, but from
+    /// what the loop is doing rather than from an error already made): while in contact the
+    /// task's reference clock slows down so that a sudden stop of the force axes' current
+    /// motion — the surface under a sliding tool rising, falling or stiffening, and ending —
+    /// would cost at most `error_n` of force ([`next_speed_scale`]); the path and the force
+    /// profile are followed as planned, later. 0 turns it off.
+    pub fn with_speed_adaptation(mut self, error_n: f64) -> Self {
+        self.slowdown_error_n = error_n.max(0.0);
+        self
+    }
+
+    /// The reference clock's scale now (1: as planned) and how far it is behind (s).
+    pub fn speed(&self) -> (f64, f64) {
+        (self.speed, self.lag_s)
     }
 
     /// Lets the force gains of the translational force axes follow an on-line estimate of the
@@ -1328,6 +1426,44 @@ impl ArmRun {
 
     /// The stiffness the force gains are made for now and the on-line estimate, per
     /// translational axis of {C} (0: a position axis / no estimate).
+    /// Speed adaptation's step ([`ArmRun::with_speed_adaptation`]): watches the
+    /// translational force axes' output while pressing in contact and sliding, and sets the reference
+    /// clock's scale for the next cycle (the clock falls behind by `(1 − scale)·dt`).
+    fn adapt_speed(&mut self, u: &[f64; 6], f_ref: &[f64; 6], dt: f64, tr: f64, sliding: bool) {
+        if self.slowdown_error_n <= 0.0 || dt <= 0.0 {
+            return;
+        }
+        let a = (dt / SPEED_WATCH_TAU_S).min(1.0);
+        // Only a sliding tool meets a changing surface; pressing in place, the gains settling
+        // onto the first contact's stiffness is not the surface stiffening.
+        let pressing = self.sup.in_contact() && !self.seating && !self.done && sliding;
+        let (gains_for, _) = self.stiffness_report();
+        let mut cost = [0.0; 3];
+        for j in 0..3 {
+            let on = pressing && self.task.force_axes[j] && f_ref[j] != 0.0;
+            self.u_lp[j] += ((if on { u[j] } else { 0.0 }) - self.u_lp[j]) * a;
+            if on && self.k_prev[j] > 0.0 && gains_for[j] > 1.01 * self.k_prev[j] {
+                self.k_rose_s[j] = self.t_s;
+            }
+            self.k_prev[j] = if on { gains_for[j] } else { 0.0 };
+            if on {
+                // A surface stiffening under the tool: its cost at the worst case.
+                let k_cost = if self.t_s - self.k_rose_s[j] < STIFFENING_MEMORY_S {
+                    gains_for[j].max(self.worst_case_n_per_m)
+                } else {
+                    gains_for[j]
+                };
+                cost[j] = stop_cost_n(self.u_lp[j], self.law.gains.kp_f[j], gains_for[j], k_cost);
+            }
+        }
+        self.speed = next_speed_scale(self.speed, &cost, self.slowdown_error_n, dt);
+        // Only a running reference clock falls behind (not before a from-contact task's
+        // contact, not past the task's end).
+        if tr >= 0.0 && !self.done {
+            self.lag_s += (1.0 - self.speed) * dt;
+        }
+    }
+
     fn stiffness_report(&self) -> ([f64; 3], [f64; 3]) {
         let mut ke = match self.law.ff {
             Feedforward::RateOverStiffness(ke) => ke,
@@ -1534,7 +1670,9 @@ impl ArmRun {
             FrameKind::Tracking => self.track(i.tcp, &f, dt),
         }
         let fc = Self::applied_in_frame(&self.frame, i.tcp, &f, &tau);
-        let tr = ref_time(&self.task, t, self.contact_s);
+        // The reference clock: task time (from contact for a task that starts there), less
+        // what speed adaptation has held it back; its rates run at the clock's scale.
+        let tr = ref_time(&self.task, t, self.contact_s) - self.lag_s;
         let shaped: [(f64, f64); 6] = std::array::from_fn(|k| {
             profile_blended_over(&self.task.reference[k], tr, self.ref_blend_s[k])
         });
@@ -1543,7 +1681,7 @@ impl ArmRun {
             if self.task.from_contact && self.contact_s.is_none() {
                 0.0
             } else {
-                shaped[k].1
+                shaped[k].1 * self.speed
             }
         });
         let mut f_ref = [0.0; 6];
@@ -1776,10 +1914,13 @@ impl ArmRun {
                 }
             }
         }
-        if ref_time(&self.task, t, self.contact_s) >= self.task.duration_s {
+        if ref_time(&self.task, t, self.contact_s) - self.lag_s >= self.task.duration_s {
             self.done = true;
             u = [0.0; 6];
         }
+        // Sliding: a position axis' reference moving (the surface may change under the tool).
+        let sliding = (0..6).any(|k| !sel[k] && rd[k].abs() > 1e-9);
+        self.adapt_speed(&u, &f_ref, dt, tr, sliding);
         self.u_prev = u;
         let (ul, ua) = split(&u);
         let v_b = rc * ul;
@@ -1821,6 +1962,8 @@ impl ArmRun {
                 frame_in_base: pose_of(&self.frame),
                 gains_for_n_per_m: gains_for,
                 stiffness_estimate_n_per_m: stiffness_est,
+                ref_time_s: tr,
+                speed_scale: self.speed,
             },
         ))
     }
@@ -2158,6 +2301,8 @@ impl PlantRun {
                 frame_in_base: pose_of(&frame),
                 gains_for_n_per_m: [0.0; 3],
                 stiffness_estimate_n_per_m: [0.0; 3],
+                ref_time_s: tr,
+                speed_scale: 1.0,
             },
         ))
     }
@@ -2395,6 +2540,8 @@ mod tests {
         cmds: Vec<(Vector3<f64>, bool)>,
         /// A steady force on the tool across the pressing axis (base, N): a wall.
         wall: Vector3<f64>,
+        /// Speed adaptation's force bound (N; 0: off).
+        slowdown_n: f64,
     }
 
     impl Cell {
@@ -2414,6 +2561,7 @@ mod tests {
                 grade: None,
                 cmds: Vec::new(),
                 wall: Vector3::zeros(),
+                slowdown_n: 0.0,
             }
         }
         /// The surface's stiffness under the tool.
@@ -2550,6 +2698,7 @@ mod tests {
             }
         }
         run.prefilter_s = prefilter_s;
+        run = run.with_speed_adaptation(cell.slowdown_n);
         let dt = 0.004;
         let mut t = 0.0;
         while t < seconds {
@@ -2623,6 +2772,7 @@ mod tests {
                 worst_case_n_per_m: 2e4,
                 loop_delay_s: 0.03,
                 adapt_softest_n_per_m: None,
+                slowdown_error_n: 0.0,
             };
             core.request_hybrid(press_task(10.0, 60.0), setup, Some(WrenchFault::None))
                 .unwrap_or_else(|e| panic!("{e}"));
@@ -3574,11 +3724,23 @@ mod tests {
     /// tool meets the steel. Without the raise the loop, made for the pad, chatters on the
     /// steel and the task ends.
     fn pad_onto_steel(raise: bool) -> (Result<(), Abort>, f64, f64, f64) {
+        let (r, worst_in, rms, worst_out, _) = pad_onto_steel_with(raise, 0.0);
+        (r, worst_in, rms, worst_out)
+    }
+
+    /// The pad-onto-steel press with speed adaptation's bound `slowdown_n` (0: off). Returns
+    /// (outcome, max |e| through the taper, RMS and max |e| outside it, whether contact was
+    /// lost after the first), on the true force.
+    fn pad_onto_steel_with(
+        raise: bool,
+        slowdown_n: f64,
+    ) -> (Result<(), Abort>, f64, f64, f64, bool) {
         let limits = default_limits();
         let mut cell = Cell::new(2e4, 0.0005);
         cell.gain_k = 2e4;
         cell.filtered = true;
         cell.adapt = true;
+        cell.slowdown_n = slowdown_n;
         cell.grade = Some((0.43, 0.45, 1e6));
         let mut task = press_task(10.0, 10.0);
         task.from_contact = true;
@@ -3590,11 +3752,14 @@ mod tests {
         };
         let (mut worst_in, mut sq, mut n, mut worst_out) = (0.0f64, 0.0, 0usize, 0.0f64);
         let mut contact: Option<f64> = None;
-        let r = run_arm_with(task, &mut cell, limits, 14.0, raise, |t, rep, c| {
+        let mut lost = false;
+        // Long enough for a slowed crossing; the task ends on its own clock.
+        let r = run_arm_with(task, &mut cell, limits, 45.0, raise, |t, rep, c| {
             if contact.is_none() && rep.phase == HybridPhase::Contact {
                 contact = Some(t);
             }
             let Some(t0) = contact else { return };
+            lost |= rep.phase == HybridPhase::ContactLost;
             let e = c.force().z - 10.0;
             if t < t0 + 1.5 {
                 return;
@@ -3602,7 +3767,7 @@ mod tests {
             // The taper is crossed between x = 0.43 and 0.45 (the tool starts at 0.4).
             if (0.425..=0.46).contains(&c.pos.x) {
                 worst_in = worst_in.max(e.abs());
-            } else if t <= t0 + 9.0 {
+            } else if rep.phase == HybridPhase::Contact || rep.phase == HybridPhase::ContactLost {
                 sq += e * e;
                 n += 1;
                 worst_out = worst_out.max(e.abs());
@@ -3610,21 +3775,86 @@ mod tests {
         });
         let rms = (sq / n.max(1) as f64).sqrt();
         eprintln!(
-            "pad onto steel, raise {raise}: {} through the taper max |e| {worst_in:.2} N; \
-             outside RMS {rms:.3} N, max {worst_out:.2} N",
+            "pad onto steel, raise {raise}, slowdown {slowdown_n} N: {} through the taper max \
+             |e| {worst_in:.2} N; outside RMS {rms:.3} N, max {worst_out:.2} N; contact lost \
+             {lost}",
             r.as_ref()
                 .map_or_else(|e| e.0.clone(), |_| "completed,".into())
         );
-        (r, worst_in, rms, worst_out)
+        (r, worst_in, rms, worst_out, lost)
     }
 
-    /// What is asserted is what the law can do: the gains follow the stiffness through the
-    /// taper and the press completes, on target outside it. The issue's ±3 N through the
-    /// taper is not met and cannot be with this world: the linear taper needs the tool to
-    /// retract at `F·Δ(1/K)/Δx·v` = 0.49 mm/s all the way to the steel and then not at all;
-    /// a velocity error of 0.49 mm/s on 10⁶ N/m is 490 N/s, 15 N within the loop's 30 ms
-    /// before any feedback acts. Measured: the force falls to 0 for ≈ 0.1 s where the taper
-    /// ends and the press re-seats.
+    /// Issue 20 item 4's ± 3 N through the taper, with speed adaptation: the tool slides
+    /// slower where the loop carries the surface's motion on a stiff surface, so the taper's
+    /// end costs at most ≈ 2 N. Without it (the test can fail) the end of the taper drops
+    /// the force to 0.
+    #[test]
+    fn speed_adaptation_keeps_the_pad_to_steel_transition_within_3_n() {
+        let (r, worst_in, rms, worst_out, lost) = pad_onto_steel_with(true, 2.0);
+        assert!(r.is_ok(), "{r:?}");
+        assert!(worst_in <= 3.0, "through the taper max |e| {worst_in:.2} N");
+        assert!(!lost, "contact lost");
+        assert!(
+            rms <= 0.5 && worst_out <= 2.0,
+            "outside RMS {rms:.3} N, max {worst_out:.2} N"
+        );
+        let (_, worst_in, _, _, lost) = pad_onto_steel_with(true, 0.0);
+        assert!(
+            worst_in > 3.0 && lost,
+            "without: {worst_in:.2} N, lost {lost}"
+        );
+    }
+
+    #[test]
+    fn the_speed_scale_keeps_a_sudden_stop_within_its_force() {
+        let dt = 0.004;
+        // The cost: 0.49 mm/s against kp_f = 0.3/(K·T) made for 10⁶ N/m, T = 30 ms: the
+        // P-loop's error for that velocity, 49 N; on a surface made for 10⁵ that may be 10⁶,
+        // the same ×10 of its own.
+        let kp = |k: f64| 0.3 / (k * 0.03);
+        assert!((stop_cost_n(0.49e-3, kp(1e6), 1e6, 1e6) - 49.0).abs() < 1e-9);
+        assert!((stop_cost_n(0.49e-3, kp(1e5), 1e5, 1e6) - 49.0).abs() < 1e-9);
+        assert!((stop_cost_n(0.49e-3, kp(1e5), 1e5, 1e5) - 4.9).abs() < 1e-9);
+        assert_eq!(stop_cost_n(1.0, 0.0, 1e5, 1e6), 0.0);
+        assert_eq!(stop_cost_n(f64::NAN, kp(1e5), 1e5, 1e6), 0.0);
+        // Nothing moving along the force axes: full speed.
+        assert_eq!(next_speed_scale(1.0, &[0.0; 3], 2.0, dt), 1.0);
+        // A cost of 49 N at full speed converges to 2/49 of it (the motion scales with the
+        // speed), falling at most 4/s.
+        let mut s = 1.0;
+        for _ in 0..250 {
+            let next = next_speed_scale(s, &[0.0, 0.0, 49.0 * s], 2.0, dt);
+            assert!(s - next <= SPEED_SCALE_FALL_PER_S * dt + 1e-12);
+            s = next;
+        }
+        assert!(
+            (s - 2.0 / 49.0).abs() < 1e-9 || s == MIN_SPEED_SCALE,
+            "scale {s}"
+        );
+        let mut s = 1.0;
+        for _ in 0..250 {
+            s = next_speed_scale(s, &[0.0, 0.0, 10.0 * s], 2.0, dt);
+        }
+        assert!((s - 0.2).abs() < 1e-6, "scale {s}");
+        // The motion stops: back up at most 1/s.
+        let next = next_speed_scale(s, &[0.0; 3], 2.0, dt);
+        assert!((next - (s + SPEED_SCALE_RISE_PER_S * dt)).abs() < 1e-12);
+        // Never below the floor; off or nonsense: full speed.
+        assert_eq!(
+            next_speed_scale(0.06, &[100.0; 3], 2.0, 1.0),
+            MIN_SPEED_SCALE
+        );
+        assert_eq!(next_speed_scale(0.5, &[100.0; 3], 0.0, dt), 1.0);
+        assert_eq!(next_speed_scale(f64::NAN, &[100.0; 3], 2.0, dt), 1.0);
+    }
+
+    /// At the task's own speed (speed adaptation off): the gains follow the stiffness
+    /// through the taper and the press completes, on target outside it. The ±3 N through the
+    /// taper cannot be met at 20 mm/s: the linear taper needs the tool to retract at
+    /// `F·Δ(1/K)/Δx·v` = 0.49 mm/s all the way to the steel and then not at all; a velocity
+    /// error of 0.49 mm/s on 10⁶ N/m is 490 N/s, 15 N within the loop's 30 ms before any
+    /// feedback acts. Measured: the force falls to 0 for ≈ 0.1 s where the taper ends and the
+    /// press re-seats. Speed adaptation (next test) meets it by crossing slower.
     #[test]
     fn a_press_sliding_from_a_pad_onto_steel_raises_its_gains_from_the_depth() {
         let (r, _worst_in, rms, worst_out) = pad_onto_steel(true);

@@ -52,6 +52,11 @@ pub struct HybridConfig {
     pub adapt_gains: bool,
     /// The softest contact the gains may be made for when they follow the estimate (N/m).
     pub softest_stiffness_n_per_m: f64,
+    /// Speed adaptation of an arm task in contact (`control::hybrid::ArmRun::
+    /// with_speed_adaptation`): the task's reference clock slows down so that a sudden stop
+    /// of the force axes' current motion (a surface rising, falling or stiffening under the
+    /// sliding tool, then ending) costs at most this force (N); 0 turns it off.
+    pub slowdown_error_n: f64,
     /// The limits of an arm task, and their ceilings: a task may tighten any field (all
     /// fields when the table is given; the travel bounds may be left out).
     pub limits: HybridLimits,
@@ -77,6 +82,7 @@ impl Default for HybridConfig {
             loop_delay_s: 0.03,
             adapt_gains: true,
             softest_stiffness_n_per_m: 2.0e3,
+            slowdown_error_n: 2.0,
             limits: hybrid::default_limits(),
             plant_limits: HybridLimits {
                 force_axis_speed_m_s: 0.05,
@@ -111,6 +117,14 @@ impl Validate for HybridConfig {
                 "N·m/rad",
             );
         }
+        check_range(
+            errors,
+            format!("{prefix}.slowdown_error_n"),
+            self.slowdown_error_n,
+            0.0,
+            1e3,
+            "N",
+        );
         check_range(
             errors,
             format!("{prefix}.worst_case_stiffness_n_per_m"),
@@ -232,6 +246,7 @@ impl HybridConfig {
             loop_delay_s: self.loop_delay_s,
             adapt_softest_n_per_m: (self.adapt_gains && !task.fixed_gains)
                 .then_some(self.softest_stiffness_n_per_m),
+            slowdown_error_n: self.slowdown_error_n,
         })
     }
 
@@ -478,6 +493,8 @@ fn hybrid_state(stamp: common::msg::Stamp, motion_id: u64, r: &StepReport) -> Hy
         frame_in_base: r.frame_in_base,
         gains_for_n_per_m: r.gains_for_n_per_m,
         stiffness_estimate_n_per_m: r.stiffness_estimate_n_per_m,
+        ref_time_s: r.ref_time_s,
+        speed_scale: r.speed_scale,
     }
 }
 

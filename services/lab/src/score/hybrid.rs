@@ -4,7 +4,7 @@
 //! whose answers are known (`experiment`'s tests). `docs/experiments.md` quotes these
 //! definitions.
 
-use client::hybrid::Outcome;
+use client::hybrid::{Outcome, Row};
 use common::msg::{HybridPhase, HybridTask};
 use control::metrics::{error_stats, lowpass_zero_phase, resample, step_figures};
 use serde_json::{json, Value};
@@ -131,6 +131,67 @@ pub(crate) struct CaseSeries {
     pub(crate) pos_axis: String,
 }
 
+/// The reference clock of a recorded task against the rows' time (pure): from each row's
+/// `(t_s, ref_time_s)` once the reference runs (from contact for a task that starts there);
+/// before the first such row and after the last it runs at rate 1 (as planned). Without
+/// rows it is task time less `shift`.
+pub(crate) struct RefClock {
+    pts: Vec<(f64, f64)>,
+    shift: f64,
+}
+
+impl RefClock {
+    pub(crate) fn new(rows: &[Row], shift: f64) -> Self {
+        let pts = rows
+            .iter()
+            .filter(|r| r.state.t_s >= shift)
+            .map(|r| (r.state.t_s, r.state.ref_time_s))
+            .filter(|(t, x)| t.is_finite() && x.is_finite())
+            .collect();
+        RefClock { pts, shift }
+    }
+
+    /// Reference time at row time `t`.
+    pub(crate) fn ref_at(&self, t: f64) -> f64 {
+        let (Some(first), Some(last)) = (self.pts.first(), self.pts.last()) else {
+            return t - self.shift;
+        };
+        if t <= first.0 {
+            return first.1 - (first.0 - t);
+        }
+        if t >= last.0 {
+            return last.1 + (t - last.0);
+        }
+        let i = self.pts.partition_point(|p| p.0 <= t);
+        let (a, b) = (self.pts[i - 1], self.pts[i]);
+        if b.0 > a.0 {
+            a.1 + (b.1 - a.1) * (t - a.0) / (b.0 - a.0)
+        } else {
+            a.1
+        }
+    }
+
+    /// The first row time at which the reference clock reaches `x` (rate 1 outside the rows).
+    pub(crate) fn time_of(&self, x: f64) -> f64 {
+        let (Some(first), Some(last)) = (self.pts.first(), self.pts.last()) else {
+            return x + self.shift;
+        };
+        if x <= first.1 {
+            return first.0 - (first.1 - x);
+        }
+        if x > last.1 {
+            return last.0 + (x - last.1);
+        }
+        match self.pts.windows(2).find(|w| w[1].1 >= x) {
+            Some(w) if w[1].1 > w[0].1 => {
+                w[0].0 + (w[1].0 - w[0].0) * (x - w[0].1) / (w[1].1 - w[0].1)
+            }
+            Some(w) => w[1].0,
+            None => last.0,
+        }
+    }
+}
+
 /// Scores a recorded case: the force axis on the 12 Hz-filtered ground truth.
 #[allow(clippy::needless_range_loop)] // axis k of several arrays
 pub(crate) fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>, CaseSeries) {
@@ -145,6 +206,10 @@ pub(crate) fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>
     } else {
         0.0
     };
+    // The task's reference clock as control ran it (`HybridState::ref_time_s`: task time from
+    // contact, less what speed adaptation held it back), against the rows' time: reference
+    // values and windows placed on the reference are read on it.
+    let clock = RefClock::new(rows, shift);
     // Ground truth only: the plant at 1 kHz; the arm once per law step (the rows that have
     // it). Never the estimate in its place: a missing truth fails the case (`truth_coverage`).
     let (tt, raw, raw_label): (Vec<f64>, Vec<f64>, &str) = if !o.truth.is_empty() {
@@ -176,7 +241,7 @@ pub(crate) fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>
     let gf = lowpass_zero_phase(&gu, 12.0, fs);
     let rg: Vec<f64> = tg
         .iter()
-        .map(|t| control::hybrid::profile_value(&case.task.reference[k], *t - shift))
+        .map(|t| control::hybrid::profile_value(&case.task.reference[k], clock.ref_at(*t)))
         .collect();
     let end = tg.last().copied().unwrap_or(0.0);
     let mut m = serde_json::Map::new();
@@ -189,20 +254,29 @@ pub(crate) fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>
         .find(|(_, f)| **f > 0.0)
         .map(|(t, _)| *t);
     let (from, to, lost_from) = match case.score {
-        Score::Step { at_s, .. } => (at_s + shift + 0.5, end, at_s + shift),
+        Score::Step { at_s, .. } => {
+            let at = clock.time_of(at_s);
+            (at + 0.5, end, at)
+        }
         Score::Window {
             anchor,
             from_s,
             to_s,
             ..
         } => {
-            let at = match anchor {
-                Anchor::Reference => shift,
+            match anchor {
+                // On the reference clock: a move slowed by speed adaptation is scored whole.
+                Anchor::Reference => {
+                    let (a, b) = (clock.time_of(from_s), clock.time_of(to_s));
+                    (a, b.min(end), a)
+                }
                 // No touch: the window cannot be placed; scored from task time 0 and the
                 // case fails on `touched` below.
-                Anchor::TruthTouch => touch.unwrap_or(0.0),
-            };
-            (from_s + at, (to_s + at).min(end), from_s + at)
+                Anchor::TruthTouch => {
+                    let at = touch.unwrap_or(0.0);
+                    (from_s + at, (to_s + at).min(end), from_s + at)
+                }
+            }
         }
     };
     m.insert("window_from_s".into(), json!(from));
@@ -227,7 +301,7 @@ pub(crate) fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>
         at_s,
     } = case.score
     {
-        let at = at_s + shift;
+        let at = clock.time_of(at_s);
         let f = step_figures(&tg, &gf, at, before, after, 1.0);
         m.insert("rise_time_s".into(), json!(f.rise_time_s));
         m.insert("t90_s".into(), json!(f.t90_s));
@@ -459,6 +533,68 @@ pub(crate) fn first_contact_figures(
     m.insert("truth_peak_first_contact_n".into(), json!(peak));
     m.insert("first_contact_rise_s".into(), json!(rise));
     m.insert("first_contact_overshoot_pct".into(), json!(overshoot));
+    // Speed adaptation: the slowest the reference clock ran, and the move's length in time.
+    let min_scale = o
+        .rows
+        .iter()
+        .map(|r| r.state.speed_scale)
+        .filter(|v| *v > 0.0)
+        .fold(1.0, f64::min);
+    m.insert("min_speed_scale".into(), json!(min_scale));
+    if let (Some(a), Some(b)) = (
+        m.get("window_from_s").and_then(Value::as_f64),
+        m.get("window_to_s").and_then(Value::as_f64),
+    ) {
+        m.insert("move_duration_s".into(), json!(b - a));
+        // A surface whose stiffness changes along the move (`grade`, along {C} x from the
+        // start): the raw true force error (per law step) through the transition — the taper
+        // and 5 mm past it, where the press re-seats — and outside it, within the window.
+        if let Some((g0, g1, _)) = case.first_contact.and_then(|t| t.grade) {
+            let f_ref = |t: f64| control::hybrid::profile_value(&case.task.reference[k], t);
+            let (mut inside, mut outside) = (Vec::new(), Vec::new());
+            for r in o
+                .rows
+                .iter()
+                .filter(|r| r.state.t_s >= a && r.state.t_s <= b)
+            {
+                let Some(f) = r.truth_force else { continue };
+                let e = f[k.min(2)] - f_ref(r.state.ref_time_s);
+                let x = r.state.position[0];
+                if x >= g0 && x <= g1 + 0.005 {
+                    inside.push(e);
+                } else {
+                    outside.push(e);
+                }
+            }
+            let rms =
+                |v: &[f64]| (v.iter().map(|e| e * e).sum::<f64>() / v.len().max(1) as f64).sqrt();
+            let max = |v: &[f64]| v.iter().fold(0.0f64, |a, e| a.max(e.abs()));
+            m.insert(
+                "transition_max_force_error_n".into(),
+                json!((!inside.is_empty()).then(|| max(&inside))),
+            );
+            m.insert(
+                "outside_transition_rms_force_error_n".into(),
+                json!((!outside.is_empty()).then(|| rms(&outside))),
+            );
+            m.insert(
+                "outside_transition_max_force_error_n".into(),
+                json!((!outside.is_empty()).then(|| max(&outside))),
+            );
+            if let Some(Value::Object(src)) = m.get_mut("sources") {
+                for key in [
+                    "transition_max_force_error_n",
+                    "outside_transition_rms_force_error_n",
+                    "outside_transition_max_force_error_n",
+                ] {
+                    src.insert(
+                        key.into(),
+                        json!("truth: sim/truth at the tool, raw per law step; placed by control's measured TCP along the move"),
+                    );
+                }
+            }
+        }
+    }
     let last = o.rows.last().map(|r| &r.state);
     m.insert(
         "stiffness_estimate_end_n_per_m".into(),
@@ -505,5 +641,53 @@ pub(crate) fn settling(t: &[f64], y: &[f64], at: f64, target: f64, band: f64) ->
         None => Some(0.0),
         Some(tl) if t.last().is_some_and(|e| e - tl > 0.2) => Some(tl - at),
         Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::msg::HybridState;
+
+    fn row(t: f64, r: f64) -> Row {
+        Row {
+            state: HybridState {
+                t_s: t,
+                ref_time_s: r,
+                ..Default::default()
+            },
+            truth_force: None,
+            truth_position: None,
+        }
+    }
+
+    /// A reference clock held back by speed adaptation: contact at 1 s, the clock at rate 1
+    /// for 2 s, then at 0.25 for 4 s (1 s of reference), then 1 again. A window on the
+    /// reference [2, 4] s spans row time 3 → 8 s: the slowed stretch is scored whole.
+    #[test]
+    fn windows_on_the_reference_follow_a_slowed_clock() {
+        let mut rows = vec![row(0.0, 0.0), row(0.5, 0.0)];
+        let mut t = 1.0;
+        let mut r = 0.0;
+        while t < 12.0 {
+            rows.push(row(t, r));
+            let rate = if (3.0..7.0).contains(&t) { 0.25 } else { 1.0 };
+            t += 0.004;
+            r += rate * 0.004;
+        }
+        let c = RefClock::new(&rows, 1.0);
+        assert!((c.time_of(2.0) - 3.0).abs() < 0.01, "{}", c.time_of(2.0));
+        assert!((c.time_of(3.0) - 7.0).abs() < 0.01, "{}", c.time_of(3.0));
+        assert!((c.time_of(4.0) - 8.0).abs() < 0.01, "{}", c.time_of(4.0));
+        assert!((c.ref_at(5.0) - 2.5).abs() < 0.01, "{}", c.ref_at(5.0));
+        // Before contact and past the rows: rate 1.
+        assert!((c.ref_at(0.5) - -0.5).abs() < 1e-9);
+        assert!(
+            (c.time_of(100.0) - (rows[rows.len() - 1].state.t_s + 100.0 - r + 0.004)).abs() < 0.01
+        );
+        // No rows: task time less the shift.
+        let c = RefClock::new(&[], 1.0);
+        assert_eq!(c.time_of(2.0), 3.0);
+        assert_eq!(c.ref_at(3.0), 2.0);
     }
 }
