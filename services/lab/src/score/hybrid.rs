@@ -147,7 +147,14 @@ impl RefClock {
             .filter(|r| r.state.t_s >= shift)
             .map(|r| (r.state.t_s, r.state.ref_time_s))
             .filter(|(t, x)| t.is_finite() && x.is_finite())
-            .collect();
+            .collect::<Vec<_>>();
+        // A record without the clock (every row 0: a plant recording or an older trace) runs
+        // on task time less the shift.
+        let pts = if pts.iter().all(|p| p.1 == 0.0) {
+            Vec::new()
+        } else {
+            pts
+        };
         RefClock { pts, shift }
     }
 
