@@ -113,7 +113,8 @@ fn open_tun(name: &str) -> Result<OwnedFd, String> {
     Ok(fd)
 }
 
-fn ip(args: &[&str]) -> Result<(), String> {
+/// `ip ARGS` (iproute2); Err with the command and its stderr when it fails.
+pub fn ip(args: &[&str]) -> Result<(), String> {
     let out = std::process::Command::new("ip")
         .args(args)
         .output()

@@ -46,7 +46,7 @@ use common::{
 };
 use nalgebra::Vector3;
 use serde_json::{json, Value};
-use tests::{repo_root, statuses, up_all, wait_for, TestCell};
+use tests::{emulink::ip, repo_root, statuses, up_all, wait_for, TestCell};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -1214,18 +1214,6 @@ static LINK: Mutex<Option<String>> = Mutex::new(None);
 /// The two-host test's emulated (delaying, lossy) link, for [`inject`].
 static EMU: Mutex<Option<Arc<tests::emulink::EmuLink>>> = Mutex::new(None);
 
-/// `ip ARGS` (iproute2); Err(stderr) when it fails.
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = std::process::Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-    }
-}
 
 /// The Raspberry Pi as a network namespace joined to this host (the PC) by a veth pair;
 /// removed on drop.
