@@ -1214,7 +1214,6 @@ static LINK: Mutex<Option<String>> = Mutex::new(None);
 /// The two-host test's emulated (delaying, lossy) link, for [`inject`].
 static EMU: Mutex<Option<Arc<tests::emulink::EmuLink>>> = Mutex::new(None);
 
-
 /// The Raspberry Pi as a network namespace joined to this host (the PC) by a veth pair;
 /// removed on drop.
 struct PiHost {
