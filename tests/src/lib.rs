@@ -8,6 +8,9 @@ use std::{
 };
 
 pub mod emulink;
+pub mod harness;
+
+pub use harness::{cell_lock, full_tier, report, require_or_skip, CellLock, Report};
 
 use anyhow::Context;
 use common::{
@@ -114,9 +117,13 @@ fn spawn_up(name: &str, all_sets: &[String], log: &std::path::Path) -> Child {
         // SAFETY: plain query of the child's policy.
         let policy = unsafe { libc::sched_getscheduler(child.id() as libc::pid_t) };
         if policy != libc::SCHED_FIFO {
-            eprintln!(
-                "test cell {name}: SCHED_FIFO {prio} not permitted here; the cell runs under \
-                 normal scheduling and its timing-sensitive figures measure the host too"
+            // CELL_REQUIRE_FIFO=1 (CI, as root): the figures must be the deployed form's.
+            require_or_skip(
+                "CELL_REQUIRE_FIFO",
+                &format!(
+                    "test cell {name}: SCHED_FIFO {prio} not permitted here; the cell runs under \
+                     normal scheduling and its timing-sensitive figures measure the host too"
+                ),
             );
         }
     }
@@ -126,6 +133,7 @@ fn spawn_up(name: &str, all_sets: &[String], log: &std::path::Path) -> Child {
 impl TestCell {
     /// Starts the default simulated cell with extra `--set` overrides.
     pub fn start(name: &str, sets: &[&str]) -> TestCell {
+        harness::assert_cell_lock_held(name);
         let port = free_port();
         let id = format!("t{}{}", name.replace(['-', '_'], ""), port);
         let router = format!("tcp/127.0.0.1:{port}");
@@ -229,9 +237,12 @@ impl TestCell {
         }
         match self.proven_stall(&r.2, since) {
             Ok(proof) => {
-                eprintln!(
-                    "cell {}: held by a proven host stall ({proof}); once more",
-                    args.join(" ")
+                report(
+                    Report::Retry,
+                    &format!(
+                        "cell {}: held by a proven host stall ({proof}); once more",
+                        args.join(" ")
+                    ),
                 );
                 self.cli(args)
             }

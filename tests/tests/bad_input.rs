@@ -116,6 +116,7 @@ async fn snapshot(s: &zenoh::Session, c: &TestCell) -> Snapshot {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_every_key_is_counted_and_dropped_and_never_reaches_the_robot() {
+    let _cell = tests::cell_lock();
     let c = TestCell::start("badinput", &[]);
     let s = up_all(&c).await;
     let id = c.cell.id.clone();

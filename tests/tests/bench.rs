@@ -108,6 +108,7 @@ fn check(r: &serde_json::Value, rate: f64, seconds: f64) {
 
 #[test]
 fn latency_smoke_has_no_missed_cycles() {
+    let _cell = tests::cell_lock();
     if std::env::var_os("CELL_BENCH_FULL").is_some() {
         for (rate, secs) in [(250.0, 60.0), (1000.0, 30.0)] {
             let r = bench(

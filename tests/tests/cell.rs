@@ -27,6 +27,7 @@ async fn next<T: serde::de::DeserializeOwned>(
 /// target.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_travels_control_robot_and_back_on_the_direct_chain() {
+    let _cell = tests::cell_lock();
     command_travels(false).await;
 }
 
@@ -34,6 +35,7 @@ async fn command_travels_control_robot_and_back_on_the_direct_chain() {
 /// Cartesian commands become joint commands in kinematics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_travels_control_kinematics_robot_and_back() {
+    let _cell = tests::cell_lock();
     command_travels(true).await;
 }
 
@@ -118,6 +120,7 @@ async fn command_travels(via_kinematics: bool) {
 /// fields; the robot cycle rate is the configured 250 Hz.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn liveliness_and_json_status_for_every_service() {
+    let _cell = tests::cell_lock();
     let c = TestCell::start("status", &[]);
     let s = up_all(&c).await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -142,6 +145,7 @@ async fn liveliness_and_json_status_for_every_service() {
 /// SIGKILL a service: the launcher restarts it (new pid) and it is live again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_service_is_restarted() {
+    let _cell = tests::cell_lock();
     let c = TestCell::start("restart", &[]);
     let s = up_all(&c).await;
     let st = statuses(&s, &c.cell).await.unwrap();
@@ -164,6 +168,7 @@ async fn killed_service_is_restarted() {
 /// SIGTERM to `cell up`: exit 0 within 3 s, robot-io stops last in hold, no orphans.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_everything_cleanly() {
+    let _cell = tests::cell_lock();
     let mut c = TestCell::start("sigterm", &[]);
     let s = up_all(&c).await;
     let st = statuses(&s, &c.cell).await.unwrap();
@@ -204,6 +209,7 @@ async fn sigterm_stops_everything_cleanly() {
 /// Garbage on every key any service subscribes to: nobody crashes, everyone counts rejects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_messages_are_counted_and_dropped() {
+    let _cell = tests::cell_lock();
     let c = TestCell::start("garbage", &[]);
     let s = up_all(&c).await;
     let before = statuses(&s, &c.cell).await.unwrap();
@@ -250,6 +256,7 @@ async fn malformed_messages_are_counted_and_dropped() {
 /// The offline CLI: zero pose and a JSON shape integrators can script against.
 #[test]
 fn cell_kin_fk_zero_pose() {
+    let _cell = tests::cell_lock();
     let out = std::process::Command::new(tests::bin_dir().join("cell"))
         .args(["kin", "fk", "0", "0", "0", "0", "0", "0", "--deg"])
         .output()
@@ -264,6 +271,7 @@ fn cell_kin_fk_zero_pose() {
 /// zenoh's own warnings (unless `-v`).
 #[test]
 fn cell_kin_failures_are_exit_codes_and_operator_errors_are_one_line() {
+    let _cell = tests::cell_lock();
     let cell = |args: &[&str]| {
         std::process::Command::new(tests::bin_dir().join("cell"))
             .args(args)
@@ -295,6 +303,7 @@ fn cell_kin_failures_are_exit_codes_and_operator_errors_are_one_line() {
 /// reason when the move is refused (here: an engaged e-stop).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn move_wait_reaches_the_target_or_fails_with_the_reason() {
+    let _cell = tests::cell_lock();
     let c = TestCell::start("movewait", &[]);
     let _s = up_all(&c).await;
     let (ok, _, err) = c.cli(&["move", "400", "50", "550", "--wait"]);
@@ -313,6 +322,7 @@ async fn move_wait_reaches_the_target_or_fails_with_the_reason() {
 /// reason that is no silence proves nothing whatever the gaps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_stall_is_proven_only_when_every_process_froze_together() {
+    let _cell = tests::cell_lock();
     let c = TestCell::start("stall", &[]);
     let s = up_all(&c).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -371,6 +381,7 @@ async fn a_host_stall_is_proven_only_when_every_process_froze_together() {
 /// named 5 of 9).
 #[test]
 fn experiment_help_names_every_experiment() {
+    let _cell = tests::cell_lock();
     let out = std::process::Command::new(tests::bin_dir().join("cell"))
         .args(["experiment", "--help"])
         .output()

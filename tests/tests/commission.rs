@@ -9,8 +9,6 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 use serde_json::Value;
 use tests::{live_services, repo_root, sim_fault, up_all, wait_for, TestCell};
 
-/// Timing-sensitive on 2 cores: one cell at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The mounted tool as the simulator's default world has it (`sim::world::ToolParams`): the
 /// config of a commissioned cell says so.
@@ -120,7 +118,7 @@ fn commission(c: &TestCell, tag: &str, extra: &[&str]) -> Report {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commission_passes_on_a_correctly_configured_simulated_cell() {
-    let _g = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("comm-ok", &PAYLOAD);
     let s = up_all(&c).await;
     let mut r = commission(&c, "ok", &[]);
@@ -165,7 +163,7 @@ async fn commission_passes_on_a_correctly_configured_simulated_cell() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_egm_port_is_named_by_the_irc5_and_egm_steps() {
-    let _g = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     // robot-io listens on another port than the one the controller sends to.
     let other = tests::free_udp_port();
     let bind = format!("robot_io.egm.bind=\"127.0.0.1:{other}\"");
@@ -204,7 +202,7 @@ async fn a_wrong_egm_port_is_named_by_the_irc5_and_egm_steps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sensor_mounted_a_quarter_turn_off_is_named_by_the_frame_step() {
-    let _g = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("comm-rot", &PAYLOAD);
     let s = up_all(&c).await;
     let (ok, out, err) = c.cli(&[
@@ -229,7 +227,7 @@ async fn a_sensor_mounted_a_quarter_turn_off_is_named_by_the_frame_step() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_0_3_kg_heavier_than_the_config_is_named_by_the_payload_step() {
-    let _g = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("comm-mass", &PAYLOAD);
     let s = up_all(&c).await;
     let (ok, out, err) = c.cli(&["sim-scenario", r#"{"set":{"tool.mass_kg":0.8}}"#]);
@@ -250,7 +248,7 @@ async fn a_tool_0_3_kg_heavier_than_the_config_is_named_by_the_payload_step() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_percent_egm_loss_is_named_by_the_egm_step() {
-    let _g = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("comm-loss", &PAYLOAD);
     let s = up_all(&c).await;
     sim_fault(&s, &c, serde_json::json!({ "packet_loss": 0.05 })).await;

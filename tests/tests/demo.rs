@@ -56,6 +56,7 @@ fn assert_stale_not_started(dir: &Path) {
 /// A private cell that cannot start says why, in one line, at once — not a library's path.
 #[test]
 fn demo_names_why_its_private_cell_did_not_start() {
+    let _cell = tests::cell_lock();
     let (bin, cell) = lone_cell_binary("fail");
     let dir = bin.join("out");
     let router = format!("cell.router=\"tcp/127.0.0.1:{}\"", free_port());
@@ -95,6 +96,7 @@ fn demo_names_why_its_private_cell_did_not_start() {
 
 #[test]
 fn demo_runs_every_step_within_tolerance_and_writes_the_report() {
+    let _cell = tests::cell_lock();
     let (bin, cell) = lone_cell_binary("run");
     let dir = bin.join("out");
     let router = format!("cell.router=\"tcp/127.0.0.1:{}\"", free_port());

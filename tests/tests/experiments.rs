@@ -415,13 +415,10 @@ fn json_of(out: &str, err: &str) -> Value {
         .unwrap_or_else(|| panic!("no metrics JSON\nstdout {out}\nstderr {err}"))
 }
 
-/// One cell at a time in this file: the 2-DOF plant's figures depend on the host's timing
-/// (two cells on two cores once pushed the force-ramp RMS past its gate).
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_form_of_every_experiment_meets_its_gates() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start(
         "exp",
         &[
@@ -480,7 +477,7 @@ async fn short_form_of_every_experiment_meets_its_gates() {
 /// No cell at the configured router: `cell experiment` starts a private one, runs, stops it.
 #[test]
 fn starts_a_private_cell_when_none_runs() {
-    let _serial = SERIAL.blocking_lock();
+    let _cell = tests::cell_lock();
     let dir = out_dir("private");
     let router = format!("cell.router=\"tcp/127.0.0.1:{}\"", free_port());
     let out = std::process::Command::new(tests::bin_dir().join("cell"))
@@ -583,7 +580,7 @@ async fn contour_with_a_freeze(
 /// and no `retries`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_case_is_retried_only_after_a_proven_host_stall() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("exp-stall", &[]);
     let s = tests::up_all(&c).await;
     let st = tests::statuses(&s, &c.cell).await.expect("statuses");

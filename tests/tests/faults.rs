@@ -48,7 +48,6 @@ use nalgebra::Vector3;
 use serde_json::{json, Value};
 use tests::{emulink::ip, repo_root, statuses, up_all, wait_for, TestCell};
 
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The press task's force limit (the cell's `[control.hybrid.limits] max_force_n`).
 const PRESS_MAX_FORCE_N: f64 = 50.0;
@@ -792,7 +791,7 @@ fn write_rows(name: &str, rows: &[Row]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_faults_during_a_sliding_press_hold_bounded_and_do_not_resume() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start(
         "faultpress",
         &["sim.scenario=\"scenarios/table-contact.toml\""],
@@ -809,7 +808,7 @@ async fn process_faults_during_a_sliding_press_hold_bounded_and_do_not_resume() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_faults_while_guiding_hold_bounded_and_do_not_resume() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start(
         "faultguide",
         &["sim.scenario=\"scenarios/lead-through.toml\""],
@@ -847,7 +846,7 @@ impl Drop for KillOnDrop {
 /// command, which works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_or_frozen_launcher_leaves_the_press_held_and_bounded() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let mut rows = Vec::new();
     for sig in [Sig::Stop, Sig::Kill] {
         let label = format!("press launcher {}", fault_name(Target::Sensor, sig));
@@ -1050,7 +1049,7 @@ async fn a_killed_or_frozen_launcher_leaves_the_press_held_and_bounded() {
 /// speed limit, nothing resumes). CI form: 3 cases a world; `FAULTS_FULL=1`: every press case.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_faults_on_untuned_worlds_hold_bounded_and_do_not_resume() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let full = std::env::var("FAULTS_FULL").is_ok_and(|v| v == "1");
     let noisy = "sim.sri.imperfections.noise_std=[0.09, 0.09, 0.225, 0.00225, 0.00225, 0.003]";
     /// (name, settings, table stiffness set at run time, the CI form's cases)
@@ -1135,7 +1134,7 @@ async fn process_faults_on_untuned_worlds_hold_bounded_and_do_not_resume() {
 /// drifting zero from a changing contact force while pressing), which the row shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn device_faults_in_force_modes_end_or_ride_through_bounded() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let mut rows = Vec::new();
     for (mode, scenario) in [
         (Mode::Press, "scenarios/table-contact.toml"),
@@ -1332,7 +1331,7 @@ async fn two_host_case(ns: &str, pc_ip: &str, mode: Mode, target: Target) -> Row
 /// wrench goes stale in TCP's retransmission stalls, so the same hold must follow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hosts_a_cut_or_lossy_link_to_the_sensor_node_holds_and_the_sensor_rejoins() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let pi = match PiHost::create() {
         Ok(p) => p,
         Err(e) => {

@@ -12,8 +12,6 @@ use common::{
 use kinematics::Arm;
 use tests::{statuses, wait_for, TestCell};
 
-/// These tests judge timing-sensitive behaviour on a 2-core machine: one cell at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 use tests::{sim_fault, up_all as up};
 
@@ -79,7 +77,7 @@ fn norm(v: [f64; 3]) -> f64 {
 /// control comes up idle: no motion resumes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silence_on_the_command_path_holds_the_robot() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("hold", &[]);
     let s = up(&c).await;
     let cmds = s
@@ -135,7 +133,7 @@ async fn silence_on_the_command_path_holds_the_robot() {
 /// where it is told, no joint ever exceeds its speed limit, and robot-io counts the losses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn packet_loss_and_jitter_never_exceed_limits() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("lossy", &[]);
     let s = up(&c).await;
     sim_fault(
@@ -209,7 +207,7 @@ async fn packet_loss_and_jitter_never_exceed_limits() {
 /// torque within 0.005 N·m.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn payload_identification_and_gravity_compensation() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start(
         "payload",
         &[
@@ -351,7 +349,7 @@ async fn cell_wait(s: &zenoh::Session, c: &TestCell, target: &common::msg::Pose)
 /// frame within 1 %, for the SRI box in both modes and for the ATI Net F/T.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn known_contact_force_in_base_frame_for_every_device() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     for (name, sets) in [
         ("srictr", vec![]),
         (
@@ -404,7 +402,7 @@ async fn known_contact_force_in_base_frame_for_every_device() {
 /// resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unplugged_sensor_is_flagged_stale_and_reconnects() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("unplug", &[]);
     let s = up(&c).await;
     let tared = wait_for(Duration::from_secs(10), || async {
@@ -486,7 +484,7 @@ async fn unplugged_sensor_is_flagged_stale_and_reconnects() {
 /// command (minus joint friction); when commands stop, the plant gets zero effort.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_dof_plant_effort_interface() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("plant", &["sim.plant.enabled=true"]);
     let s = up(&c).await;
     let states = s

@@ -15,10 +15,6 @@ use std::{path::PathBuf, time::Duration};
 
 use tests::{repo_root, wait_for, TestCell};
 
-/// One whole cell at a time: its figures are measured with the machine to itself (two cells
-/// on a 2-core host measure each other's scheduling, not the law: a CI run read Fig. 8's max
-/// error as 1.33 N beside another cell, 0.87–0.90 N alone).
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Moves the tool (pointing down) to `xyz_mm` and tares there once it is still.
 async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
@@ -219,7 +215,7 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arm_presses_and_moves_on_soft_and_stiff_tables_with_identified_gains() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = table_cell("hy-press");
     let _s = tests::up_all(&c).await;
     press_on(&c, 2e4, "press-2e4").await;
@@ -243,7 +239,7 @@ async fn arm_presses_and_moves_on_soft_and_stiff_tables_with_identified_gains() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lifted_limits_are_refused(
 ) {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = table_cell("hy-osc");
     let _s = tests::up_all(&c).await;
     let press =
@@ -401,7 +397,7 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
 /// holds back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_press_sliding_from_a_pad_onto_steel_follows_the_stiffening_surface() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = table_cell("hy-pad");
     let _s = tests::up_all(&c).await;
     let (ok, out, err) = c.cli(&[
@@ -516,7 +512,7 @@ fn hybrid_in_background(
 /// beyond the limit end the task with the reason, control goes idle and robot-io holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = table_cell("hy-limits");
     let s = tests::up_all(&c).await;
     // Not tared since start: refused, non-zero exit, the reason named.
@@ -704,7 +700,7 @@ fn plant_cell(name: &str, scenario: &str) -> TestCell {
 /// docs/hybrid.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plant_force_steps_hold_the_papers_floor() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = plant_cell("hy-fig7", "rc-plant.toml");
     let _s = tests::up_all(&c).await;
     for (f, rate) in [(10.0, 60.0), (5.0, 60.0), (10.0, 120.0)] {
@@ -761,7 +757,7 @@ async fn plant_force_steps_hold_the_papers_floor() {
 /// ends the task, which this test checks — and runs to the end at 3 cm (docs/hybrid.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plant_figs_8_9_10_run_and_report() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = plant_cell("hy-fig8", "rc-plant-ramp.toml");
     let _s = tests::up_all(&c).await;
     let (ok, m, dir) = hybrid(&c, "tasks/rc-fig8-ramp-disturbance.toml", &[], "fig8");
@@ -874,7 +870,7 @@ async fn plant_figs_8_9_10_run_and_report() {
 /// moving 50 mm over the crest and down the flank (the normal turns ≈ 39°).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contour_following_over_a_pipe_with_a_tracking_frame() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start(
         "hy-contour",
         &["sim.scenario=\"scenarios/curved-contact.toml\""],
@@ -923,9 +919,10 @@ struct Mark {
 /// decayed (before, the force stayed at 10 N: robot-io held the measured joints).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bounded() {
+    let _cell = tests::cell_lock();
     use std::sync::{Arc, Mutex};
     use std::time::Instant;
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = table_cell("hy-transitions");
     let s = tests::up_all(&c).await;
     // TRANSITIONS_TABLE_N_PER_M=K: the same on a table of another stiffness (not identified;

@@ -20,6 +20,7 @@ use tests::{up_all as up, TestCell};
 /// towards that solution at the speed limits), and the robot ends at the line's end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn line_through_wrist_singularity_respects_speed_limits() {
+    let _cell = tests::cell_lock();
     let c = TestCell::start("wrist", &[]);
     let s = up(&c).await;
     let arm = Arm::irb120();
@@ -141,6 +142,7 @@ async fn line_through_wrist_singularity_respects_speed_limits() {
 /// FK/IK requests over the bus: JSON in, JSON out; bad requests get an error reply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fk_ik_queryables_answer_json() {
+    let _cell = tests::cell_lock();
     let c = TestCell::start("kinrpc", &[]);
     let s = up(&c).await;
     let get = |op: &str, body: &str| {

@@ -19,10 +19,6 @@ use common::msg::{JointCommand, SimTruth};
 use nalgebra::Vector3;
 use tests::{up_all, wait_for, TestCell};
 
-/// One whole cell at a time: its figures are measured with the machine to itself (two cells
-/// on a 2-core host measure each other's scheduling, not the law: a CI run read Fig. 8's max
-/// error as 1.33 N beside another cell, 0.87–0.90 N alone).
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TOOL_DOWN: [&str; 4] = ["0", "0", "1", "0"];
 
@@ -159,7 +155,7 @@ async fn pull_with(
 /// 0.2 s; with the stiffness law each step is d = 10 mm within 0.5 mm.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pulls_along_tool_axes_with_both_laws() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = lead_cell("axes", &[]);
     let s = up_all(&c).await;
     let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
@@ -208,7 +204,7 @@ async fn pulls_along_tool_axes_with_both_laws() {
 /// the admittance law takes ≤ 10 N.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_at_45_degrees_smooth_laws_versus_staircase() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = lead_cell("fortyfive", &[]);
     let s = up_all(&c).await;
     let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
@@ -256,7 +252,7 @@ async fn pull_at_45_degrees_smooth_laws_versus_staircase() {
 /// then hands off for 10 s with the sensor's noise and drift on: TCP drift ≤ 1 mm.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = lead_cell("stable", &[]);
     let s = up_all(&c).await;
     let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
@@ -340,7 +336,7 @@ const WALL_Y: f64 = 0.3;
 /// 0.5 s + braking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn speed_cap_walls_and_deadman() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     // The cell's box (the ceiling a session may only tighten) reaches x 0.6, z 0.7 here; the
     // session moves the y wall in to 0.3 m.
     let c = lead_cell(
@@ -537,7 +533,7 @@ fn rec_max_y(csv: &std::path::Path) -> f64 {
 /// acceleration limit (per robot cycle), and progress reaches 100 %.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teach_save_restart_load_and_play() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let dir = out_dir().join("programs");
     let dir_s = dir.to_str().expect("path").to_string();
     let mut taught = Vec::new();
@@ -813,7 +809,7 @@ async fn teach_save_restart_load_and_play() {
 /// `cell reset --protective`, and then guides again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrench_above_the_guide_ceiling_is_a_protective_stop() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = lead_cell("protect", &[]);
     let s = up_all(&c).await;
     let rec = Recorder::start(&s, &c.cell).await.expect("recorder");

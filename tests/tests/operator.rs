@@ -56,6 +56,7 @@ const BAD_CONFIGS: &[(&[&str], &[&str])] = &[
 
 #[test]
 fn invalid_configs_fail_at_start_naming_every_bad_key() {
+    let _cell = tests::cell_lock();
     let (ok, out) = cell(&["--check-config", "up"]);
     assert!(ok, "the shipped config must validate: {out}");
     for (sets, keys) in BAD_CONFIGS {
@@ -99,6 +100,7 @@ const BAD_TASKS: &[(&str, &str, &str)] = &[
 
 #[test]
 fn invalid_task_files_are_refused_naming_the_key() {
+    let _cell = tests::cell_lock();
     let good = std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).unwrap();
     let dir = std::env::temp_dir().join(format!("cell-bad-tasks-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -126,6 +128,7 @@ fn invalid_task_files_are_refused_naming_the_key() {
 /// moves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_in_the_wrong_mode_are_refused_with_a_reason() {
+    let _cell = tests::cell_lock();
     let c = TestCell::start("operator", &[]);
     let s = up_all(&c).await;
     let js = s

@@ -18,6 +18,7 @@ fn python_has_zenoh() -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_eclipse_zenoh_sees_the_cell() {
+    let _cell = tests::cell_lock();
     if !python_has_zenoh() {
         assert!(
             std::env::var_os("CELL_REQUIRE_PYTHON_ZENOH").is_none(),

@@ -12,8 +12,6 @@ use common::{
 };
 use tests::{joint_spread as spread, sim_fault, statuses, up_all, wait_for, TestCell};
 
-/// Timing-sensitive on 2 cores: one cell at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 type Sub = zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>;
 
@@ -112,7 +110,7 @@ async fn assert_a_new_command_moves(c: &TestCell, js: &Sub, safety: &Sub) -> Vec
 /// (nothing moves, never `Active`) until `cell reset`; then a new command moves the robot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn estop_survives_a_robot_io_crash_until_reset() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("estopcrash", &[]);
     let s = up_all(&c).await;
     let (ok, out, err) = c.cli(&["estop"]);
@@ -149,7 +147,7 @@ async fn estop_survives_a_robot_io_crash_until_reset() {
 /// after about 0.5 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn estop_without_acknowledgement_fails() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("estopnoack", &["launcher.services=[\"kinematics\"]"]);
     let s = c.client().await;
     let live = wait_for(Duration::from_secs(20), || async {
@@ -185,7 +183,7 @@ async fn start_slow_move(c: &TestCell, safety: &Sub) {
 /// nothing moves until a new command — which then starts from the measured pose.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_mid_move_ends_it_and_nothing_moves_until_a_new_command() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("outage", &[]);
     let s = up_all(&c).await;
     let js = subscribe(&s, topic::JOINT_STATE.key(&c.cell.id)).await;
@@ -215,7 +213,7 @@ async fn an_outage_mid_move_ends_it_and_nothing_moves_until_a_new_command() {
 /// needed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_robot_io_crash_mid_move_comes_back_holding() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let c = TestCell::start("crashmove", &[]);
     let s = up_all(&c).await;
     let js = subscribe(&s, topic::JOINT_STATE.key(&c.cell.id)).await;
@@ -264,7 +262,7 @@ async fn sim_egm(s: &zenoh::Session, c: &TestCell) -> serde_json::Value {
 /// control is idle, the arm does not move until a new operator command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_robot_io_ends_the_controllers_session_and_nothing_resumes() {
-    let _serial = SERIAL.lock().await;
+    let _cell = tests::cell_lock();
     let irc5 = robot_io::egm::irc5::Irc5Egm::builtin().unwrap().session;
     let c = TestCell::start("frozenrio", &[]);
     let s = up_all(&c).await;

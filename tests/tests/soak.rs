@@ -112,6 +112,7 @@ async fn snap(s: &zenoh::Session, c: &TestCell, t0: Instant) -> Snap {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teach_play_press_repeated_keeps_memory_fds_latency_and_counters_flat() {
+    let _cell = tests::cell_lock();
     let secs: f64 = std::env::var("SOAK_SECONDS")
         .ok()
         .and_then(|v| v.parse().ok())
