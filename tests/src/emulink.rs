@@ -288,7 +288,10 @@ mod tests {
         let link = match EmuLink::create() {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("SKIPPED: no user-space link here (needs CAP_NET_ADMIN): {e}");
+                crate::require_or_skip(
+                    "CELL_REQUIRE_NETNS",
+                    &format!("no user-space link here (needs CAP_NET_ADMIN, iproute2): {e}"),
+                );
                 return;
             }
         };

@@ -80,12 +80,22 @@ pub fn test_fifo_priority() -> Option<i32> {
 
 /// Starts `cell up` with `all_sets`, its output into `log` (appended).
 fn spawn_up(name: &str, all_sets: &[String], log: &std::path::Path) -> Child {
+    spawn_up_with(&bin_dir().join("cell"), name, all_sets, log)
+}
+
+/// [`spawn_up`] with a given `cell` binary.
+fn spawn_up_with(
+    cell_bin: &std::path::Path,
+    name: &str,
+    all_sets: &[String],
+    log: &std::path::Path,
+) -> Child {
     let logf = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .expect("log file");
-    let mut cmd = Command::new(bin_dir().join("cell"));
+    let mut cmd = Command::new(cell_bin);
     cmd.current_dir(repo_root())
         .arg("--config")
         .arg("deploy/config/sim.toml");
@@ -133,6 +143,11 @@ fn spawn_up(name: &str, all_sets: &[String], log: &std::path::Path) -> Child {
 impl TestCell {
     /// Starts the default simulated cell with extra `--set` overrides.
     pub fn start(name: &str, sets: &[&str]) -> TestCell {
+        Self::start_with(&bin_dir().join("cell"), name, sets)
+    }
+
+    /// [`TestCell::start`] with a given `cell` binary (e.g. a copy alone in a directory).
+    pub fn start_with(cell_bin: &std::path::Path, name: &str, sets: &[&str]) -> TestCell {
         harness::assert_cell_lock_held(name);
         let port = free_port();
         let id = format!("t{}{}", name.replace(['-', '_'], ""), port);
@@ -163,7 +178,7 @@ impl TestCell {
             all_sets.push(s);
         }
         all_sets.extend(sets.iter().map(|s| s.to_string()));
-        let child = spawn_up(name, &all_sets, &log);
+        let child = spawn_up_with(cell_bin, name, &all_sets, &log);
         TestCell {
             child,
             cell: CellSection {

@@ -3,9 +3,11 @@
 //! the cell runs under it (`--fifo 50`, as the systemd units run it) and the smoke fails on any
 //! missed cycle; without the privilege it runs without RT and tolerates 1 % (a scheduling
 //! hiccup of this 2-core host misses 0–4 of 2 500 cycles there, docs/performance.md). It also
-//! fails on a report that lacks a figure or commands that do not flow. `CELL_BENCH_FULL=1` runs
+//! fails on a report that lacks a figure or commands that do not flow. `CELL_BENCH_FULL=1` (or the
+//! full tier, `CELL_TIER=full`) runs
 //! the acceptance form: 250 Hz for 60 s and 1 kHz for 30 s under `SCHED_FIFO` 50, zero missed
-//! cycles required. Timings are printed and recorded in docs/performance.md, never asserted.
+//! cycles required. Timings are printed and recorded in docs/performance.md, never asserted; the
+//! smoke's missed cycles and ratio go into the CI report (`tests::report`).
 
 use tests::{free_port, repo_root};
 
@@ -109,7 +111,7 @@ fn check(r: &serde_json::Value, rate: f64, seconds: f64) {
 #[test]
 fn latency_smoke_has_no_missed_cycles() {
     let _cell = tests::cell_lock();
-    if std::env::var_os("CELL_BENCH_FULL").is_some() {
+    if std::env::var_os("CELL_BENCH_FULL").is_some() || tests::full_tier() {
         for (rate, secs) in [(250.0, 60.0), (1000.0, 30.0)] {
             let r = bench(
                 &format!("{rate}"),
@@ -128,11 +130,32 @@ fn latency_smoke_has_no_missed_cycles() {
         let r = bench("250", "5", false, &["--fifo", "50"]);
         assert_eq!(r["fifo_priority"], 50, "{r}");
         check(&r, 250.0, 5.0);
+        report_figures(&r);
     } else {
-        eprintln!("SCHED_FIFO not granted here: the smoke runs without RT (≤ 1 % missed)");
+        tests::require_or_skip(
+            "CELL_REQUIRE_FIFO",
+            "SCHED_FIFO not granted here: the latency smoke runs without RT (≤ 1 % missed)",
+        );
         let r = bench("250", "5", false, &[]);
         check(&r, 250.0, 5.0);
+        report_figures(&r);
     }
+}
+
+/// The smoke's gate is ≤ 1 % missed cycles; what it measured goes into the CI report every run
+/// (missed cycles — the full bench's gate is zero — and the headline ratio).
+fn report_figures(r: &serde_json::Value) {
+    tests::report(
+        tests::Report::Figure,
+        &format!(
+            "latency smoke 250 Hz 5 s: {} of {} commanded cycles missed (gate ≤ 1 %, goal 0); \
+             multi-process / in-process p50 {:.2}x (in-process p50 {:.0} us)",
+            r["missed_cycles"],
+            r["commanded_cycles"],
+            r["ratio_p50"].as_f64().unwrap_or(f64::NAN),
+            r["in_process_us"]["p50"].as_f64().unwrap_or(f64::NAN)
+        ),
+    );
 }
 
 /// Whether this process may use `SCHED_FIFO` (tried on a thread of its own).

@@ -130,7 +130,10 @@ async fn commission_passes_on_a_correctly_configured_simulated_cell() {
         .map(|st| format!("{st}: {}", r.steps[*st]["data"]["host_stall"]))
         .collect();
     if !stalled.is_empty() {
-        eprintln!("commission repeated once after a proven host stall: {stalled:?}");
+        tests::report(
+            tests::Report::Retry,
+            &format!("commission repeated once after a proven host stall: {stalled:?}"),
+        );
         r = commission(&c, "ok-again", &[]);
     }
     for step in [

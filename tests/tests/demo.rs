@@ -94,7 +94,27 @@ fn demo_names_why_its_private_cell_did_not_start() {
     let _ = std::fs::remove_dir_all(bin);
 }
 
+/// `cell up` from a directory that holds the `cell` binary alone (and a stale `cell-control`):
+/// every service comes up as `cell service NAME` of its own image, the stale binary is never
+/// started. The per-change form of the newcomer's path; `.ci/run` runs the README's main
+/// command itself (and checks its summary, report and plots), so the whole demo below runs in
+/// the full tier only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cell_up_from_a_lone_binary_starts_every_service_from_its_own_image() {
+    let _cell = tests::cell_lock();
+    let (bin, cell) = lone_cell_binary("up");
+    let c = tests::TestCell::start_with(&cell, "lone", &[]);
+    let s = tests::up_all(&c).await;
+    let _ = s.close().await;
+    drop(c);
+    assert_stale_not_started(&bin);
+    let _ = std::fs::remove_dir_all(bin);
+}
+
+/// The README's main command from a lone binary, every step, report and plots (full tier:
+/// `.ci/run` runs the command itself on its fresh clone and checks the same files).
 #[test]
+#[ignore = "full tier (.ci/full runs ignored tests): .ci/run runs the README's main command"]
 fn demo_runs_every_step_within_tolerance_and_writes_the_report() {
     let _cell = tests::cell_lock();
     let (bin, cell) = lone_cell_binary("run");

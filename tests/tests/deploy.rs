@@ -222,7 +222,10 @@ fn the_compose_file_names_what_exists() {
                 );
             }
             Err(e) if !require => {
-                eprintln!("SKIPPED docker-compose config: docker-compose not runnable ({e}); apt install docker-compose");
+                tests::report(
+                    tests::Report::Skip,
+                    &format!("docker-compose config: docker-compose not runnable ({e}); apt install docker-compose"),
+                );
                 return;
             }
             Err(e) => panic!("docker-compose required (CELL_REQUIRE_DOCKER_COMPOSE=1): {e}"),
@@ -354,9 +357,10 @@ fn the_systemd_units_verify_and_agree_with_the_real_config() {
             );
             eprintln!("systemd-analyze verify: {} units clean", units.len());
         }
-        Err(e) if !require => {
-            eprintln!("SKIPPED systemd-analyze verify: not runnable ({e}); apt install systemd")
-        }
+        Err(e) if !require => tests::report(
+            tests::Report::Skip,
+            &format!("systemd-analyze verify: not runnable ({e}); apt install systemd"),
+        ),
         Err(e) => panic!("systemd-analyze required (CELL_REQUIRE_SYSTEMD_ANALYZE=1): {e}"),
     }
     let _ = std::fs::remove_dir_all(&tmp);

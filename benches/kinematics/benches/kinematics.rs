@@ -2,7 +2,8 @@
 //! same poses through `rs-opw-kinematics` (IRB 120 preset) and the `k` crate (URDF chain,
 //! numeric Jacobian IK).
 //!
-//! Run: `cargo bench -p kinematics --no-default-features -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench --manifest-path benches/kinematics/Cargo.toml -- --warm-up-time 1 --measurement-time 3`
+//! (its own workspace and target directory: the comparison crates stay out of the cell's build)
 #![allow(clippy::needless_range_loop)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
