@@ -110,13 +110,18 @@ impl Drop for CellLock {
 /// Takes the cell lock (blocking). Take it once, first thing, in every test that starts a
 /// cell: a `TestCell`, `cell demo`, `cell experiment`, `cell bench`, `cell up` of its own.
 pub fn cell_lock() -> CellLock {
-    let guard = IN_PROCESS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let path = std::env::temp_dir().join("cell-tests.lock");
+    cell_lock_at(&std::env::temp_dir().join("cell-tests.lock"))
+}
+
+fn cell_lock_at(path: &std::path::Path) -> CellLock {
+    let guard = IN_PROCESS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
+        .open(path)
         .unwrap_or_else(|e| panic!("cell lock {}: {e}", path.display()));
     use std::os::fd::AsRawFd;
     loop {
@@ -151,10 +156,13 @@ mod tests {
 
     #[test]
     fn the_lock_excludes_a_second_holder_until_dropped() {
-        let a = cell_lock();
+        // A lock file of its own: a cell test elsewhere on the machine may hold the real one.
+        let path = std::env::temp_dir().join(format!("cell-lock-test-{}", std::process::id()));
+        let a = cell_lock_at(&path);
         let (tx, rx) = std::sync::mpsc::channel();
+        let p2 = path.clone();
         let t = std::thread::spawn(move || {
-            let _b = cell_lock();
+            let _b = cell_lock_at(&p2);
             tx.send(()).ok();
         });
         assert!(rx
@@ -163,6 +171,7 @@ mod tests {
         drop(a);
         assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok());
         t.join().ok();
+        std::fs::remove_file(&path).ok();
     }
 
     #[test]

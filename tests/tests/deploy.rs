@@ -365,3 +365,71 @@ fn the_systemd_units_verify_and_agree_with_the_real_config() {
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// The README's main command (`cargo run --release --bin cell`) and its test command
+/// (`cargo test --release --workspace`) resolve every shared dependency with the same features,
+/// so CI's one release build serves both (a dev-dependency turning on `errno/std` made the main
+/// command rebuild tokio, zenoh and every crate above them: common/Cargo.toml's
+/// feature-unification block). Reads `cargo tree` (offline: the lock file and the registry
+/// cache the build already used).
+#[test]
+fn one_feature_set_serves_the_tests_and_the_main_command() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let tree =
+        |args: &[&str]| -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+            let out = std::process::Command::new(&cargo)
+                .current_dir(repo())
+                .args([
+                    "tree",
+                    "--offline",
+                    "--prefix",
+                    "none",
+                    "--target",
+                    "all",
+                    "-f",
+                    "{p}|{f}",
+                ])
+                .args(args)
+                .output()
+                .expect("cargo tree");
+            assert!(
+                out.status.success(),
+                "cargo tree {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let mut m =
+                std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+            for l in String::from_utf8_lossy(&out.stdout).lines() {
+                let l = l.replace(" (*)", "");
+                if let Some((p, f)) = l.split_once('|') {
+                    m.entry(p.trim().to_string()).or_default().extend(
+                        f.split(',')
+                            .map(|x| x.trim().to_string())
+                            .filter(|x| !x.is_empty()),
+                    );
+                }
+            }
+            m
+        };
+    let main = tree(&["-p", "cell", "-e", "normal,build"]);
+    let tests = tree(&["--workspace", "-e", "normal,build,dev"]);
+    let differ: Vec<String> = main
+        .iter()
+        .filter_map(|(p, f)| {
+            let t = tests.get(p)?;
+            (t != f).then(|| {
+                format!(
+                    "{p}: the tests add {:?}, the main command adds {:?}",
+                    t.difference(f).collect::<Vec<_>>(),
+                    f.difference(t).collect::<Vec<_>>()
+                )
+            })
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "features differ between `cargo run --bin cell` and `cargo test --workspace` (add them to \
+         common/Cargo.toml's feature-unification block):\n{}",
+        differ.join("\n")
+    );
+}

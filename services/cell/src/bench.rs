@@ -514,7 +514,7 @@ pub async fn command(
             eprintln!();
         }
         let b = snapshot(&s, &cell, &procs).await;
-        let mut r = report(&a, &b, req.rate_hz, ms, req.fifo)?;
+        let r = report(&a, &b, req.rate_hz, ms, req.fifo)?;
         let mode = b.status.get("control").map(|v| v["detail"]["mode"].clone());
         anyhow::ensure!(
             mode.as_ref().is_some_and(|m| m == "Hybrid"),
@@ -533,7 +533,9 @@ pub async fn command(
     // bench's headline figure: absolute microseconds differ up to 3x from day to day.
     if !req.no_baseline {
         if !req.json {
-            eprintln!("in-process baseline (the cell stopped): the same cores on in-memory channels");
+            eprintln!(
+                "in-process baseline (the cell stopped): the same cores on in-memory channels"
+            );
         }
         let base = crate::inproc::run(req.rate_hz, req.seconds.min(30.0))?;
         let p50 = r["end_to_end_us"]["p50"].as_f64().unwrap_or(f64::NAN);
@@ -541,8 +543,7 @@ pub async fn command(
         r["in_process_missed_cycles"] = json!(base.missed);
         r["ratio_p50"] = json!(p50 / base.end_to_end.summary().p50);
         r["ratio_p99"] = json!(
-            r["end_to_end_us"]["p99"].as_f64().unwrap_or(f64::NAN)
-                / base.end_to_end.summary().p99
+            r["end_to_end_us"]["p99"].as_f64().unwrap_or(f64::NAN) / base.end_to_end.summary().p99
         );
     }
     if req.json {
