@@ -59,25 +59,6 @@ fn fk_matches_standard_dh_10000_random() {
 }
 
 #[test]
-fn fk_matches_urdf_chain_in_k() {
-    let arm = Arm::irb120();
-    let chain = k_chain_irb120();
-    let mut rng = Rng::new(99);
-    let mut worst_mm: f64 = 0.0;
-    for _ in 0..2_000 {
-        let q = random_joints(&mut rng, &arm, 0.0);
-        chain.set_joint_positions(&q).unwrap();
-        chain.update_transforms();
-        let kp = from_k_iso(&chain.end_transform());
-        let ours = arm.fk_tool0(&q).unwrap();
-        let (dp, dr) = pose_dist(&kp, &ours);
-        worst_mm = worst_mm.max(dp * 1e3);
-        assert!(dr < 1e-7, "rotation differs by {dr} rad at {q:?}");
-    }
-    assert!(worst_mm < 1e-9, "worst {worst_mm} mm");
-}
-
-#[test]
 fn tcp_and_sensor_frames_compose_with_tool0() {
     let mut arm = Arm::irb120();
     let tool = Isometry3::from_parts(

@@ -3,7 +3,7 @@
 #![allow(dead_code, clippy::needless_range_loop)]
 
 use kinematics::{Arm, Joints};
-use nalgebra::{Isometry3, Matrix4, Rotation3, Translation3, UnitQuaternion, Vector3};
+use nalgebra::{Isometry3, Matrix4, Rotation3, UnitQuaternion, Vector3};
 
 /// SplitMix64: tiny, seeded, reproducible.
 pub struct Rng(u64);
@@ -85,65 +85,4 @@ pub fn max_abs_diff(a: &Joints, b: &Joints) -> f64 {
 /// Rotation about y.
 pub fn ry(a: f64) -> UnitQuaternion<f64> {
     UnitQuaternion::from_rotation_matrix(&Rotation3::from_axis_angle(&Vector3::y_axis(), a))
-}
-
-/// IRB 120 as a `k` serial chain from the ROS-Industrial `irb120_3_58_macro.xacro` joint
-/// origins (irb120.md §1.1), with a fixed `tool0` = link_6 · Ry(+90°).
-pub fn k_chain_irb120() -> k::SerialChain<f64> {
-    use k::nalgebra as kna;
-    use k::{JointType, NodeBuilder};
-    let arm = Arm::irb120();
-    let l = arm.limits();
-    let origins = [
-        [0.0, 0.0, 0.0],
-        [0.0, 0.0, 0.29],
-        [0.0, 0.0, 0.27],
-        [0.0, 0.0, 0.07],
-        [0.302, 0.0, 0.0],
-        [0.072, 0.0, 0.0],
-    ];
-    let axes = [
-        kna::Vector3::z_axis(),
-        kna::Vector3::y_axis(),
-        kna::Vector3::y_axis(),
-        kna::Vector3::x_axis(),
-        kna::Vector3::y_axis(),
-        kna::Vector3::x_axis(),
-    ];
-    let mut nodes: Vec<k::Node<f64>> = Vec::new();
-    for i in 0..6 {
-        let o = origins[i];
-        nodes.push(
-            NodeBuilder::new()
-                .name(&format!("joint_{}", i + 1))
-                .translation(kna::Translation3::new(o[0], o[1], o[2]))
-                .joint_type(JointType::Rotational { axis: axes[i] })
-                .limits(Some(k::joint::Range::new(l.min[i], l.max[i])))
-                .into_node(),
-        );
-    }
-    let tool0: k::Node<f64> = NodeBuilder::new()
-        .name("tool0")
-        .rotation(kna::UnitQuaternion::from_euler_angles(
-            0.0,
-            std::f64::consts::FRAC_PI_2,
-            0.0,
-        ))
-        .joint_type(JointType::Fixed)
-        .into_node();
-    for i in 1..6 {
-        nodes[i].set_parent(&nodes[i - 1]);
-    }
-    tool0.set_parent(&nodes[5]);
-    k::SerialChain::from_end(&tool0)
-}
-
-/// Converts a k (nalgebra 0.30) isometry into ours.
-pub fn from_k_iso(p: &k::nalgebra::Isometry3<f64>) -> Isometry3<f64> {
-    let t = p.translation.vector;
-    let q = p.rotation.quaternion();
-    Isometry3::from_parts(
-        Translation3::new(t.x, t.y, t.z),
-        UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(q.w, q.i, q.j, q.k)),
-    )
 }
