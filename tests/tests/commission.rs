@@ -9,7 +9,6 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 use serde_json::Value;
 use tests::{live_services, repo_root, sim_fault, up_all, wait_for, TestCell};
 
-
 /// The mounted tool as the simulator's default world has it (`sim::world::ToolParams`): the
 /// config of a commissioned cell says so.
 const PAYLOAD: [&str; 2] = [

@@ -109,7 +109,11 @@ impl Retry {
             .take(4)
             .collect();
         let line = format!("retry\tcell {}\t{what}\n", cmd.join(" "));
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
             use std::io::Write;
             let _ = f.write_all(line.as_bytes());
         }
