@@ -972,40 +972,87 @@ async fn start_motion(
 ) -> Motion {
     match mode {
         Mode::Press => {
-            let [x, y, z] = PRESS_ABOVE_MM.map(|v| v.to_string());
-            let (ok, _, err) =
-                c.cli_repeat_after_stall(&["move", &x, &y, &z, "0", "0", "1", "0", "--wait"]);
-            assert!(ok, "{label}: move off the table: {err}");
-            place_and_tare(c, tap, [350.0, 0.0, PRESS_START_Z_MM]).await;
-            let out = std::env::temp_dir().join(format!(
-                "faults-{}-{}",
-                label.replace([' ', '/'], "-"),
-                std::process::id()
-            ));
-            let mut cmd = c.command();
-            cmd.arg("hybrid")
-                .arg(repo_root().join("tasks/press-table.toml"))
-                .args(["--json", "--out"])
-                .arg(out);
-            let run = tokio::task::spawn_blocking(move || cmd.output().expect("run cell hybrid"));
-            // Contact, then 2.5 s: the task's 2 s settle, then 0.5 s into the 20 mm/s move
-            // along the table (its schedule, from the first contact).
-            let touched = wait_for(Duration::from_secs(20), || async {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                tap.truth_now()
-                    .filter(|t| t.contact_force_base_n[2].abs() > 5.0)
-                    .map(|_| ())
-            })
-            .await;
-            assert!(touched.is_some(), "{label}: the press never touched");
-            tokio::time::sleep(Duration::from_millis(2500)).await;
-            let t = tap.truth_now().unwrap();
-            assert!(
-                t.in_contact,
-                "{label}: out of contact before the fault\n{}",
-                c.log_text()
-            );
-            Motion::Press(run)
+            // A press that ends before it touched is started once more only when a proven
+            // host stall ended it (reported); any other early end fails the case.
+            for attempt in 0..2 {
+                let [x, y, z] = PRESS_ABOVE_MM.map(|v| v.to_string());
+                let (ok, _, err) =
+                    c.cli_repeat_after_stall(&["move", &x, &y, &z, "0", "0", "1", "0", "--wait"]);
+                assert!(ok, "{label}: move off the table: {err}");
+                place_and_tare(c, tap, [350.0, 0.0, PRESS_START_Z_MM]).await;
+                let out = std::env::temp_dir().join(format!(
+                    "faults-{}-{}",
+                    label.replace([' ', '/'], "-"),
+                    std::process::id()
+                ));
+                let mut cmd = c.command();
+                cmd.arg("hybrid")
+                    .arg(repo_root().join("tasks/press-table.toml"))
+                    .args(["--json", "--out"])
+                    .arg(out);
+                let started = mono_ns();
+                let run =
+                    tokio::task::spawn_blocking(move || cmd.output().expect("run cell hybrid"));
+                // Contact (or the task's end before it), then 2.5 s: the task's 2 s settle,
+                // then 0.5 s into the 20 mm/s move along the table (its schedule, from the
+                // first contact).
+                let touched = wait_for(Duration::from_secs(20), || async {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    if run.is_finished() {
+                        return Some(false);
+                    }
+                    tap.truth_now()
+                        .filter(|t| t.contact_force_base_n[2].abs() > 5.0)
+                        .map(|_| true)
+                })
+                .await;
+                match touched {
+                    Some(true) => {}
+                    Some(false) => {
+                        let out = run.await.unwrap();
+                        let why = String::from_utf8_lossy(&out.stderr)
+                            .lines()
+                            .last()
+                            .unwrap_or("")
+                            .to_string();
+                        let proof = if attempt > 0 {
+                            Err("it was the second attempt".to_string())
+                        } else if cell::stall::looks_like_stall(&why) {
+                            c.proven_stall(&why, started)
+                        } else {
+                            Err("not a host stall's reason".to_string())
+                        };
+                        match proof {
+                            Ok(proof) => {
+                                tests::report(
+                                    tests::Report::Retry,
+                                    &format!(
+                                        "{label}: the press ended before it touched ({why}), \
+                                         held by a proven host stall ({proof}); once more"
+                                    ),
+                                );
+                                ready(s, c).await;
+                                continue;
+                            }
+                            Err(e) => panic!(
+                                "{label}: the press ended before it touched: {why} (not \
+                                 repeated: {e})\n{}",
+                                c.log_text()
+                            ),
+                        }
+                    }
+                    None => panic!("{label}: the press never touched\n{}", c.log_text()),
+                }
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                let t = tap.truth_now().unwrap();
+                assert!(
+                    t.in_contact,
+                    "{label}: out of contact before the fault\n{}",
+                    c.log_text()
+                );
+                return Motion::Press(run);
+            }
+            unreachable!("the second attempt returns or fails")
         }
         Mode::Guide => {
             place_and_tare(c, tap, GUIDE_START_MM).await;
