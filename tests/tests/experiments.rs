@@ -7,6 +7,14 @@
 //! run starts its own private cell (no cell at the configured router). The lead-through
 //! experiments' short forms: one tool axis per law, the 45° pull with all three laws, and
 //! teach → identify → save → play (about 100 s together).
+//!
+//! Tiers (`tests::full_tier()`, issue 40): per change, the short forms no other test carries
+//! (`force-step`, `ramp-disturbance`, `sine-force-step`, `force-ramp`, `contour`,
+//! `peg-in-hole`, `lead-through-axes`) and the private cell; the full tier adds the short forms
+//! of `unknown-surface`, `lead-through-45` and `teach-playback` (per change their proofs are in
+//! `tests/hybrid.rs` and `tests/leadthrough.rs`) and the proven-stall retry through the
+//! runner (per change: `tests/cell.rs`'s proof of a host stall through the processes and the
+//! lab's unit tests of the retry).
 
 use std::path::PathBuf;
 
@@ -17,16 +25,21 @@ fn out_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("experiments-test-{name}-{}", std::process::id()))
 }
 
-/// Checks the JSON shape and every gate; returns a one-line summary per case.
-fn check(v: &Value, name: &str) -> Vec<String> {
-    assert_eq!(v["experiment"], name, "{v}");
-    assert!(v["rate_hz"].as_f64().is_some(), "{v}");
-    assert!(v["paper"].is_object(), "{v}");
-    let cases = v["cases"].as_array().expect("cases");
-    assert!(!cases.is_empty(), "{v}");
+/// Checks the JSON shape and every gate, each failure into `failures`; returns a one-line
+/// summary per check.
+fn check(v: &Value, name: &str, failures: &mut Vec<String>) -> Vec<String> {
     let mut lines = Vec::new();
+    let mut fail = |why: String| failures.push(format!("{name}: {why}"));
+    if v["experiment"] != name || v["rate_hz"].as_f64().is_none() || !v["paper"].is_object() {
+        fail(format!("not an experiment's JSON: {v}"));
+        return lines;
+    }
+    let Some(cases) = v["cases"].as_array().filter(|c| !c.is_empty()) else {
+        fail(format!("no cases: {v}"));
+        return lines;
+    };
     for c in cases {
-        let label = c["label"].as_str().expect("label");
+        let label = c["label"].as_str().unwrap_or("?");
         let m = &c["metrics"];
         let required: &[&str] = match name {
             "lead-through-axes" => &["response_time_s", "path_length_m"],
@@ -56,21 +69,22 @@ fn check(v: &Value, name: &str) -> Vec<String> {
             ],
         };
         for k in required {
-            assert!(
-                m.get(k).is_some_and(|x| !x.is_null()),
-                "{name}/{label}: metric {k} missing or null: {m}"
-            );
+            if m.get(k).is_none_or(Value::is_null) {
+                fail(format!("{label}: metric {k} missing or null: {m}"));
+            }
         }
         if name == "lead-through-axes" && label.starts_with("stiffness") {
             for k in ["step_m", "true_travel_m", "true_travel_error_m"] {
-                assert!(m[k].as_f64().is_some(), "{name}/{label}: {k}: {m}");
+                if m[k].as_f64().is_none() {
+                    fail(format!("{label}: {k}: {m}"));
+                }
             }
         }
-        if name == "lead-through-45" && label.starts_with("admittance") {
-            assert!(
-                m["guide_force_at_0_1_m_s_n"].as_f64().is_some(),
-                "{name}/{label}: guide force at 0.1 m/s: {m}"
-            );
+        if name == "lead-through-45"
+            && label.starts_with("admittance")
+            && m["guide_force_at_0_1_m_s_n"].as_f64().is_none()
+        {
+            fail(format!("{label}: guide force at 0.1 m/s: {m}"));
         }
         if name == "force-step" {
             // (`settling_time_s` is reported too; null there means "never settled in the
@@ -82,14 +96,17 @@ fn check(v: &Value, name: &str) -> Vec<String> {
                 "steady_state_mean_error_n",
                 "limit_cycle_n",
             ] {
-                assert!(
-                    m.get(k).is_some_and(|x| !x.is_null()),
-                    "{name}/{label}: metric {k} missing or null: {m}"
-                );
+                if m.get(k).is_none_or(Value::is_null) {
+                    fail(format!("{label}: metric {k} missing or null: {m}"));
+                }
             }
         }
-        for ch in c["checks"].as_array().expect("checks") {
-            let metric = ch["metric"].as_str().expect("metric");
+        let Some(checks) = c["checks"].as_array() else {
+            fail(format!("{label}: no checks"));
+            continue;
+        };
+        for ch in checks {
+            let metric = ch["metric"].as_str().unwrap_or("?");
             let value = &m[metric];
             let target = &ch["target"];
             let pass = match ch["op"].as_str() {
@@ -104,18 +121,45 @@ fn check(v: &Value, name: &str) -> Vec<String> {
                 Some("==") => value == target,
                 other => panic!("unknown op {other:?}"),
             };
-            if ch["gate"] == true {
-                assert!(
-                    pass,
-                    "{name}/{label}: {metric} = {value} regressed past its target {} {target} ({})",
+            if ch["gate"] == true && !pass {
+                fail(format!(
+                    "{label}: {metric} = {value} regressed past its target {} {target} ({})",
                     ch["op"], ch["source"]
-                );
+                ));
             }
             lines.push(format!(
                 "{name}/{label}: {metric} {value} {} {target}{}",
                 ch["op"].as_str().unwrap_or("?"),
                 if ch["gate"] == true { "" } else { " (goal)" }
             ));
+            // A goal beside a looser gate on the same figure goes into the CI report every run
+            // (cargo test hides a passing test's output): the gate passing says nothing of it.
+            let looser_gate = |g: &&Value| {
+                g["gate"] == true
+                    && g["metric"] == ch["metric"]
+                    && g["op"] == ch["op"]
+                    && match (ch["op"].as_str(), g["target"].as_f64(), target.as_f64()) {
+                        (Some("<="), Some(gt), Some(t)) => gt > t,
+                        (Some(">="), Some(gt), Some(t)) => gt < t,
+                        _ => false,
+                    }
+            };
+            // (Fig. 8's is reported by [`report_fig8_goal`] from this file's own bound.)
+            let fig8 = name == "ramp-disturbance" && metric == "max_force_error_excl_ends_n";
+            if ch["gate"] != true && !fig8 {
+                if let Some(g) = checks.iter().find(looser_gate) {
+                    tests::report(
+                        tests::Report::Figure,
+                        &format!(
+                            "{name}/{label}: {metric} = {value}: goal {} {target} {} ({}); gate {}",
+                            ch["op"].as_str().unwrap_or("?"),
+                            if pass { "met" } else { "NOT met" },
+                            ch["source"].as_str().unwrap_or(""),
+                            g["target"]
+                        ),
+                    );
+                }
+            }
         }
     }
     lines
@@ -244,6 +288,14 @@ const BOUNDS: &[(&str, &str, &str, &str, f64, &str)] = &[
         0.4,
         "whole move, truth",
     ),
+    (
+        "contour",
+        "",
+        "max_force_error_excl_ends_n",
+        "<=",
+        1.5,
+        "the issue's 1.5 N, the move's 0.1 s accelerations left out (tests/hybrid.rs's bound)",
+    ),
     ("contour", "", "contact_lost", "==", 0.0, "contact kept"),
     // Issue 20: the press on a surface nobody identified (the short form: 10⁶ N/m and the pad
     // onto steel).
@@ -371,21 +423,29 @@ const BOUNDS: &[(&str, &str, &str, &str, f64, &str)] = &[
 ];
 
 /// Holds the cases of experiment `name` to [`BOUNDS`]: each bounded metric present, not null,
-/// within its bound. Booleans compare as 0/1. Returns how many bounds were checked.
-fn check_bounds(v: &Value, name: &str) -> usize {
+/// within its bound, each failure into `failures`. Booleans compare as 0/1. Returns how many
+/// bounds were checked.
+fn check_bounds(v: &Value, name: &str, failures: &mut Vec<String>) -> usize {
     let mut n = 0;
-    for c in v["cases"].as_array().expect("cases") {
-        let label = c["label"].as_str().expect("label");
+    for c in v["cases"].as_array().map_or(&[][..], Vec::as_slice) {
+        let label = c["label"].as_str().unwrap_or("?");
         let m = &c["metrics"];
         for (exp, prefix, metric, op, bound, why) in BOUNDS {
             if *exp != name || !label.starts_with(prefix) {
                 continue;
             }
+            n += 1;
             let x = match &m[*metric] {
                 Value::Bool(b) => f64::from(u8::from(*b)),
-                other => other.as_f64().unwrap_or_else(|| {
-                    panic!("{name}/{label}: {metric} is {other}, not a number ({why}): {m}")
-                }),
+                other => match other.as_f64() {
+                    Some(x) => x,
+                    None => {
+                        failures.push(format!(
+                            "{name}/{label}: {metric} is {other}, not a number ({why}): {m}"
+                        ));
+                        continue;
+                    }
+                },
             };
             let ok = match *op {
                 "<=" => x <= *bound,
@@ -393,29 +453,56 @@ fn check_bounds(v: &Value, name: &str) -> usize {
                 "==" => x == *bound,
                 other => panic!("unknown op {other}"),
             };
-            assert!(
-                ok,
-                "{name}/{label}: {metric} = {x} not {op} {bound} ({why})\n{m}"
-            );
-            n += 1;
+            if !ok {
+                failures.push(format!(
+                    "{name}/{label}: {metric} = {x} not {op} {bound} ({why})\n{m}"
+                ));
+            }
         }
-        assert!(
-            m["truth_missing"].is_null(),
-            "{name}/{label}: {}",
-            m["truth_missing"]
-        );
+        if !m["truth_missing"].is_null() {
+            failures.push(format!("{name}/{label}: {}", m["truth_missing"]));
+        }
     }
     n
 }
 
-fn json_of(out: &str, err: &str) -> Value {
+/// Fig. 8's gate is the paper's 1.75 N (max error except the ramp ends, [`BOUNDS`]); the
+/// experiments issue's goal, 1.0 N, is reported beside it every run (CI's report).
+fn report_fig8_goal(v: &Value) {
+    for c in v["cases"].as_array().map_or(&[][..], Vec::as_slice) {
+        let max = c["metrics"]["max_force_error_excl_ends_n"]
+            .as_f64()
+            .unwrap_or(f64::NAN);
+        tests::report(
+            tests::Report::Figure,
+            &format!(
+                "Fig. 8 ({}): max error except the ramp ends {max:.3} N: gate 1.75 N (paper), \
+                 goal 1.0 N {}",
+                c["label"].as_str().unwrap_or("?"),
+                if max <= 1.0 { "met" } else { "NOT met" }
+            ),
+        );
+    }
+}
+
+/// The metrics JSON `cell experiment --json` printed last.
+fn json_in(out: &str) -> Option<Value> {
     out.lines()
         .rev()
         .find_map(|l| serde_json::from_str::<Value>(l).ok())
-        .unwrap_or_else(|| panic!("no metrics JSON\nstdout {out}\nstderr {err}"))
 }
 
+fn json_of(out: &str, err: &str) -> Value {
+    json_in(out).unwrap_or_else(|| panic!("no metrics JSON\nstdout {out}\nstderr {err}"))
+}
 
+/// Every experiment's short form, run once against one test cell. Per change the ones no other
+/// test carries: `unknown-surface` repeats
+/// `tests/hybrid.rs`'s un-identified presses (every table, and the pad onto steel, with tighter
+/// bounds there), `lead-through-45` repeats `tests/leadthrough.rs`'s 45° pull (all three laws,
+/// the same bounds and the staircase comparison), `teach-playback` its teach → save → restart
+/// → play (waypoints ≤ 0.5 mm, `Done`, references within the limits per cycle): those four run
+/// here in the full tier. Every experiment runs, then every failure is listed at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_form_of_every_experiment_meets_its_gates() {
     let _cell = tests::cell_lock();
@@ -427,19 +514,21 @@ async fn short_form_of_every_experiment_meets_its_gates() {
         ],
     );
     let _s = tests::up_all(&c).await;
-    for name in [
+    let mut names = vec![
         "force-step",
         "ramp-disturbance",
         "sine-force-step",
         "force-ramp",
         "contour",
-        "unknown-surface",
         "peg-in-hole",
         // Lead-through: the scripted operator's hand (scenarios/lead-through.toml).
         "lead-through-axes",
-        "lead-through-45",
-        "teach-playback",
-    ] {
+    ];
+    if tests::full_tier() {
+        names.extend(["unknown-surface", "lead-through-45", "teach-playback"]);
+    }
+    let mut failures = Vec::new();
+    for name in names {
         let dir = out_dir(name);
         let (ok, out, err) = c.cli(&[
             "experiment",
@@ -449,29 +538,36 @@ async fn short_form_of_every_experiment_meets_its_gates() {
             "--out",
             dir.to_str().expect("path"),
         ]);
-        let v = json_of(&out, &err);
-        for l in check(&v, name) {
+        let Some(v) = json_in(&out) else {
+            failures.push(format!(
+                "{name}: no metrics JSON\nstdout {out}\nstderr {err}"
+            ));
+            continue;
+        };
+        for l in check(&v, name, &mut failures) {
             eprintln!("{l}");
         }
-        let bounded = check_bounds(&v, name);
-        assert!(
-            bounded > 0,
-            "{name}: no case was held to this test's bounds"
-        );
-        assert!(
-            ok,
-            "{name}: cell experiment failed: {err}\n{}",
-            c.log_text()
-        );
+        if check_bounds(&v, name, &mut failures) == 0 {
+            failures.push(format!("{name}: no case was held to this test's bounds"));
+        }
+        if name == "ramp-disturbance" {
+            report_fig8_goal(&v);
+        }
+        if !ok {
+            failures.push(format!("{name}: cell experiment failed: {err}"));
+        }
         for f in [
             format!("{name}.svg"),
             format!("{name}.png"),
             "metrics.json".into(),
         ] {
-            assert!(dir.join(&f).is_file(), "{name}: {f} not written");
+            if !dir.join(&f).is_file() {
+                failures.push(format!("{name}: {f} not written"));
+            }
         }
         let _ = std::fs::remove_dir_all(dir);
     }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 
 /// No cell at the configured router: `cell experiment` starts a private one, runs, stops it.
@@ -500,7 +596,9 @@ fn starts_a_private_cell_when_none_runs() {
         String::from_utf8_lossy(&out.stderr),
     );
     let v = json_of(&o, &e);
-    check(&v, "force-ramp");
+    let mut failures = Vec::new();
+    check(&v, "force-ramp", &mut failures);
+    assert!(failures.is_empty(), "{failures:#?}");
     assert!(out.status.success(), "{e}");
     assert!(dir.join("force-ramp.png").is_file());
     let _ = std::fs::remove_dir_all(dir);
@@ -578,7 +676,12 @@ async fn contour_with_a_freeze(
 /// common gap, the first attempt's files kept in `first-run/` — and passes; a case stopped by
 /// freezing **one** service (force, 200 ms) is not retried: it fails with that stop's reason
 /// and no `retries`.
+///
+/// Full tier (three contour runs, ≈ 135 s): per change, `tests/cell.rs`
+/// (`a_host_stall_is_proven_only_when_every_process_froze_together`) proves the stall rule
+/// through the processes, and the lab's unit tests the retry's record and kept first run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "full tier (.ci/full runs ignored tests): per change tests/cell.rs proves the stall rule through the processes"]
 async fn a_case_is_retried_only_after_a_proven_host_stall() {
     let _cell = tests::cell_lock();
     let c = TestCell::start("exp-stall", &[]);
@@ -606,6 +709,16 @@ async fn a_case_is_retried_only_after_a_proven_host_stall() {
         "first attempt not kept: {kept:?}"
     );
     assert!(ok, "the retried case failed: {err}");
+    // The retried run is a whole run of the contour from its placement: held to the short
+    // form's gates and this file's bounds too.
+    let mut failures = Vec::new();
+    for l in check(&v, "contour", &mut failures) {
+        eprintln!("{l}");
+    }
+    if check_bounds(&v, "contour", &mut failures) == 0 {
+        failures.push("contour: no case was held to this test's bounds".into());
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
     let _ = std::fs::remove_dir_all(dir);
 
     let (ok, v, err, dir) = contour_with_a_freeze(&c, &s, vec![pid("force")], "stall-one").await;

@@ -1,6 +1,8 @@
 //! The cell against its simulated hardware (`cell-sim`: an IRC5 speaking EGM over UDP and an
 //! SRI M8128 / ATI Net F/T emulator fed by the world model), through the real drivers.
 #![allow(clippy::unwrap_used)]
+// A failed check is written `!(figure <= bound)`, so that a NaN figure fails it too.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 use std::time::{Duration, Instant};
 
@@ -10,10 +12,71 @@ use common::{
     topic,
 };
 use kinematics::Arm;
-use tests::{statuses, wait_for, TestCell};
-
+use tests::{statuses, wait_for, Report, TestCell};
 
 use tests::{sim_fault, up_all as up};
+
+/// The tare refusals that pass by themselves, named: the sensor not streaming yet (a cell just
+/// started, a sensor reconnecting), another tare window still open, the arm still settling, a
+/// tool pose late from a loaded host, the force service not answering yet.
+fn tare_transient(why: &str) -> Option<&'static str> {
+    [
+        ("no sensor samples", "the sensor is not streaming yet"),
+        ("sensor stale", "the sensor is not streaming yet"),
+        ("busy: a tare or capture", "another tare window is open"),
+        ("the robot is moving", "the arm is still settling"),
+        ("no fresh tool pose", "the tool pose is late"),
+        ("no reply from", "the force service is not answering yet"),
+    ]
+    .into_iter()
+    .find_map(|(text, cause)| why.contains(text).then_some(cause))
+}
+
+/// `cell tare`, repeated (every 0.3 s, for at most 10 s) only while it is refused for a named
+/// cause that passes by itself ([`tare_transient`]: a cell just started, whose sensor is not
+/// streaming yet), the retried tare in the CI report; any other refusal is returned at once.
+async fn tare(c: &TestCell) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The distinct refusals and how many there were.
+    let (mut refused, mut n): (Vec<String>, usize) = (Vec::new(), 0);
+    loop {
+        let (ok, _, err) = c.cli(&["tare"]);
+        if ok {
+            if !refused.is_empty() {
+                tests::report(
+                    Report::Retry,
+                    &format!(
+                        "cell tare succeeded after {n} refusal(s) for a named passing cause: {}",
+                        refused.join("; ")
+                    ),
+                );
+            }
+            return Ok(());
+        }
+        let why = err
+            .lines()
+            .find_map(|l| l.strip_prefix("Error: "))
+            .unwrap_or(err.trim())
+            .to_string();
+        match tare_transient(&why) {
+            Some(cause) if Instant::now() < deadline => {
+                n += 1;
+                let line = format!("{cause} ({why})");
+                if !refused.contains(&line) {
+                    refused.push(line);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            _ if refused.is_empty() => return Err(why),
+            _ => {
+                return Err(format!(
+                    "{why} (after {n} refusals: {})",
+                    refused.join("; ")
+                ))
+            }
+        }
+    }
+}
 
 /// Mean of the next `n` valid estimates. Estimates flagged by a fault are skipped. The
 /// timing flags (`Stale`, `NoPose`) come in bursts when the host stalls a process past the
@@ -183,10 +246,17 @@ async fn packet_loss_and_jitter_never_exceed_limits() {
     // past the next tick lands together with the following one, so one controller cycle can
     // receive two or more of robot-io's steps — each within the limit on robot-io's clock,
     // which follows the controller's `tm` (the supervisor's jittered-dt proptest proves that).
-    // Reported, not asserted.
+    // Reported, not asserted: under jitter robot-io's own figures above are what can be gated
+    // here; what the IRC5 received is gated in a clean world
+    // (`payload_identification_and_gravity_compensation`).
     let peak = refs["reference_peak_speed_ratio"].as_f64().unwrap();
-    eprintln!(
-        "reference peak {peak:.3} × limit on the controller clock, joints {joint_peak:.3} × limit; on robot-io's clock speed {sent_speed:.3}, acceleration {sent_accel:.3} × limit"
+    tests::report(
+        Report::Figure,
+        &format!(
+            "under 10 % loss and 2 ms jitter: reference peak {peak:.3} × the speed limit on the \
+             controller clock (not gated), joints {joint_peak:.3}; gated on robot-io's clock: \
+             speed {sent_speed:.3}, acceleration {sent_accel:.3} × limit"
+        ),
     );
     let target = common::msg::Pose {
         position_m: [0.35, 0.15, 0.5],
@@ -219,13 +289,32 @@ async fn payload_identification_and_gravity_compensation() {
         ],
     );
     let s = up(&c).await;
+    // What the emulated IRC5 receives, from here to the end of the test (the world is
+    // clean: no EGM loss or jitter).
+    let truth: std::sync::Arc<std::sync::Mutex<Vec<common::msg::SimTruth>>> = Default::default();
+    let sink = truth.clone();
+    let _truth_sub = s
+        .declare_subscriber(topic::SIM_TRUTH.key(&c.cell.id))
+        .callback(move |smp| {
+            if let Ok(t) = codec::decode::<common::msg::SimTruth>(&smp.payload().to_bytes()) {
+                if let Ok(mut g) = sink.lock() {
+                    g.push(t);
+                }
+            }
+        })
+        .await
+        .unwrap();
     let counters = |st: &std::collections::BTreeMap<String, serde_json::Value>| {
         let d = &st["robot-io"]["detail"]["safety"];
         let n = |k: &str| d[k].as_u64().unwrap_or_else(|| panic!("robot-io {k}: {d}"));
         // A departure ramp after a hold (a proven host stall's, which the CLI repeats) is
         // limiting by design: not the stream's own.
         let ramp = d["limited_by"]["ramp"].as_u64().unwrap_or(0);
-        (n("limited_cycles") - ramp, n("aligned_cycles"))
+        (
+            n("limited_cycles") - ramp,
+            n("aligned_cycles"),
+            n("limited_after_alignment"),
+        )
     };
     let before = counters(&statuses(&s, &c.cell).await.expect("status"));
     // Joint-space moves between the poses (issue 21: the Cartesian moves it made before were
@@ -233,13 +322,25 @@ async fn payload_identification_and_gravity_compensation() {
     let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify", "--speed-scale", "0.5"]);
     assert!(ok, "identify failed: {err}\n{}", c.log_text());
     let after = counters(&statuses(&s, &c.cell).await.expect("status"));
-    let (limited, aligned) = (after.0 - before.0, after.1 - before.1);
-    eprintln!("payload identification: robot-io limited {limited} replies, {aligned} held in time");
-    if aligned == 0 {
-        assert_eq!(
-            limited, 0,
-            "robot-io limited the identification's own stream"
-        );
+    let (limited, aligned, realigning) =
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+    eprintln!(
+        "payload identification: robot-io limited {limited} replies ({realigning} of them \
+         rejoining the stream after one held in time), {aligned} held in time"
+    );
+    // The identification's own stream: joint moves planned by control within robot-io's
+    // speed and acceleration limits (control's are at or below them, deploy/config/sim.toml),
+    // which the supervisor replies unchanged. A reply held in time after a late command or a
+    // lost datagram may need a limited correction or two to rejoin it (robot-io counts those
+    // apart: `limited_after_alignment`, within 20 ms of robot time of the alignment); any
+    // other limited reply is the stream's own, and there must be none.
+    let own = limited.saturating_sub(realigning);
+    let mut failures = Vec::new();
+    if own != 0 {
+        failures.push(format!(
+            "robot-io limited the identification's own stream {own} times ({limited} limited, \
+             {realigning} rejoining after {aligned} held in time)"
+        ));
     }
     let id: serde_json::Value = serde_json::from_str(&out).unwrap();
     let m = id["payload"]["mass_kg"].as_f64().unwrap();
@@ -250,9 +351,13 @@ async fn payload_identification_and_gravity_compensation() {
         .map(|v| v.as_f64().unwrap())
         .collect();
     // Truth: deploy/config/scenarios/free-space.toml (0.5 kg, CoM 40 mm along sensor z).
-    assert!((m - 0.5).abs() <= 0.005, "mass {m}");
     let com_err = norm([com[0], com[1], com[2] - 0.04]);
-    assert!(com_err <= 0.001, "CoM error {com_err} m");
+    if !((m - 0.5).abs() <= 0.005) {
+        failures.push(format!("identified mass {m} kg (0.5)"));
+    }
+    if !(com_err <= 0.001) {
+        failures.push(format!("CoM error {com_err} m"));
+    }
     eprintln!("identified {m:.4} kg, CoM error {:.3} mm", com_err * 1e3);
 
     let est = s
@@ -301,16 +406,101 @@ async fn payload_identification_and_gravity_compensation() {
         let (_, f, t) = mean_estimate(&est, 200).await;
         worst_f = worst_f.max(norm(f));
         worst_t = worst_t.max(norm(t));
-        assert!(
-            norm(f) <= 0.05 + 0.01 * full_scale_n,
-            "pose {k} {q_deg:?}: compensated force {f:?}"
-        );
-        assert!(
-            norm(t) <= 0.005,
-            "pose {k} {q_deg:?}: compensated torque {t:?}"
-        );
+        if !(norm(f) <= 0.05 + 0.01 * full_scale_n) {
+            failures.push(format!("pose {k} {q_deg:?}: compensated force {f:?}"));
+        }
+        if !(norm(t) <= 0.005) {
+            failures.push(format!("pose {k} {q_deg:?}: compensated torque {t:?}"));
+        }
     }
     eprintln!("20 orientations: worst |F| {worst_f:.4} N, worst |T| {worst_t:.5} N·m");
+    // What the IRC5 received over the identification's joint moves and the 20 Cartesian moves
+    // (robot-io's own figures are recomputed from its replies and cannot see a reply spoilt
+    // after them): within the speed and acceleration limits its supervisor enforces.
+    let truth = truth.lock().map(|g| g.clone()).unwrap_or_default();
+    let (rv, ra, at) = received_reference_peaks(&truth);
+    eprintln!(
+        "the IRC5 received references up to {rv:.3} × the speed limit, {ra:.3} × the \
+         acceleration limit over {} cycles (worst at {at})",
+        truth.len()
+    );
+    if truth.len() < 1000 {
+        failures.push(format!("{} truth samples", truth.len()));
+    }
+    if !(rv <= 1.0 + 1e-6 && ra <= 1.0 + 1e-6) {
+        failures.push(format!(
+            "the IRC5 received references at {rv:.3} × the speed limit, {ra:.3} × the \
+             acceleration limit (worst at {at})"
+        ));
+    }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
+}
+
+/// What the emulated IRC5 received: the peak joint speed and acceleration of its reference
+/// (`SimTruth::q_ref_rad`, one sample per controller cycle on the controller's clock `t_s`)
+/// as fractions of the limits robot-io's supervisor enforces (`JointLimits::irb120()`'s
+/// speeds, `step_limit::irb120_max_accel()`), and where the larger one was. Not robot-io's
+/// own figure (recomputed from its encoded replies, on its clock): what reached the robot.
+///
+/// A reply that reaches the controller after its next tick leaves that cycle without a new
+/// reference and lands on the one after (the controller's own figure counts the cycles since
+/// its last reference for that): a step after one or two cycles without any change (all six
+/// joints bit-for-bit equal) spans them. After a longer stand-still the reference was at rest
+/// (a hold, nothing moving), and the next step is measured over one cycle from rest. A
+/// velocity change spans the two steps' midpoints (`step_limit::dv_span`, as robot-io's
+/// figure and its supervisor).
+#[allow(clippy::needless_range_loop)]
+fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> (f64, f64, String) {
+    let vmax = kinematics::JointLimits::irb120().max_speed;
+    let amax = kinematics::step_limit::irb120_max_accel();
+    let cycle = truth
+        .windows(2)
+        .map(|w| w[1].t_s - w[0].t_s)
+        .filter(|d| *d > 1e-6)
+        .fold(f64::INFINITY, f64::min);
+    let (mut speed, mut accel, mut at) = (0.0f64, 0.0f64, String::new());
+    // The last change of the reference (time, joints) and the step that made it (velocity,
+    // span; `None`: it left rest).
+    let mut last: Option<(f64, [f64; 6])> = None;
+    let mut step: Option<([f64; 6], f64)> = None;
+    for t in truth {
+        let Some((t0, q0)) = last else {
+            last = Some((t.t_s, t.q_ref_rad));
+            continue;
+        };
+        if t.t_s <= t0 || t.q_ref_rad == q0 {
+            continue;
+        }
+        let gap = t.t_s - t0;
+        let (dt, before) = if gap <= 3.5 * cycle {
+            (gap, step)
+        } else {
+            (cycle, None)
+        };
+        let mut v = [0.0; 6];
+        for j in 0..6 {
+            v[j] = (t.q_ref_rad[j] - q0[j]) / dt;
+            let (v0, span) = match before {
+                Some((pv, pdt)) => (pv[j], kinematics::step_limit::dv_span(pdt, dt)),
+                None => (0.0, dt),
+            };
+            let (rv, ra) = (v[j].abs() / vmax[j], (v[j] - v0).abs() / (amax[j] * span));
+            if rv > speed || ra > accel {
+                at = format!(
+                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms",
+                    t.t_s,
+                    v0,
+                    v[j],
+                    dt * 1e3
+                );
+            }
+            speed = speed.max(rv);
+            accel = accel.max(ra);
+        }
+        last = Some((t.t_s, t.q_ref_rad));
+        step = Some((v, dt));
+    }
+    (speed, accel, at)
 }
 
 async fn cell_wait(s: &zenoh::Session, c: &TestCell, target: &common::msg::Pose) {
@@ -350,6 +540,7 @@ async fn cell_wait(s: &zenoh::Session, c: &TestCell, target: &common::msg::Pose)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn known_contact_force_in_base_frame_for_every_device() {
     let _cell = tests::cell_lock();
+    let mut failures = Vec::new();
     for (name, sets) in [
         ("srictr", vec![]),
         (
@@ -364,12 +555,9 @@ async fn known_contact_force_in_base_frame_for_every_device() {
         let c = TestCell::start(name, &sets);
         let s = up(&c).await;
         // Tare at rest (the tool's weight at this orientation goes into the bias).
-        let tared = wait_for(Duration::from_secs(10), || async {
-            let (ok, _, _) = c.cli(&["tare"]);
-            ok.then_some(())
-        })
-        .await;
-        assert!(tared.is_some(), "{name}: tare failed\n{}", c.log_text());
+        if let Err(why) = tare(&c).await {
+            panic!("{name}: tare refused: {why}\n{}", c.log_text());
+        }
         let est = s
             .declare_subscriber(topic::WRENCH_ESTIMATE.key(&c.cell.id))
             .with(zenoh::handlers::FifoChannel::new(4096))
@@ -385,16 +573,16 @@ async fn known_contact_force_in_base_frame_for_every_device() {
         tokio::time::sleep(Duration::from_millis(600)).await;
         let (fb, _, _) = mean_estimate(&est, 200).await;
         let err = norm([fb[0] - applied[0], fb[1] - applied[1], fb[2] - applied[2]]);
-        assert!(
-            err <= 0.01 * norm(applied),
-            "{name}: estimate {fb:?} vs applied {applied:?}"
-        );
         eprintln!(
             "{name}: base-frame error {:.4} N of {:.2} N",
             err,
             norm(applied)
         );
+        if !(err <= 0.01 * norm(applied)) {
+            failures.push(format!("{name}: estimate {fb:?} vs applied {applied:?}"));
+        }
     }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 /// Unplug the sensor (the emulator's server goes away): the estimate is flagged `Stale`
@@ -405,11 +593,9 @@ async fn unplugged_sensor_is_flagged_stale_and_reconnects() {
     let _cell = tests::cell_lock();
     let c = TestCell::start("unplug", &[]);
     let s = up(&c).await;
-    let tared = wait_for(Duration::from_secs(10), || async {
-        c.cli(&["tare"]).0.then_some(())
-    })
-    .await;
-    assert!(tared.is_some(), "{}", c.log_text());
+    if let Err(why) = tare(&c).await {
+        panic!("tare refused: {why}\n{}", c.log_text());
+    }
     let st = statuses(&s, &c.cell).await.unwrap();
     let reconnects_before = st["sensor"]["detail"]["reconnects"].as_u64().unwrap();
     let est = s

@@ -8,13 +8,88 @@
 //! (`sim/truth`, the surfaces' force on the tool); the plant's on its ground truth
 //! (`sim/plant/state` contact force, 1 kHz), 12 Hz-filtered as the paper plots.
 //!
-//! `HYBRID_FULL=1` adds the 10⁶ N/m table (slow approach; sensitive to host timing: see
-//! docs/hybrid.md for the figures).
+//! Tiers (`tests::full_tier()`, issue 40). Per change: the identified press on 10⁵ N/m; the
+//! un-identified press on 10⁶ N/m and the fixed gains' chatter on 10⁵ N/m; the pad onto steel
+//! (its first contact is the un-identified 2·10⁴ N/m one); the limits; Fig. 7 at 5 N @ 60 Hz
+//! and 10 N @ 120 Hz; the transitions in contact. The full tier adds the identified press on
+//! 2·10⁴, the un-identified ones on 2·10⁴ and 10⁵, Fig. 7's 10 N @ 60 Hz (per change: the
+//! experiments' `force-step` short form), and runs the ignored Figs. 8–10 and contour tests
+//! (per change: `tests/experiments.rs`'s `ramp-disturbance`, `sine-force-step`, `force-ramp`
+//! short forms and its proven-stall test's contour, held to the same bounds). The
+//! experiments' `unknown-surface` short form repeats the un-identified presses here and runs
+//! in the full tier only. `HYBRID_FULL=1` adds the identified 10⁶ N/m press (host-sensitive).
+// A failed check is written `!(figure <= bound)`, so that a NaN figure fails it too.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
 
-use tests::{repo_root, wait_for, TestCell};
+use tests::{repo_root, Report, TestCell};
 
+/// `cell tare`, repeated (every 0.3 s, for at most 12 s) only while it is refused for a named
+/// cause that passes by itself ([`tare_transient`]), a retried tare in the CI report (one
+/// line, its refusals named); any other refusal (contact during the window, a faulted sensor,
+/// …) is returned at once.
+async fn tare(c: &TestCell) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(12);
+    // The distinct refusals and how many there were.
+    let (mut refused, mut n): (Vec<String>, usize) = (Vec::new(), 0);
+    loop {
+        let (ok, _, err) = c.cli(&["tare"]);
+        if ok {
+            if !refused.is_empty() {
+                tests::report(
+                    Report::Retry,
+                    &format!(
+                        "cell tare succeeded after {n} refusal(s) for a named passing cause: {}",
+                        refused.join("; ")
+                    ),
+                );
+            }
+            return Ok(());
+        }
+        let why = err
+            .lines()
+            .find_map(|l| l.strip_prefix("Error: "))
+            .unwrap_or(err.trim())
+            .to_string();
+        match tare_transient(&why) {
+            Some(cause) if Instant::now() < deadline => {
+                n += 1;
+                let line = format!("{cause} ({why})");
+                if !refused.contains(&line) {
+                    refused.push(line);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            _ if refused.is_empty() => return Err(why),
+            _ => {
+                return Err(format!(
+                    "{why} (after {n} refusals: {})",
+                    refused.join("; ")
+                ))
+            }
+        }
+    }
+}
+
+/// The tare refusals that pass by themselves, named: the sensor not streaming yet (a cell just
+/// started, a sensor reconnecting), another tare window still open, the arm still settling
+/// after its move, a tool pose late from a loaded host, the force service not answering yet.
+fn tare_transient(why: &str) -> Option<&'static str> {
+    [
+        ("no sensor samples", "the sensor is not streaming yet"),
+        ("sensor stale", "the sensor is not streaming yet"),
+        ("busy: a tare or capture", "another tare window is open"),
+        ("the robot is moving", "the arm is still settling"),
+        ("no fresh tool pose", "the tool pose is late"),
+        ("no reply from", "the force service is not answering yet"),
+    ]
+    .into_iter()
+    .find_map(|(text, cause)| why.contains(text).then_some(cause))
+}
 
 /// Moves the tool (pointing down) to `xyz_mm` and tares there once it is still.
 async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
@@ -22,12 +97,9 @@ async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
     let (ok, _, err) =
         c.cli_repeat_after_stall(&["move", &x, &y, &z, "0", "0", "1", "0", "--wait"]);
     assert!(ok, "move: {err}\n{}", c.log_text());
-    let tared = wait_for(Duration::from_secs(30), || async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        c.cli(&["tare"]).0.then_some(())
-    })
-    .await;
-    assert!(tared.is_some(), "tare never succeeded\n{}", c.log_text());
+    if let Err(why) = tare(c).await {
+        panic!("tare at {xyz_mm:?} mm refused: {why}\n{}", c.log_text());
+    }
 }
 
 fn out_dir(name: &str) -> PathBuf {
@@ -72,6 +144,66 @@ fn column(file: &std::path::Path, name: &str) -> Vec<(f64, f64)> {
             Some((f[0].parse().ok()?, f.get(i)?.parse().ok()?))
         })
         .collect()
+}
+
+/// One law step of a trace in contact (phase `Contact`): what the stiffness checks read.
+struct ContactRow {
+    t_s: f64,
+    /// Travel along {C} x from the task's start (m).
+    position_x: f64,
+    seating: bool,
+    force_z: f64,
+    truth_force_z: f64,
+    gains_for_z: f64,
+}
+
+/// The rows of a trace CSV whose phase is `Contact`.
+fn contact_rows(file: &std::path::Path) -> Vec<ContactRow> {
+    let text = std::fs::read_to_string(file).expect("trace");
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).expect("column");
+    let (phase, x, seating, force, truth, gains) = (
+        col("phase"),
+        col("position_x"),
+        col("seating"),
+        col("force_z"),
+        col("truth_force_z"),
+        col("gains_for_n_per_m_z"),
+    );
+    lines
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok());
+            (f.get(phase) == Some(&"Contact")).then_some(())?;
+            Some(ContactRow {
+                t_s: num(0)?,
+                position_x: num(x)?,
+                seating: f.get(seating) == Some(&"1"),
+                force_z: num(force)?,
+                truth_force_z: num(truth).unwrap_or(f64::NAN),
+                gains_for_z: num(gains)?,
+            })
+        })
+        .collect()
+}
+
+/// The 10 N press's first contact on the true force (`truth_force_z` of a trace): the rise
+/// from 10 to 90 % of the setpoint and the overshoot past it (%) before the move starts
+/// (2 s after `contact`).
+fn first_contact(trace: &std::path::Path, contact: f64) -> (f64, f64) {
+    let truth = column(trace, "truth_force_z");
+    let t10 = truth.iter().find(|(_, f)| *f >= 1.0).map(|p| p.0);
+    let t90 = truth.iter().find(|(_, f)| *f >= 9.0).map(|p| p.0);
+    let rise = match (t10, t90) {
+        (Some(a), Some(b)) => b - a,
+        _ => f64::NAN,
+    };
+    let settle_peak = truth
+        .iter()
+        .filter(|(t, _)| t90.is_some_and(|t9| *t >= t9) && *t <= contact + 2.0)
+        .fold(0.0f64, |a, p| a.max(p.1));
+    (rise, (settle_peak - 10.0).max(0.0) * 10.0)
 }
 
 /// A (t, v) trace resampled uniformly and low-passed at 12 Hz (zero phase), as the papers'
@@ -122,7 +254,10 @@ fn host_stall_hold(c: &TestCell, name: &str, why: &str, since_ns: u64) -> bool {
     }
     match c.proven_stall(why, since_ns) {
         Ok(proof) => {
-            eprintln!("{name}: held by a proven host stall ({why}): {proof}; once more");
+            tests::report(
+                Report::Retry,
+                &format!("{name}: held by a proven host stall ({why}): {proof}; once more"),
+            );
             true
         }
         Err(e) => {
@@ -134,8 +269,10 @@ fn host_stall_hold(c: &TestCell, name: &str, why: &str, since_ns: u64) -> bool {
 
 /// Identify the table's stiffness, then press 10 N while moving 100 mm at 20 mm/s with gains
 /// from the identified stiffness: during the move force RMS ≤ 1 N, max ≤ 3 N, contact never
-/// lost; the first-contact peak stays below twice the setpoint.
-async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value {
+/// lost; the first-contact peak stays below twice the setpoint. Returns what failed (empty:
+/// the case passed); a step that must work for the case to run at all (a move, the
+/// identification) fails the test at once.
+async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> Vec<String> {
     // Off the table before its stiffness changes: the previous press, finished, still holds
     // its 10 N depth, and in a 5× stiffer table that depth is 50 N — the force limit (a CI
     // run, 2026-12-03, ended the held 2·10⁴ press at 50.1 N when the table became 10⁵ N/m,
@@ -162,10 +299,10 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
         "{name}: identified {k:.0} N/m (true {stiffness:.0}), R² {}",
         v["r2"]
     );
-    assert!(
-        (k / stiffness - 1.0).abs() < 0.1,
-        "identified {k} vs {stiffness}"
-    );
+    let mut failures = Vec::new();
+    if !((k / stiffness - 1.0).abs() < 0.1) {
+        failures.push(format!("{name}: identified {k} vs {stiffness}"));
+    }
     let press = || {
         hybrid(
             c,
@@ -183,8 +320,14 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
         place_and_tare(c, [350.0, 0.0, 206.0]).await;
         (ok, m, dir) = press();
     }
-    assert!(ok, "{name}: task failed: {m}\n{}", c.log_text());
-    let contact = m["contact_at_s"].as_f64().expect("contact made");
+    if !ok {
+        failures.push(format!("{name}: task failed: {m}"));
+        return failures;
+    }
+    let Some(contact) = m["contact_at_s"].as_f64() else {
+        failures.push(format!("{name}: no contact: {m}"));
+        return failures;
+    };
     let fz = column(&dir.join("trace.csv"), "force_z");
     // The move: 2 s after contact for 5 s (accelerations at its ends: 0.1 s excluded).
     let (rms, max) = window_error(&fz, 10.0, contact + 2.1, contact + 6.9);
@@ -192,37 +335,52 @@ async fn press_on(c: &TestCell, stiffness: f64, name: &str) -> serde_json::Value
     let truth = column(&dir.join("trace.csv"), "truth_force_z");
     let (trms, tmax) = window_error(&truth, 10.0, contact + 2.1, contact + 6.9);
     eprintln!("{name}: ground truth during the move RMS {trms:.3} N, max {tmax:.3} N");
-    assert!(
-        trms <= 1.0 && tmax <= 3.0,
-        "{name}: truth RMS {trms} max {tmax}"
-    );
+    if !(trms <= 1.0 && tmax <= 3.0) {
+        failures.push(format!("{name}: truth RMS {trms} max {tmax}"));
+    }
     let peak = m["axes"]["z"]["peak_first_contact"]
         .as_f64()
         .unwrap_or(f64::NAN);
     eprintln!("{name}: K {stiffness:e}: during the move RMS {rms:.3} N, max {max:.3} N; first-contact peak {peak:.2} N");
-    assert_eq!(m["contact_losses"], 0, "{name}: contact lost");
-    assert!(rms <= 1.0, "{name}: RMS {rms}");
-    assert!(max <= 3.0, "{name}: max {max}");
-    assert!(peak < 20.0, "{name}: first-contact peak {peak}");
+    if m["contact_losses"] != 0 {
+        failures.push(format!(
+            "{name}: contact lost {} times",
+            m["contact_losses"]
+        ));
+    }
+    if !(rms <= 1.0) {
+        failures.push(format!("{name}: RMS {rms}"));
+    }
+    if !(max <= 3.0) {
+        failures.push(format!("{name}: max {max}"));
+    }
+    if !(peak < 20.0) {
+        failures.push(format!("{name}: first-contact peak {peak}"));
+    }
     let x = column(&dir.join("trace.csv"), "position_x");
     let travelled = x.last().map_or(0.0, |p| p.1);
-    assert!(
-        (travelled - 0.1).abs() < 0.003,
-        "{name}: travelled {travelled}"
-    );
-    m
+    if !((travelled - 0.1).abs() < 0.003) {
+        failures.push(format!("{name}: travelled {travelled}"));
+    }
+    failures
 }
 
+/// [`press_on`] with the identified gains: per change on 10⁵ N/m, the full tier adds 2·10⁴.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arm_presses_and_moves_on_soft_and_stiff_tables_with_identified_gains() {
     let _cell = tests::cell_lock();
     let c = table_cell("hy-press");
     let _s = tests::up_all(&c).await;
-    press_on(&c, 2e4, "press-2e4").await;
-    press_on(&c, 1e5, "press-1e5").await;
-    if std::env::var("HYBRID_FULL").is_ok() {
-        press_on(&c, 1e6, "press-1e6").await;
+    // Per change the stiffer table; the full tier adds the soft one.
+    let mut failures = Vec::new();
+    if tests::full_tier() {
+        failures.extend(press_on(&c, 2e4, "press-2e4").await);
     }
+    failures.extend(press_on(&c, 1e5, "press-1e5").await);
+    if std::env::var("HYBRID_FULL").is_ok() {
+        failures.extend(press_on(&c, 1e6, "press-1e6").await);
+    }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 
 /// Issue (force modes inside their bounds, items 1, 3 and 9; issue 20, items 1 and 2): the
@@ -231,11 +389,15 @@ async fn arm_presses_and_moves_on_soft_and_stiff_tables_with_identified_gains() 
 /// 10⁶ N/m the true first-contact force peaked at 128 N against the 50 N limit. Now:
 /// * with the gains following the on-line stiffness estimate (the default), the press
 ///   completes on 2·10⁴, 10⁵ and 10⁶ N/m, the true first-contact peak below `max_force_n`,
-///   the true force held during the 100 mm move (RMS ≤ 0.5 N, max ≤ 2 N), and the
-///   estimate within −25 % … +50 % of the table's stiffness;
+///   the true force held during the 100 mm move (RMS ≤ 0.5 N, max ≤ 2 N), and the force
+///   gains made for at least the table's stiffness at every step in contact (the estimate
+///   itself is reported as a figure);
 /// * with the task's gains fixed (`fixed_gains = true`), the chatter on 10⁵ N/m ends the task
 ///   with its reason and the command fails (the oscillation observer, issue 19);
 /// * a task asking for more than the cell's limits is refused.
+///
+/// Per change 10⁶ N/m and the chatter (2·10⁴ N/m's first contact and gains: the pad onto
+/// steel); the full tier runs every table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lifted_limits_are_refused(
 ) {
@@ -257,7 +419,16 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
     let fixed = out_dir("hy-fixed").with_extension("toml");
     std::fs::write(&fixed, format!("fixed_gains = true\n{press}")).expect("task file");
     const MAX_FORCE_N: f64 = 50.0;
-    for (stiffness, adapt) in [(2e4, true), (1e5, true), (1e6, true), (1e5, false)] {
+    let mut failures = Vec::new();
+    // Per change the stiffest table (the first contact the approach must bound) and the
+    // chatter; the soft table's first contact and gains are carried per change by the pad onto
+    // steel (its first contact is on an un-identified 2·10⁴ N/m pad). The full tier runs all.
+    let cases: &[(f64, bool)] = if tests::full_tier() {
+        &[(2e4, true), (1e5, true), (1e6, true), (1e5, false)]
+    } else {
+        &[(1e6, true), (1e5, false)]
+    };
+    for &(stiffness, adapt) in cases {
         // Off the table before its stiffness changes: a finished press keeps pressing, and
         // the same depth in a 5× stiffer table is 5× the force (a CI run ended the finished
         // 10 N press on the 50 N limit that way, and the next move reported it).
@@ -295,9 +466,13 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
         let why = m["aborted"].as_str().unwrap_or("").to_string();
         let z = &m["axes"]["z"];
         let peak = z["truth_peak_first_contact"].as_f64().unwrap_or(f64::NAN);
+        let Some(contact) = m["contact_at_s"].as_f64() else {
+            failures.push(format!("{name}: no contact made: {m}"));
+            continue;
+        };
+        let trace = dir.join("trace.csv");
         // The true force during the 100 mm move (2 s to 7 s after contact).
-        let contact = m["contact_at_s"].as_f64().expect("contact made");
-        let during: Vec<f64> = column(&dir.join("trace.csv"), "truth_force_z")
+        let during: Vec<f64> = column(&trace, "truth_force_z")
             .into_iter()
             .filter(|(t, _)| *t >= contact + 2.0 && *t <= contact + 7.0)
             .map(|(_, f)| f - 10.0)
@@ -306,81 +481,111 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
         let max = during.iter().fold(0.0f64, |a, e| a.max(e.abs()));
         // The first contact on the true force: the rise from 10 to 90 % of the setpoint and
         // the overshoot past it before the move starts (2 s after contact).
-        let truth = column(&dir.join("trace.csv"), "truth_force_z");
-        let t10 = truth.iter().find(|(_, f)| *f >= 1.0).map(|p| p.0);
-        let t90 = truth.iter().find(|(_, f)| *f >= 9.0).map(|p| p.0);
-        let rise = match (t10, t90) {
-            (Some(a), Some(b)) => b - a,
-            _ => f64::NAN,
-        };
-        let settle_peak = truth
-            .iter()
-            .filter(|(t, _)| t90.is_some_and(|t9| *t >= t9) && *t <= contact + 2.0)
-            .fold(0.0f64, |a, p| a.max(p.1));
-        let overshoot_pct = (settle_peak - 10.0).max(0.0) * 10.0;
+        let (rise, overshoot_pct) = first_contact(&trace, contact);
         let est = m["stiffness_estimate_n_per_m"][2]
             .as_f64()
             .unwrap_or(f64::NAN);
-        let gains_for = m["gains_for_n_per_m"][2].as_f64().unwrap_or(f64::NAN);
-        let t_end = column(&dir.join("trace.csv"), "force_z")
-            .last()
-            .map_or(f64::NAN, |p| p.0);
+        // The stiffness the force gains were made for at every law step in contact (the
+        // approach's are made for the cell's stiffest surface), and where the seating ended:
+        // the filtered force it read there against the true force at that step (its secant
+        // pairs them with the measured depth).
+        let in_contact = contact_rows(&trace);
+        let gains_min = in_contact
+            .iter()
+            .map(|r| r.gains_for_z)
+            .fold(f64::INFINITY, f64::min);
+        let seated = in_contact.iter().find(|r| !r.seating);
+        let t_end = column(&trace, "force_z").last().map_or(f64::NAN, |p| p.0);
         eprintln!(
             "{name}: un-identified, true first-contact peak {peak:.1} N (estimate {:.1} N), \
-             during the move true RMS error {rms:.3} N, max {max:.2} N, stiffness estimate {est:.3e} N/m, gains \
-             made for {gains_for:.3e} N/m, contact at {contact:.2} s, ended at {t_end:.2} s, \
+             during the move true RMS error {rms:.3} N, max {max:.2} N, stiffness estimate \
+             {est:.3e} N/m, gains made for ≥ {gains_min:.3e} N/m in contact, seated at {} \
+             (filtered {} N, true {} N), contact at {contact:.2} s, ended at {t_end:.2} s, \
              rise {rise:.3} s, overshoot {overshoot_pct:.1} %: {}",
             z["peak_first_contact"].as_f64().unwrap_or(f64::NAN),
+            seated.map_or("—".into(), |r| format!("{:.3} s", r.t_s)),
+            seated.map_or("—".into(), |r| format!("{:.2}", r.force_z)),
+            seated.map_or("—".into(), |r| format!("{:.2}", r.truth_force_z)),
             if ok { "completed" } else { &why }
         );
-        assert!(
-            peak <= MAX_FORCE_N,
-            "{name}: true first-contact peak {peak:.1} N > {MAX_FORCE_N} N"
-        );
+        if !(peak <= MAX_FORCE_N) {
+            failures.push(format!(
+                "{name}: true first-contact peak {peak:.1} N > {MAX_FORCE_N} N"
+            ));
+        }
         if adapt {
-            assert!(ok, "{name}: {m}");
-            assert!(during.len() > 100, "{name}: the move is not in the trace");
+            if !ok {
+                failures.push(format!("{name}: {m}"));
+                continue;
+            }
+            if during.len() <= 100 {
+                failures.push(format!("{name}: the move is not in the trace"));
+            }
             // The issue's acceptance: RMS ≤ 0.5 N, max ≤ 2 N during the move.
-            assert!(
-                rms <= 0.5 && max <= 2.0,
-                "{name}: true RMS {rms} N, max {max} N"
-            );
-            // Measured: +0 % … +22 % (10⁶ N/m over-estimated: the conservative side, the
-            // gains are then made for a stiffer surface than the table); once −26 % (a local
-            // CI run, 2026-12-05: the 10⁶ N/m seating secant read 7.4·10⁵ after an 11.0 N
-            // first contact; the gains stayed made for the worst case, 10⁶, as they are
-            // whenever the estimate is below it). Bounded as measured, not as hoped.
-            assert!(
-                est >= 0.6 * stiffness && est <= 1.5 * stiffness,
-                "{name}: estimate {est:e} N/m"
+            if !(rms <= 0.5 && max <= 2.0) {
+                failures.push(format!("{name}: true RMS {rms} N, max {max} N"));
+            }
+            // What keeps the loop stable: the force gains (`kp_f = c/(K·T)`) made for a
+            // stiffness at least the table's at every step in contact — an over-estimate only
+            // slows the loop, an under-estimate by x raises its gain 1/x towards the delay's
+            // stability bound. Less the retune dead band: a scheduled stiffness within
+            // `RETUNE_FRACTION` (5 %) of the one wanted is left as it is.
+            let floor = stiffness / (1.0 + control::hybrid::RETUNE_FRACTION);
+            if in_contact.is_empty() || !(gains_min >= floor) {
+                failures.push(format!(
+                    "{name}: gains made for {gains_min:.3e} N/m in contact, below the table's \
+                     {stiffness:.0e} (floor {floor:.3e})"
+                ));
+            }
+            // The estimate itself is a figure, not the gate (measured +0 % … +22 %; once
+            // −26 %: the 10⁶ N/m seating secant read 7.4·10⁵ after an 11.0 N first contact).
+            tests::report(
+                Report::Figure,
+                &format!(
+                    "{name}: stiffness estimate {est:.3e} N/m, {:+.0} % of the table's \
+                     {stiffness:.0e}; gains made for ≥ {gains_min:.3e} N/m in contact",
+                    (est / stiffness - 1.0) * 100.0
+                ),
             );
             // Issue 20's acceptance for the first contact: a true peak ≤ 13 N and ≤ 10 %
             // overshoot on every table (measured 10.1–10.5 N, 1.7–5.0 %). Its rise target
             // (≤ 0.15 s) is not met on the softest table (0.196 s measured, docs/hybrid.md):
             // the bound here is what would catch a regression to the creeping seating (0.5 s).
-            assert!(
-                peak <= 13.0,
-                "{name}: true first-contact peak {peak:.1} N > 13 N"
+            if !(peak <= 13.0) {
+                failures.push(format!(
+                    "{name}: true first-contact peak {peak:.1} N > 13 N"
+                ));
+            }
+            if !(overshoot_pct <= 10.0) {
+                failures.push(format!("{name}: overshoot {overshoot_pct:.1} %"));
+            }
+            if !(rise <= 0.3) {
+                failures.push(format!("{name}: rise {rise:.3} s"));
+            }
+            tests::report(
+                Report::Figure,
+                &format!(
+                    "{name}: first-contact rise {rise:.3} s: gate 0.3 s, issue 20's 0.15 s {}",
+                    if rise <= 0.15 { "met" } else { "NOT met" }
+                ),
             );
-            assert!(
-                overshoot_pct <= 10.0,
-                "{name}: overshoot {overshoot_pct:.1} %"
-            );
-            assert!(rise <= 0.3, "{name}: rise {rise:.3} s");
         } else {
             // The chatter ends the task soon after it begins, the command fails.
-            assert!(!ok, "{name}: the chattering press completed: {m}");
-            assert!(
-                why.contains("force loop oscillating"),
-                "{name}: ended otherwise: {why}"
-            );
-            assert!(
-                t_end - contact < 1.5,
-                "{name}: ended {:.2} s after contact",
-                t_end - contact
-            );
+            if ok {
+                failures.push(format!("{name}: the chattering press completed: {m}"));
+            }
+            if !why.contains("force loop oscillating") {
+                failures.push(format!("{name}: ended otherwise: {why}"));
+            }
+            if !(t_end - contact < 1.5) {
+                failures.push(format!(
+                    "{name}: ended {:.2} s after contact",
+                    t_end - contact
+                ));
+            }
         }
     }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 
 /// Issue 20 item 4 through the processes: the 10 N press (stiffness not identified) slides
@@ -460,26 +665,125 @@ async fn a_press_sliding_from_a_pad_onto_steel_follows_the_stiffening_surface() 
         max(&steel),
         m["contact_losses"]
     );
-    assert!(
-        rms(&pad) <= 0.5 && max(&pad) <= 2.0,
-        "on the pad: RMS {} max {}",
-        rms(&pad),
-        max(&pad)
-    );
+    let mut failures = Vec::new();
+    if !(rms(&pad) <= 0.5 && max(&pad) <= 2.0) {
+        failures.push(format!("on the pad: RMS {} max {}", rms(&pad), max(&pad)));
+    }
     // On 10⁶ N/m 1 µm of path error is 1 N: a late EGM datagram shows as a dip of a few N
     // (docs/hybrid.md). Measured 0.029 and 0.78 N RMS over two runs (the issue asks 0.5 N;
     // the identified 10⁶ N/m press has the same spread): bounded here as a regression guard.
-    assert!(rms(&steel) <= 1.5, "on the steel: RMS {}", rms(&steel));
-    assert!(
-        max(&taper) <= 3.0,
-        "through the taper: max {} N (issue 20: ± 3 N)",
-        max(&taper)
+    if !(rms(&steel) <= 1.5) {
+        failures.push(format!("on the steel: RMS {}", rms(&steel)));
+    }
+    tests::report(
+        Report::Figure,
+        &format!(
+            "hy-pad: true RMS error on the steel {:.3} N: gate 1.5 N, issue 20's 0.5 N {}",
+            rms(&steel),
+            if rms(&steel) <= 0.5 { "met" } else { "NOT met" }
+        ),
     );
-    assert_eq!(m["contact_losses"], 0, "contact lost: {m}");
-    assert!(
-        end_gains >= 5e5,
-        "gains made for {end_gains:e} N/m on the steel"
+    if !(max(&taper) <= 3.0) {
+        failures.push(format!(
+            "through the taper: max {} N (issue 20: ± 3 N)",
+            max(&taper)
+        ));
+    }
+    if m["contact_losses"] != 0 {
+        failures.push(format!("contact lost: {m}"));
+    }
+    if !(end_gains >= 5e5) {
+        failures.push(format!("gains made for {end_gains:e} N/m on the steel"));
+    }
+    // The first contact is on the un-identified 2·10⁴ N/m pad: this case carries, per change,
+    // the soft table of the un-identified presses (their full set runs in the full tier):
+    // issue 20's true peak ≤ 13 N and ≤ 10 % overshoot, a rise that did not creep (≤ 0.3 s),
+    // and the gains made for at least the pad's stiffness (less the 5 % retune dead band) at
+    // every step in contact on it (up to 25 mm of travel: the taper starts at 30 mm).
+    let trace = dir.join("trace.csv");
+    let peak = m["axes"]["z"]["truth_peak_first_contact"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    let (rise, overshoot_pct) = first_contact(&trace, contact);
+    let on_pad = contact_rows(&trace)
+        .into_iter()
+        .filter(|r| r.position_x < 0.025)
+        .map(|r| r.gains_for_z)
+        .fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "hy-pad: first contact on the pad: true peak {peak:.1} N, rise {rise:.3} s, overshoot \
+         {overshoot_pct:.1} %, gains made for ≥ {on_pad:.3e} N/m on the pad"
     );
+    if !(peak <= 13.0) {
+        failures.push(format!(
+            "first contact on the pad: true peak {peak:.1} N > 13 N"
+        ));
+    }
+    if !(overshoot_pct <= 10.0) {
+        failures.push(format!(
+            "first contact on the pad: overshoot {overshoot_pct:.1} %"
+        ));
+    }
+    if !(rise <= 0.3) {
+        failures.push(format!("first contact on the pad: rise {rise:.3} s"));
+    }
+    tests::report(
+        Report::Figure,
+        &format!(
+            "hy-pad: first-contact rise on the 2e4 pad {rise:.3} s: gate 0.3 s, issue 20's \
+             0.15 s {}",
+            if rise <= 0.15 { "met" } else { "NOT met" }
+        ),
+    );
+    let floor = 2e4 / (1.0 + control::hybrid::RETUNE_FRACTION);
+    if !(on_pad >= floor) {
+        failures.push(format!(
+            "gains made for {on_pad:.3e} N/m on the 2e4 N/m pad (floor {floor:.3e})"
+        ));
+    }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
+}
+
+type StateSub =
+    zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>;
+
+/// A subscriber to `control/hybrid_state`, declared before a task starts.
+async fn hybrid_states(s: &zenoh::Session, c: &TestCell) -> StateSub {
+    s.declare_subscriber(common::topic::HYBRID_STATE.key(&c.cell.id))
+        .with(zenoh::handlers::FifoChannel::new(16384))
+        .await
+        .expect("subscribe hybrid_state")
+}
+
+/// Waits until the task started after `states` was declared has pressed, seated in contact
+/// (phase `Contact`, not seating), for `hold_s` of its own time: the condition the fixed
+/// sleeps before a mid-press transition stood for. Fails the test after `timeout`.
+async fn pressing_for(states: &StateSub, hold_s: f64, timeout: Duration, c: &TestCell) {
+    use common::msg::{HybridPhase, HybridState};
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut since: Option<f64> = None;
+    loop {
+        let sample = tokio::time::timeout_at(deadline, states.recv_async())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the task did not press seated for {hold_s} s within {timeout:?}\n{}",
+                    c.log_text()
+                )
+            })
+            .expect("hybrid_state subscriber");
+        let Ok(st) = common::codec::decode::<HybridState>(&sample.payload().to_bytes()) else {
+            continue;
+        };
+        if st.phase == HybridPhase::Contact && !st.seating {
+            let from = *since.get_or_insert(st.t_s);
+            if st.t_s - from >= hold_s {
+                return;
+            }
+        } else {
+            since = None;
+        }
+    }
 }
 
 /// `cell hybrid TASK --json --out …` on a blocking thread, so the test can act on the cell
@@ -516,9 +820,9 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     let c = table_cell("hy-limits");
     let s = tests::up_all(&c).await;
     // Not tared since start: refused, non-zero exit, the reason named.
-    let (ok, _, err) = c.cli(&["move", "350", "0", "208", "0", "0", "1", "0"]);
+    let (ok, _, err) =
+        c.cli_repeat_after_stall(&["move", "350", "0", "208", "0", "0", "1", "0", "--wait"]);
     assert!(ok, "{err}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
     let dir = out_dir("untared");
     let (ok, _, err) = c.cli(&[
         "hybrid",
@@ -532,10 +836,11 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     assert!(!ok, "an untared task must be refused");
     assert!(err.contains("NotTared"), "{err}");
 
-    // Stale wrench: unplug the sensor mid-task.
+    // Stale wrench: unplug the sensor mid-task (pressing, seated for 0.5 s).
     place_and_tare(&c, [350.0, 0.0, 206.0]).await;
+    let states = hybrid_states(&s, &c).await;
     let run = hybrid_in_background(&c, repo_root().join("tasks/press-table.toml"), "stale");
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    pressing_for(&states, 0.5, Duration::from_secs(20), &c).await;
     tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": true})).await;
     let out = run.await.expect("join");
     assert!(!out.status.success(), "the task must end on a stale wrench");
@@ -547,15 +852,16 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
         .is_some_and(|r| r.contains("wrench estimate")));
     tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": false})).await;
 
-    // Excess force: 25 N pushed on the tool by the simulator (an obstacle, a person) during
-    // the approach of a 10 N press with a 20 N limit.
+    // Excess force: 25 N pushed on the tool by the simulator (an obstacle, a person) while a
+    // 10 N press with a 20 N limit presses (seated for 0.5 s).
     place_and_tare(&c, [350.0, 0.0, 206.0]).await;
     let task = std::env::temp_dir().join(format!("hy-limit-{}.toml", std::process::id()));
     let text = std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).expect("task")
         + "\n[limits]\nmax_force_n = 20.0\n";
     std::fs::write(&task, text).expect("write task");
+    let states = hybrid_states(&s, &c).await;
     let run = hybrid_in_background(&c, task.clone(), "force");
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    pressing_for(&states, 0.5, Duration::from_secs(20), &c).await;
     // Issue 19 item 4: the limit-to-hold latency, from the first raw F/T sample whose force
     // departs from its level before the push by more than the limit, to robot-io's first
     // `Hold` state. Both stamps are this host's monotonic clock (sensor and robot-io
@@ -697,13 +1003,21 @@ fn plant_cell(name: &str, scenario: &str) -> TestCell {
 /// 0.03–0.31 s: when the boom sticks, breaking loose waits for the integral); C_y < 1 mm.
 /// Overshoot, the limit cycle and contact losses are reported (stick-slip of the plant's
 /// prismatic joint, 4 N static against 3 N Coulomb friction, sets a floor on them:
-/// docs/hybrid.md).
+/// docs/hybrid.md). Per change 5 N @ 60 Hz and 10 N @ 120 Hz: 10 N @ 60 Hz is the
+/// experiments' `force-step` short form (`tests/experiments.rs`, held there to t90 ≤ 0.5 s,
+/// steady-state error ≤ 2 N, offset ≤ 1 N, C_y ≤ 1 mm, contact kept); the full tier runs it
+/// here too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plant_force_steps_hold_the_papers_floor() {
     let _cell = tests::cell_lock();
     let c = plant_cell("hy-fig7", "rc-plant.toml");
     let _s = tests::up_all(&c).await;
-    for (f, rate) in [(10.0, 60.0), (5.0, 60.0), (10.0, 120.0)] {
+    let mut steps = vec![(5.0, 60.0), (10.0, 120.0)];
+    if tests::full_tier() {
+        steps.insert(0, (10.0, 60.0));
+    }
+    let mut failures = Vec::new();
+    for (f, rate) in steps {
         let (ok, out, err) = c.cli(&["sim-scenario", "{\"reset\":true}"]);
         assert!(ok, "{out} {err}");
         let text = std::fs::read_to_string(repo_root().join("tasks/rc-fig7-force-step.toml"))
@@ -719,29 +1033,43 @@ async fn plant_force_steps_hold_the_papers_floor() {
             &[],
             &format!("fig7-{f}-{rate}"),
         );
-        assert!(ok, "{m}");
+        if !ok {
+            failures.push(format!("{f} N @ {rate} Hz: task failed: {m}"));
+            continue;
+        }
         let step = &m["axes"]["x"]["truth_step"];
         eprintln!("Fig. 7 {f} N @ {rate} Hz (truth): {step}");
         eprintln!("  contact losses (control's view): {}", m["contact_losses"]);
         let t90 = step["t90_s"].as_f64();
-        assert!(
-            t90.is_some_and(|t| t <= 0.5),
-            "{f} N @ {rate} Hz: t90 {t90:?}: {step}"
-        );
+        if !t90.is_some_and(|t| t <= 0.5) {
+            failures.push(format!("{f} N @ {rate} Hz: t90 {t90:?}: {step}"));
+        }
         // The paper's steady-state error is the largest |e| in steady state (issue 22; it was
         // the mean): < 1 N only at 120 Hz on the model, up to 1.57 N at 60 Hz (the stick-slip
         // limit cycle, hybrid_model.rs); through the processes bounded at 2.5 N. The offset (the
         // mean) stays under the paper's 1 N.
-        let ss = step["steady_state_error"].as_f64().expect("ss");
-        let offset = step["steady_state_mean_error"].as_f64().expect("offset");
-        assert!(ss < 2.5, "{f} N @ {rate} Hz: steady-state error (max) {ss}");
-        assert!(
-            offset < 1.0,
-            "{f} N @ {rate} Hz: steady-state offset {offset}"
+        let ss = step["steady_state_error"].as_f64().unwrap_or(f64::NAN);
+        let offset = step["steady_state_mean_error"].as_f64().unwrap_or(f64::NAN);
+        if !(ss < 2.5) {
+            failures.push(format!("{f} N @ {rate} Hz: steady-state error (max) {ss}"));
+        }
+        tests::report(
+            Report::Figure,
+            &format!(
+                "Fig. 7 {f} N @ {rate} Hz: steady-state error (max |e|, last second) {ss:.2} N: \
+                 gate 2.5 N, the paper's 1 N {}",
+                if ss < 1.0 { "met" } else { "NOT met" }
+            ),
         );
-        let dy = m["axes"]["y"]["max_deviation"].as_f64().expect("y");
-        assert!(dy < 1e-3, "C_y moved {dy}");
+        if !(offset < 1.0) {
+            failures.push(format!("{f} N @ {rate} Hz: steady-state offset {offset}"));
+        }
+        let dy = m["axes"]["y"]["max_deviation"].as_f64().unwrap_or(f64::NAN);
+        if !(dy < 1e-3) {
+            failures.push(format!("{f} N @ {rate} Hz: C_y moved {dy}"));
+        }
     }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 
 /// R&C Figs. 8, 9, 10 through the processes: they run to the end and their errors are reported.
@@ -755,7 +1083,14 @@ async fn plant_force_steps_hold_the_papers_floor() {
 /// raw truth's brief separations (stick-slip bounces) are reported. Fig. 9 at the paper's 30 cm amplitude is not reproduced on the nominal plant —
 /// the force loop diverges once the hand slides faster than ≈ 0.1 m/s and the max-force limit
 /// ends the task, which this test checks — and runs to the end at 3 cm (docs/hybrid.md).
+///
+/// Full tier: per change, `tests/experiments.rs` runs the same three through `cell experiment
+/// --short` (`ramp-disturbance`: RMS ≤ 1 N, max except the ends ≤ 1.75 N with the 1.0 N goal
+/// reported, filtered force never 0; `sine-force-step` at 3 cm: runs to the end, true C_y
+/// within 10 mm; `force-ramp`: true RMS ≤ 1 N from the ramp's start). Only the 30 cm claim
+/// (it ends on the max-force limit) is checked here alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "full tier (.ci/full runs ignored tests): per change tests/experiments.rs runs Figs. 8-10's short forms"]
 async fn plant_figs_8_9_10_run_and_report() {
     let _cell = tests::cell_lock();
     let c = plant_cell("hy-fig8", "rc-plant-ramp.toml");
@@ -793,9 +1128,25 @@ async fn plant_figs_8_9_10_run_and_report() {
         .filter(|(t, _)| *t >= 0.5)
         .fold(f64::INFINITY, |m, (_, f)| m.min(*f));
     eprintln!("Fig. 8: raw truth off the surface for {off_ms} samples (1 kHz) of the ramp; filtered minimum {min_filtered:.2} N");
-    assert!(rms <= 1.0, "Fig. 8 RMS error {rms}");
-    assert!(max <= 1.75, "Fig. 8 max error {max}");
-    assert!(min_filtered > 0.0, "Fig. 8 filtered force reached zero");
+    let mut failures = Vec::new();
+    if !(rms <= 1.0) {
+        failures.push(format!("Fig. 8 RMS error {rms}"));
+    }
+    // The gate is the paper's 1.75 N (1.44 N seen in a run whose law missed 10 of its 120 Hz
+    // cycles); the issue's goal, 1.0 N, is reported beside it every run.
+    if !(max <= 1.75) {
+        failures.push(format!("Fig. 8 max error {max}"));
+    }
+    tests::report(
+        Report::Figure,
+        &format!(
+            "Fig. 8 max error except the ramp ends {max:.3} N: gate 1.75 N (paper), goal 1.0 N {}",
+            if max <= 1.0 { "met" } else { "NOT met" }
+        ),
+    );
+    if !(min_filtered > 0.0) {
+        failures.push("Fig. 8 filtered force reached zero".into());
+    }
     // Figs. 9 and 10 on a fresh plant.
     let fig9_small = std::env::temp_dir().join(format!("fig9-3cm-{}.toml", std::process::id()));
     std::fs::write(
@@ -821,27 +1172,36 @@ async fn plant_figs_8_9_10_run_and_report() {
             // Known (docs/hybrid.md): at the paper's 30 cm the contact bounces at the boom's
             // mode once the hand slides fast and the max-force limit ends the task. Claimed,
             // so checked: a run to the end means the docs are wrong.
-            assert!(
-                !ok && m["aborted"]
+            if ok
+                || !m["aborted"]
                     .as_str()
-                    .is_some_and(|a| a.contains("contact force")),
-                "Fig. 9 at 30 cm did not end on the max-force limit: {m}"
-            );
+                    .is_some_and(|a| a.contains("contact force"))
+            {
+                failures.push(format!(
+                    "Fig. 9 at 30 cm did not end on the max-force limit: {m}"
+                ));
+            }
             continue;
         }
-        assert!(ok, "{name}: {m}");
+        if !ok {
+            failures.push(format!("{name}: {m}"));
+            continue;
+        }
         let trace = run_dir.join("trace.csv");
         if name == "fig9-3cm" {
             // C_y against its reference on the plant's true hand position.
             let y = column(&trace, "truth_position_y");
             let yref = column(&trace, "position_ref_y");
-            assert!(y.len() > 100, "Fig. 9 (3 cm): no true position");
             let dy = y
                 .iter()
                 .zip(&yref)
                 .fold(0.0f64, |d, ((_, p), (_, r))| d.max((p - r).abs()));
             eprintln!("Fig. 9 (3 cm): true C_y deviation {:.2} mm", dy * 1e3);
-            assert!(dy < 0.01, "Fig. 9 (3 cm) true position deviation {dy}");
+            if y.len() <= 100 {
+                failures.push("Fig. 9 (3 cm): no true position".into());
+            } else if !(dy < 0.01) {
+                failures.push(format!("Fig. 9 (3 cm) true position deviation {dy}"));
+            }
         }
         if name == "fig10" {
             // The ramp 1 → 15 N from 0.5 s for 2.5 s, then held to 4 s: the 12 Hz-filtered
@@ -858,17 +1218,26 @@ async fn plant_figs_8_9_10_run_and_report() {
                 .filter(|(t, _)| **t >= 0.5 && **t <= 4.0)
                 .map(|(t, f)| f - reference(*t))
                 .collect();
-            assert!(e.len() > 100, "Fig. 10: no truth in the window");
-            let rms = (e.iter().map(|x| x * x).sum::<f64>() / e.len() as f64).sqrt();
+            let rms = (e.iter().map(|x| x * x).sum::<f64>() / e.len().max(1) as f64).sqrt();
             eprintln!("Fig. 10: true force error over the ramp RMS {rms:.3} N");
-            assert!(rms <= 1.0, "Fig. 10 true RMS error {rms}");
+            if e.len() <= 100 {
+                failures.push("Fig. 10: no truth in the window".into());
+            } else if !(rms <= 1.0) {
+                failures.push(format!("Fig. 10 true RMS error {rms}"));
+            }
         }
     }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 
 /// Contour following over a pipe with a tracking frame: 10 N along the measured normal while
 /// moving 50 mm over the crest and down the flank (the normal turns ≈ 39°).
+///
+/// Full tier: per change, `tests/experiments.rs` runs the experiments' `contour` short form,
+/// held there to the same bounds (true RMS ≤ 0.4 N over the move, max except its ends
+/// ≤ 1.5 N, contact kept).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "full tier (.ci/full runs ignored tests): per change tests/experiments.rs runs the contour's short form"]
 async fn contour_following_over_a_pipe_with_a_tracking_frame() {
     let _cell = tests::cell_lock();
     let c = TestCell::start(
@@ -899,6 +1268,73 @@ async fn contour_following_over_a_pipe_with_a_tracking_frame() {
     assert!(max <= 1.5, "contour max error {max}");
 }
 
+/// What the emulated IRC5 received: the peak joint speed and acceleration of its reference
+/// (`SimTruth::q_ref_rad`, one sample per controller cycle on the controller's clock `t_s`)
+/// as fractions of the limits robot-io's supervisor enforces (`JointLimits::irb120()`'s
+/// speeds, `step_limit::irb120_max_accel()`), and where the larger one was. Not robot-io's
+/// own figure (recomputed from its encoded replies, on its clock): what reached the robot.
+///
+/// A reply that reaches the controller after its next tick leaves that cycle without a new
+/// reference and lands on the one after (the controller's own figure counts the cycles since
+/// its last reference for that): a step after one or two cycles without any change (all six
+/// joints bit-for-bit equal) spans them. After a longer stand-still the reference was at rest
+/// (a hold, nothing moving), and the next step is measured over one cycle from rest. A
+/// velocity change spans the two steps' midpoints (`step_limit::dv_span`, as robot-io's
+/// figure and its supervisor).
+#[allow(clippy::needless_range_loop)]
+fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> (f64, f64, String) {
+    let vmax = kinematics::JointLimits::irb120().max_speed;
+    let amax = kinematics::step_limit::irb120_max_accel();
+    let cycle = truth
+        .windows(2)
+        .map(|w| w[1].t_s - w[0].t_s)
+        .filter(|d| *d > 1e-6)
+        .fold(f64::INFINITY, f64::min);
+    let (mut speed, mut accel, mut at) = (0.0f64, 0.0f64, String::new());
+    // The last change of the reference (time, joints) and the step that made it (velocity,
+    // span; `None`: it left rest).
+    let mut last: Option<(f64, [f64; 6])> = None;
+    let mut step: Option<([f64; 6], f64)> = None;
+    for t in truth {
+        let Some((t0, q0)) = last else {
+            last = Some((t.t_s, t.q_ref_rad));
+            continue;
+        };
+        if t.t_s <= t0 || t.q_ref_rad == q0 {
+            continue;
+        }
+        let gap = t.t_s - t0;
+        let (dt, before) = if gap <= 3.5 * cycle {
+            (gap, step)
+        } else {
+            (cycle, None)
+        };
+        let mut v = [0.0; 6];
+        for j in 0..6 {
+            v[j] = (t.q_ref_rad[j] - q0[j]) / dt;
+            let (v0, span) = match before {
+                Some((pv, pdt)) => (pv[j], kinematics::step_limit::dv_span(pdt, dt)),
+                None => (0.0, dt),
+            };
+            let (rv, ra) = (v[j].abs() / vmax[j], (v[j] - v0).abs() / (amax[j] * span));
+            if rv > speed || ra > accel {
+                at = format!(
+                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms",
+                    t.t_s,
+                    v0,
+                    v[j],
+                    dt * 1e3
+                );
+            }
+            speed = speed.max(rv);
+            accel = accel.max(ra);
+        }
+        last = Some((t.t_s, t.q_ref_rad));
+        step = Some((v, dt));
+    }
+    (speed, accel, at)
+}
+
 /// One transition of [`transitions_in_contact_keep_the_references_continuous_and_the_force_bounded`].
 struct Mark {
     what: &'static str,
@@ -908,20 +1344,20 @@ struct Mark {
 }
 
 /// Issue 19 item 10: every transition of a 10 N press on the table — task start, completion,
-/// a gain change between tasks, a mode switch (a move), an operator's stop, a fault (the sensor
-/// unplugged: the wrench goes stale), guide start and stop — in contact, through the real
+/// a gain change between tasks, a mode switch (a move), an operator's stop, guide start and
+/// stop, a fault (the sensor unplugged: the wrench goes stale) — in contact, through the real
 /// processes. Measured per transition on the simulator: the true contact force's peak and
 /// where it ends, and the largest step of the joint reference the emulated controller
-/// received (× one 4 ms cycle at the joint's speed limit, on the controller's clock: host
-/// jitter can land two replies in one cycle, so it is reported); asserted on robot-io's clock
-/// (exact): every reference it sent in a motion and while a motion came to rest stays within
-/// the speed and acceleration limits. The ends that leave the surface must leave the force
-/// decayed (before, the force stayed at 10 N: robot-io held the measured joints).
+/// received (× one 4 ms cycle at the joint's speed limit, on the controller's clock), in the
+/// table. Asserted: every reference robot-io sent in a motion and while a motion came to rest
+/// stays within the speed and acceleration limits on its clock (exact), and so does what the
+/// emulated controller received over the whole test (on its clock; a reply landing a cycle
+/// late is spread over the cycles it spans; reported only under `HYBRID_EGM_JITTER_MS`). The
+/// ends that leave the surface must leave the force decayed (before, the force stayed at 10 N:
+/// robot-io held the measured joints).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bounded() {
-    let _cell = tests::cell_lock();
     use std::sync::{Arc, Mutex};
-    use std::time::Instant;
     let _cell = tests::cell_lock();
     let c = table_cell("hy-transitions");
     let s = tests::up_all(&c).await;
@@ -1009,8 +1445,9 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
     assert!(ok, "{err}");
     let (ok, _, err) = c.cli(&above);
     assert!(ok, "{err}");
+    let states = hybrid_states(&s, &c).await;
     let bg = hybrid_in_background(&c, long.clone(), "transitions-stop");
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    pressing_for(&states, 1.0, Duration::from_secs(20), &c).await;
     mark("operator stop (cell mode idle)", true);
     let (ok, _, err) = c.cli(&["mode", "idle"]);
     assert!(ok, "{err}");
@@ -1025,18 +1462,7 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (ok, _, err) = c.cli(&above);
     assert!(ok, "{err}");
-    let bg = hybrid_in_background(&c, long.clone(), "transitions-fault");
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    mark("fault: sensor unplugged (wrench stale)", true);
-    tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": true})).await;
-    let out = bg.await.expect("join");
-    assert!(
-        !out.status.success(),
-        "the task must end on the stale wrench"
-    );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": false})).await;
-    place_and_tare(&c, [350.0, 0.0, 206.0]).await;
+    mark("task start again (approach, first contact)", false);
     run(&hold);
     tokio::time::sleep(Duration::from_millis(300)).await;
     mark("guide start (from a press at 10 N)", true);
@@ -1047,8 +1473,25 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
     let (ok, _, err) = c.cli(&["mode", "idle"]);
     assert!(ok, "{err}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The fault last: the sensor comes back by itself only after its driver's back-off, and
+    // nothing after it needs the wrench.
+    mark("task start again (approach, first contact)", false);
+    let (ok, _, err) = c.cli(&above);
+    assert!(ok, "{err}");
+    let states = hybrid_states(&s, &c).await;
+    let bg = hybrid_in_background(&c, long.clone(), "transitions-fault");
+    pressing_for(&states, 1.0, Duration::from_secs(20), &c).await;
+    mark("fault: sensor unplugged (wrench stale)", true);
+    tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": true})).await;
+    let out = bg.await.expect("join");
+    assert!(
+        !out.status.success(),
+        "the task must end on the stale wrench"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     mark("(end)", false);
     collector.abort();
+    tests::sim_fault(&s, &c, serde_json::json!({"sensor_unplugged": false})).await;
     let truth = truth.lock().map(|g| g.clone()).unwrap_or_default();
     assert!(truth.len() > 1000, "{} truth samples", truth.len());
     let vmax = kinematics::JointLimits::irb120().max_speed;
@@ -1129,6 +1572,23 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
     }
     if refs["end_replies"].as_u64().unwrap_or(0) < 5 {
         failures.push(format!("robot-io measured no controlled end: {refs}"));
+    }
+    // The same on what the emulated IRC5 received, over the whole test (robot-io's figures
+    // above are its own, recomputed from its replies: they cannot see a reply spoilt after
+    // them). The world is clean (no EGM jitter), so gated; with HYBRID_EGM_JITTER_MS two
+    // replies can land in one controller cycle: reported only.
+    let all: Vec<common::msg::SimTruth> = truth.iter().map(|(_, t)| *t).collect();
+    let (rv, ra, at) = received_reference_peaks(&all);
+    eprintln!(
+        "the IRC5 received references up to {rv:.3} × the speed limit, {ra:.3} × the \
+         acceleration limit (worst at {at})"
+    );
+    if std::env::var_os("HYBRID_EGM_JITTER_MS").is_none() && !(rv <= 1.0 + 1e-6 && ra <= 1.0 + 1e-6)
+    {
+        failures.push(format!(
+            "the IRC5 received references at {rv:.3} × the speed limit, {ra:.3} × the \
+             acceleration limit (worst at {at})"
+        ));
     }
     assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }

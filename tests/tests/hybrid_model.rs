@@ -345,9 +345,11 @@ fn ramp_disturbance_phase_sensitivity_on_the_model() {
 }
 
 /// R&C Fig. 9 on the model, scaled to 3 cm: c_y(t) = 3 − 3 cos(0.75 π t) cm with a force step
-/// 10 → 20 N at t = 1 s; runs to the end (the law never aborts) and reports the errors. At the
-/// paper's 30 cm (`AMP=0.3`) the force loop diverges once the hand slides faster than
-/// ≈ 0.1 m/s and the max-force limit ends the task (docs/hybrid.md).
+/// 10 → 20 N at t = 1 s; runs to the end (the law never aborts), C_y follows within 10 mm and
+/// the force's offset over the last 2 s (the mean error, the hand sliding at up to 7 cm/s) is
+/// under the paper's 1 N. At the paper's 30 cm (`AMP=0.3`) the force loop diverges once the
+/// hand slides faster than ≈ 0.1 m/s and the max-force limit ends the task (docs/hybrid.md):
+/// the bounds are checked at the default 3 cm only.
 #[test]
 fn sine_position_with_force_step_on_the_model() {
     let mut t = task(
@@ -379,6 +381,9 @@ fn sine_position_with_force_step_on_the_model() {
     let mut st = plant.step([0.0; 2], 1e-3);
     let (mut effort, mut pending) = ([0.0; 2], None);
     let (mut fmax, mut ymax) = (0.0f64, 0.0f64);
+    // The force error over the last 2 s (after the step's transient, through a whole
+    // half-period of the sine): its mean is the offset.
+    let (mut offset, mut n_late) = (0.0f64, 0usize);
     while st.t < 5.4 {
         if let Some(e) = pending.take() {
             effort = e;
@@ -403,14 +408,38 @@ fn sine_position_with_force_step_on_the_model() {
                     if st.t > 0.3 {
                         fmax = fmax.max((r.force[0] - r.force_ref[0]).abs());
                     }
+                    if st.t > 3.4 {
+                        offset += r.force[0] - r.force_ref[0];
+                        n_late += 1;
+                    }
                 }
                 Err(e) => panic!("Fig. 9 aborted at {:.3} s: {e}", st.t),
             }
         }
         st = plant.step(effort, 1e-3);
     }
+    let offset = offset / n_late.max(1) as f64;
     eprintln!(
-        "Fig. 9 model: max force error {fmax:.2} N, max position error {:.2} mm",
+        "Fig. 9 model: max force error {fmax:.2} N (the 10 N step included), offset over the \
+         last 2 s {offset:.3} N, max position error {:.2} mm",
         ymax * 1e3
     );
+    if amp == 0.03 {
+        // C_y: the same 10 mm the processes are held to (tests/experiments.rs,
+        // sine-force-step; measured 1.85 mm here, 1.88 mm through the processes): the model
+        // is the law the services run, so a model beyond it cannot pass there. Measured on the
+        // law's view of the hand (the plant's joints), as the processes' figure on the truth.
+        assert!(ymax <= 0.01, "Fig. 9 model: C_y error {ymax} m");
+        // The force: the raw wrist force rings at the boom's mode while the hand slides (max
+        // 6.5 N of error outside the step), so the gate is the offset, the paper's < 1 N as
+        // Fig. 7's (measured 0.19 N).
+        assert!(
+            n_late > 100,
+            "Fig. 9 model: {n_late} law steps in the last 2 s"
+        );
+        assert!(
+            offset.abs() < 1.0,
+            "Fig. 9 model: force offset over the last 2 s {offset} N"
+        );
+    }
 }

@@ -8,17 +8,23 @@
 //! (`kin/joint_cmd`, on the robot's cycle count) and robot-io's own counters.
 //!
 //! Every run writes its traces (CSV) and metrics (JSON) under `<tmp>/leadthrough-<pid>/`.
+//!
+//! Tiers (`tests::full_tier()`, issue 40). Per change: the 45° pull with all three laws (the
+//! experiments' `lead-through-45` short form is its duplicate and runs in the full tier only),
+//! stability on the stiff grasp with the light tool and hands off, the speed cap, wall and
+//! deadman, teach → save → restart → play (the experiments' `teach-playback` short form's
+//! proof), the protective stop. Full tier only: the pulls along all three tool axes with both
+//! laws (per change: `tests/experiments.rs`'s `lead-through-axes` short form, tool x with both
+//! laws, held to the same bounds) and the other three grasp × tool combinations.
+// A failed check is written `!(figure <= bound)`, so that a NaN figure fails it too.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::time::{Duration, Instant};
 
 use cell::leadexp::{self, hand_request, Pull, PullSpec, Rec, Recorder};
 use common::msg::{JointCommand, SimTruth};
 use nalgebra::Vector3;
-use tests::{up_all, wait_for, TestCell};
-
+use tests::{up_all, wait_for, Report, TestCell};
 
 const TOOL_DOWN: [&str; 4] = ["0", "0", "1", "0"];
 
@@ -49,6 +55,94 @@ async fn lead(
     cell::lead::rpc(s, &c.cell, body).await
 }
 
+/// The tare refusals that pass by themselves, named: the sensor not streaming yet (a cell just
+/// started, a sensor reconnecting), another tare window still open, the arm still settling
+/// after its move, a tool pose late from a loaded host, the force service not answering yet.
+fn tare_transient(why: &str) -> Option<&'static str> {
+    [
+        ("no sensor samples", "the sensor is not streaming yet"),
+        ("sensor stale", "the sensor is not streaming yet"),
+        ("busy: a tare or capture", "another tare window is open"),
+        ("the robot is moving", "the arm is still settling"),
+        ("no fresh tool pose", "the tool pose is late"),
+        ("no reply from", "the force service is not answering yet"),
+    ]
+    .into_iter()
+    .find_map(|(text, cause)| why.contains(text).then_some(cause))
+}
+
+/// `cell tare`, repeated (every 0.3 s, for at most 12 s) only while it is refused for a named
+/// cause that passes by itself ([`tare_transient`]), a retried tare in the CI report (one
+/// line, its refusals named); any other refusal (contact during the window, a faulted sensor,
+/// …) is returned at once.
+async fn tare(c: &TestCell) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(12);
+    // The distinct refusals and how many there were.
+    let (mut refused, mut n): (Vec<String>, usize) = (Vec::new(), 0);
+    loop {
+        let (ok, _, err) = c.cli(&["tare"]);
+        if ok {
+            if !refused.is_empty() {
+                tests::report(
+                    Report::Retry,
+                    &format!(
+                        "cell tare succeeded after {n} refusal(s) for a named passing cause: {}",
+                        refused.join("; ")
+                    ),
+                );
+            }
+            return Ok(());
+        }
+        let why = err
+            .lines()
+            .find_map(|l| l.strip_prefix("Error: "))
+            .unwrap_or(err.trim())
+            .to_string();
+        match tare_transient(&why) {
+            Some(cause) if Instant::now() < deadline => {
+                n += 1;
+                let line = format!("{cause} ({why})");
+                if !refused.contains(&line) {
+                    refused.push(line);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            _ if refused.is_empty() => return Err(why),
+            _ => {
+                return Err(format!(
+                    "{why} (after {n} refusals: {})",
+                    refused.join("; ")
+                ))
+            }
+        }
+    }
+}
+
+/// Waits (at most 2 s) for a wrench estimate without a fault flag: after a tare the filter
+/// restarts on the new zero and the estimates are flagged until it has settled.
+async fn wrench_usable(s: &zenoh::Session, c: &TestCell) {
+    use common::msg::{WrenchEstimate, WrenchFault};
+    let sub = s
+        .declare_subscriber(common::topic::WRENCH_ESTIMATE.key(&c.cell.id))
+        .with(zenoh::handlers::RingChannel::new(1))
+        .await
+        .expect("subscribe wrench");
+    let usable = wait_for(Duration::from_secs(2), || async {
+        let smp = tokio::time::timeout(Duration::from_millis(200), sub.recv_async())
+            .await
+            .ok()?
+            .ok()?;
+        let e: WrenchEstimate = common::codec::decode(&smp.payload().to_bytes()).ok()?;
+        (e.fault == WrenchFault::None).then_some(())
+    })
+    .await;
+    assert!(
+        usable.is_some(),
+        "no usable wrench estimate 2 s after the tare\n{}",
+        c.log_text()
+    );
+}
+
 /// Moves the tool (pointing down) to `xyz_mm`, waits, tares there.
 async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
     let [x, y, z] = xyz_mm.map(|v| v.to_string());
@@ -57,21 +151,9 @@ async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
     args.push("--wait");
     let (ok, _, err) = c.cli_repeat_after_stall(&args);
     assert!(ok, "move: {err}\n{}", c.log_text());
-    let last = Arc::new(Mutex::new(String::new()));
-    let tared = wait_for(Duration::from_secs(30), || async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let (ok, out, err) = c.cli(&["tare"]);
-        if let Ok(mut l) = last.lock() {
-            *l = format!("{out} {err}");
-        }
-        ok.then_some(())
-    })
-    .await;
-    assert!(
-        tared.is_some(),
-        "tare never succeeded: {}",
-        last.lock().map(|l| l.clone()).unwrap_or_default()
-    );
+    if let Err(why) = tare(c).await {
+        panic!("tare at {xyz_mm:?} mm refused: {why}\n{}", c.log_text());
+    }
 }
 
 fn write_trace(label: &str, rec: &Rec) {
@@ -142,6 +224,15 @@ async fn pull_with(
     };
     write_trace(label, &data);
     eprintln!("{label}: {}", serde_json::to_string(&p).unwrap_or_default());
+    if let Some(first) = &p.retried_after {
+        tests::report(
+            Report::Retry,
+            &format!(
+                "{label}: pulled again after a proven host stall of {:.0} ms (first pull: {})",
+                first.stall_ms, first.reason
+            ),
+        );
+    }
     assert!(
         p.ended.is_none(),
         "{label}: guiding ended during the pull: {:?}\n{}",
@@ -153,7 +244,12 @@ async fn pull_with(
 
 /// Cai Figs. 6–7: pulls along tool x, y and z with both laws. The TCP starts following within
 /// 0.2 s; with the stiffness law each step is d = 10 mm within 0.5 mm.
+///
+/// Full tier: per change, `tests/experiments.rs` runs the experiments' `lead-through-axes`
+/// short form (tool x with both laws) to the same bounds (response ≤ 0.2 s, path ≥ 40 mm,
+/// steps 10 mm ± 0.5, and the true TCP's travel n·d ± 0.5 mm).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "full tier (.ci/full runs ignored tests): per change tests/experiments.rs runs lead-through-axes' short form"]
 async fn pulls_along_tool_axes_with_both_laws() {
     let _cell = tests::cell_lock();
     let c = lead_cell("axes", &[]);
@@ -167,24 +263,28 @@ async fn pulls_along_tool_axes_with_both_laws() {
         ("z", Vector3::new(0.0, 0.0, -1.0)),
     ];
     let mut all = Vec::new();
+    let mut failures = Vec::new();
     for law in ["admittance", "stiffness"] {
         for (name, dir) in axes {
             let label = format!("{law}-tool-{name}");
             let p = pull(&s, &c, &rec, &label, law, dir, 0.06, 0.1, 300.0).await;
-            assert!(
-                p.response_time_s <= 0.2,
-                "{label}: TCP started following after {:.3} s",
-                p.response_time_s
-            );
-            assert!(
-                p.path_length_m > 0.04,
-                "{label}: moved only {:.3} m",
-                p.path_length_m
-            );
+            if !(p.response_time_s <= 0.2) {
+                failures.push(format!(
+                    "{label}: TCP started following after {:.3} s",
+                    p.response_time_s
+                ));
+            }
+            if !(p.path_length_m > 0.04) {
+                failures.push(format!("{label}: moved only {:.3} m", p.path_length_m));
+            }
             if law == "stiffness" {
-                assert!(!p.steps_m.is_empty(), "{label}: no steps");
+                if p.steps_m.is_empty() {
+                    failures.push(format!("{label}: no steps"));
+                }
                 for st in &p.steps_m {
-                    assert!((st - 0.01).abs() <= 0.0005, "{label}: step {:.4} m", st);
+                    if !((st - 0.01).abs() <= 0.0005) {
+                        failures.push(format!("{label}: step {st:.4} m"));
+                    }
                 }
             }
             all.push(p);
@@ -197,6 +297,7 @@ async fn pulls_along_tool_axes_with_both_laws() {
         out_dir().join("axes-metrics.json"),
         serde_json::to_string_pretty(&all).unwrap_or_default(),
     );
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 
 /// Cai Fig. 8: a 45° pull between tool x and y. Both laws stay within 2 mm RMS of the pull
@@ -210,46 +311,55 @@ async fn pull_at_45_degrees_smooth_laws_versus_staircase() {
     let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
     let dir = Vector3::new(-1.0, 1.0, 0.0).normalize();
     let mut all = Vec::new();
+    let mut failures = Vec::new();
     for law in ["admittance", "stiffness", "staircase"] {
         place_and_tare(&c, [450.0, -100.0, 350.0]).await;
         let label = format!("{law}-45deg");
         let p = pull(&s, &c, &rec, &label, law, dir, 0.1, 0.1, 300.0).await;
-        assert!(
-            p.path_length_m > 0.06,
-            "{label}: moved only {:.3} m",
-            p.path_length_m
-        );
+        if !(p.path_length_m > 0.06) {
+            failures.push(format!("{label}: moved only {:.3} m", p.path_length_m));
+        }
         all.push(p);
     }
     let (adm, stf, stair) = (&all[0], &all[1], &all[2]);
     for p in [adm, stf] {
-        assert!(
-            p.rms_path_deviation_m <= 0.002,
-            "{}: {:.2} mm RMS from the pull line",
-            p.label,
-            p.rms_path_deviation_m * 1e3
-        );
+        if !(p.rms_path_deviation_m <= 0.002) {
+            failures.push(format!(
+                "{}: {:.2} mm RMS from the pull line",
+                p.label,
+                p.rms_path_deviation_m * 1e3
+            ));
+        }
     }
-    assert!(
-        stair.rms_path_deviation_m > 2.0 * stf.rms_path_deviation_m.max(adm.rms_path_deviation_m),
-        "the staircase baseline should deviate more: {:.2} mm vs {:.2}/{:.2} mm",
-        stair.rms_path_deviation_m * 1e3,
-        adm.rms_path_deviation_m * 1e3,
-        stf.rms_path_deviation_m * 1e3
-    );
-    let f = adm
-        .guide_force_at_0_1_m_s_n
-        .expect("admittance reached 0.1 m/s");
-    assert!(f <= 10.0, "guiding at 0.1 m/s took {f:.1} N");
+    if !(stair.rms_path_deviation_m > 2.0 * stf.rms_path_deviation_m.max(adm.rms_path_deviation_m))
+    {
+        failures.push(format!(
+            "the staircase baseline should deviate more: {:.2} mm vs {:.2}/{:.2} mm",
+            stair.rms_path_deviation_m * 1e3,
+            adm.rms_path_deviation_m * 1e3,
+            stf.rms_path_deviation_m * 1e3
+        ));
+    }
+    match adm.guide_force_at_0_1_m_s_n {
+        Some(f) if f <= 10.0 => {}
+        Some(f) => failures.push(format!("guiding at 0.1 m/s took {f:.1} N")),
+        None => failures.push("the admittance pull never reached 0.1 m/s".into()),
+    }
     let _ = std::fs::write(
         out_dir().join("45deg-metrics.json"),
         serde_json::to_string_pretty(&all).unwrap_or_default(),
     );
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 
 /// Stable and non-drifting: grasp stiffness 300 and 3000 N/m, tool 0.5 and 3 kg; the TCP's
 /// velocity above 2 Hz stays below 10 mm/s RMS (an oscillation of 1 mm at 7 Hz is 31 mm/s);
 /// then hands off for 10 s with the sensor's noise and drift on: TCP drift ≤ 1 mm.
+///
+/// Per change: the stiff grasp (3000 N/m) with the light tool (0.5 kg), the combination that
+/// moved most above 2 Hz (3.5 mm/s RMS measured; the other three 1.1–2.5 mm/s), then hands
+/// off with it; the full tier runs all four combinations and the hands-off with the 3 kg tool
+/// as well (both drifted 0.000 mm in 10 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
     let _cell = tests::cell_lock();
@@ -257,76 +367,122 @@ async fn stable_with_stiff_grasp_and_heavy_tool_and_no_drift_hands_off() {
     let s = up_all(&c).await;
     let rec = Recorder::start(&s, &c.cell).await.expect("recorder");
     let mut all = Vec::new();
-    for mass in [0.5, 3.0] {
-        for grasp in [300.0, 3000.0] {
-            if grasp == 300.0 {
-                // A new tool: identify its payload (the force service compensates its weight).
-                scenario(
-                    &s,
-                    &c,
-                    serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": mass } }),
-                )
-                .await;
-                let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify"]);
-                assert!(ok, "payload identify ({mass} kg): {out} {err}");
-            }
-            place_and_tare(&c, [400.0, -50.0, 400.0]).await;
-            let label = format!("admittance-grasp{grasp}-tool{mass}kg");
-            let p = pull(
+    let mut failures = Vec::new();
+    let combos: &[(f64, f64)] = if tests::full_tier() {
+        &[(0.5, 300.0), (0.5, 3000.0), (3.0, 300.0), (3.0, 3000.0)]
+    } else {
+        &[(0.5, 3000.0)]
+    };
+    let mut tool_kg = 0.5;
+    for &(mass, grasp) in combos {
+        if mass != tool_kg || all.is_empty() {
+            // A new tool: identify its payload (the force service compensates its weight).
+            scenario(
                 &s,
                 &c,
-                &rec,
-                &label,
-                "admittance",
-                Vector3::new(0.0, 1.0, 0.0),
-                0.08,
-                0.1,
-                grasp,
+                serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": mass } }),
             )
             .await;
-            assert!(
-                p.band_rms_above_2hz_m_s <= 0.01,
+            let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify"]);
+            assert!(ok, "payload identify ({mass} kg): {out} {err}");
+            tool_kg = mass;
+        }
+        place_and_tare(&c, [400.0, -50.0, 400.0]).await;
+        let label = format!("admittance-grasp{grasp}-tool{mass}kg");
+        let p = pull(
+            &s,
+            &c,
+            &rec,
+            &label,
+            "admittance",
+            Vector3::new(0.0, 1.0, 0.0),
+            0.08,
+            0.1,
+            grasp,
+        )
+        .await;
+        if !(p.band_rms_above_2hz_m_s <= 0.01) {
+            failures.push(format!(
                 "{label}: {:.1} mm/s RMS above 2 Hz (damping scale up to {:.1})",
                 p.band_rms_above_2hz_m_s * 1e3,
                 p.max_damping_scale
-            );
-            all.push(p);
+            ));
         }
+        all.push(p);
     }
-    // Hands off, guiding enabled, 10 s.
-    scenario(
-        &s,
-        &c,
-        serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": 0.5 } }),
-    )
-    .await;
-    let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify"]);
-    assert!(ok, "payload identify: {out} {err}");
-    place_and_tare(&c, [400.0, 0.0, 400.0]).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
-    let token = cell::lead::enable_token(r.as_ref().expect("guide")).expect("token");
-    let en = leadexp::hold_enable(&s, &c.cell, token);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let p0 = rec.tcp_now().await.expect("sim truth");
-    rec.take();
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let data = rec.take();
-    let _ = en.send(());
-    let drift = data
-        .truth
-        .iter()
-        .map(|t| (Vector3::from(t.tcp_in_base_m) - p0).norm())
-        .fold(0.0f64, f64::max);
-    eprintln!("hands off 10 s: drift {:.3} mm", drift * 1e3);
-    assert!(drift <= 0.001, "drift {:.3} mm", drift * 1e3);
+    // Hands off, guiding enabled, 10 s: with the tool on (per change 0.5 kg), and in the full
+    // tier with both tools.
+    let mut drifts = Vec::new();
+    let hands_off: &[f64] = if tests::full_tier() {
+        &[3.0, 0.5]
+    } else {
+        &[0.5]
+    };
+    for &mass in hands_off {
+        if mass != tool_kg {
+            scenario(
+                &s,
+                &c,
+                serde_json::json!({ "set": { "hand.enabled": false, "tool.mass_kg": mass } }),
+            )
+            .await;
+            let (ok, out, err) = c.cli_repeat_after_stall(&["payload", "identify"]);
+            assert!(ok, "payload identify ({mass} kg): {out} {err}");
+            tool_kg = mass;
+        } else {
+            scenario(
+                &s,
+                &c,
+                serde_json::json!({ "set": { "hand.enabled": false } }),
+            )
+            .await;
+        }
+        place_and_tare(&c, [400.0, 0.0, 400.0]).await;
+        // The filter restarts on the tare's new zero: guiding needs a usable estimate.
+        wrench_usable(&s, &c).await;
+        let r = lead(&s, &c, serde_json::json!({ "guide": {} })).await;
+        let token = cell::lead::enable_token(r.as_ref().expect("guide")).expect("token");
+        let en = leadexp::hold_enable(&s, &c.cell, token);
+        // Guiding is on once control says so (at most 2 s), then the record starts.
+        let guiding = wait_for(Duration::from_secs(2), || async {
+            let st = tests::statuses(&s, &c.cell).await.ok()?;
+            (st.get("control")?["detail"]["mode"] == "LeadThrough").then_some(())
+        })
+        .await;
+        assert!(
+            guiding.is_some(),
+            "hands off ({mass} kg): guiding did not start"
+        );
+        let p0 = rec.tcp_now().await.expect("sim truth");
+        rec.take();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let data = rec.take();
+        let _ = en.send(());
+        let drift = data
+            .truth
+            .iter()
+            .map(|t| (Vector3::from(t.tcp_in_base_m) - p0).norm())
+            .fold(0.0f64, f64::max);
+        eprintln!(
+            "hands off 10 s ({mass} kg tool): drift {:.3} mm",
+            drift * 1e3
+        );
+        if !(drift <= 0.001) {
+            failures.push(format!(
+                "hands off ({mass} kg tool): drift {:.3} mm",
+                drift * 1e3
+            ));
+        }
+        drifts.push(serde_json::json!({ "tool_kg": mass, "drift_m": drift }));
+        let (ok, _, err) = c.cli(&["mode", "idle"]);
+        assert!(ok, "{err}");
+    }
     let _ = std::fs::write(
         out_dir().join("stability-metrics.json"),
-        serde_json::to_string_pretty(
-            &serde_json::json!({ "pulls": all, "hands_off_drift_m": drift }),
-        )
-        .unwrap_or_default(),
+        serde_json::to_string_pretty(&serde_json::json!({ "pulls": all, "hands_off": drifts }))
+            .unwrap_or_default(),
     );
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 
 const WALL_Y: f64 = 0.3;
@@ -421,7 +577,9 @@ async fn speed_cap_walls_and_deadman() {
     spec.speed_m_s = 0.15;
     scenario(&s, &c, hand_request(&from, &spec)).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let released = std::time::Instant::now();
+    // The release, on the host's monotonic clock (every bus stamp's clock, the simulator's
+    // truth included): the enable stream ends here.
+    let released_ns = common::clock::mono_ns();
     let _ = en.send(());
     // After the release the session's own token comes back (a pendant reconnecting): it must
     // not resume guiding either; only a new guide request would.
@@ -478,25 +636,28 @@ async fn speed_cap_walls_and_deadman() {
         .find(|g| Vector3::from(g.twist.linear_m_s).norm() == 0.0)
         .expect("stopped");
     let braking = stop.t_s - t_on;
-    let deadman = data.guide.first().map_or(0.0, |g| g.t_s); // session clock origin
-    let _ = deadman;
     eprintln!("deadman: moving at {v0:.3} m/s; zero command {braking:.3} s after the timeout");
     assert!(v0 > 0.02, "was not moving when released ({v0})");
     assert!(braking <= v0 / 3.0 + 0.02, "braking took {braking:.3} s");
-    // The timeout itself, on the host clock: the TCP is still within 0.5 s + braking + servo
-    // lag of the release.
-    let settle = released.elapsed().as_secs_f64();
-    let _ = settle;
+    // The timeout itself, from the measured release: the TCP (truth, by its stamp on the same
+    // monotonic clock) is still within the deadman timeout (0.5 s; the last enable went out at
+    // most one 50 ms period before the release) + braking + the servo's lag (0.15 s) of it.
     let tr = &data.truth;
-    let t_end = tr.last().map(|t| t.t_s).expect("truth");
     let p_end = Vector3::from(tr.last().expect("truth").tcp_in_base_m);
-    let t_still = tr
+    let moved_last_ns = tr
         .iter()
         .rev()
         .find(|t| (Vector3::from(t.tcp_in_base_m) - p_end).norm() > 1e-4)
-        .map_or(0.0, |t| t.t_s);
-    // The release was 2 s before the end of the record.
-    let after_release = t_still - (t_end - 2.0);
+        .map_or(0, |t| t.stamp.source_mono_ns);
+    assert!(
+        tr.first()
+            .is_some_and(|t| t.stamp.source_mono_ns < released_ns)
+            && tr
+                .last()
+                .is_some_and(|t| t.stamp.source_mono_ns > released_ns + 1_500_000_000),
+        "the truth record does not span the release and 1.5 s after it"
+    );
+    let after_release = (moved_last_ns as f64 - released_ns as f64) * 1e-9;
     eprintln!("deadman: TCP still {after_release:.3} s after the release");
     assert!(
         after_release <= 0.5 + v0 / 3.0 + 0.15,
@@ -518,6 +679,73 @@ fn spawn_play(c: &TestCell, dir: &str) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("cell play")
+}
+
+/// What the emulated IRC5 received: the peak joint speed and acceleration of its reference
+/// (`SimTruth::q_ref_rad`, one sample per controller cycle on the controller's clock `t_s`)
+/// as fractions of the limits robot-io's supervisor enforces (`JointLimits::irb120()`'s
+/// speeds, `step_limit::irb120_max_accel()`), and where the larger one was. Not robot-io's
+/// own figure (recomputed from its encoded replies, on its clock): what reached the robot.
+///
+/// A reply that reaches the controller after its next tick leaves that cycle without a new
+/// reference and lands on the one after (the controller's own figure counts the cycles since
+/// its last reference for that): a step after one or two cycles without any change (all six
+/// joints bit-for-bit equal) spans them. After a longer stand-still the reference was at rest
+/// (a hold, nothing moving), and the next step is measured over one cycle from rest. A
+/// velocity change spans the two steps' midpoints (`step_limit::dv_span`, as robot-io's
+/// figure and its supervisor).
+#[allow(clippy::needless_range_loop)]
+fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> (f64, f64, String) {
+    let vmax = kinematics::JointLimits::irb120().max_speed;
+    let amax = kinematics::step_limit::irb120_max_accel();
+    let cycle = truth
+        .windows(2)
+        .map(|w| w[1].t_s - w[0].t_s)
+        .filter(|d| *d > 1e-6)
+        .fold(f64::INFINITY, f64::min);
+    let (mut speed, mut accel, mut at) = (0.0f64, 0.0f64, String::new());
+    // The last change of the reference (time, joints) and the step that made it (velocity,
+    // span; `None`: it left rest).
+    let mut last: Option<(f64, [f64; 6])> = None;
+    let mut step: Option<([f64; 6], f64)> = None;
+    for t in truth {
+        let Some((t0, q0)) = last else {
+            last = Some((t.t_s, t.q_ref_rad));
+            continue;
+        };
+        if t.t_s <= t0 || t.q_ref_rad == q0 {
+            continue;
+        }
+        let gap = t.t_s - t0;
+        let (dt, before) = if gap <= 3.5 * cycle {
+            (gap, step)
+        } else {
+            (cycle, None)
+        };
+        let mut v = [0.0; 6];
+        for j in 0..6 {
+            v[j] = (t.q_ref_rad[j] - q0[j]) / dt;
+            let (v0, span) = match before {
+                Some((pv, pdt)) => (pv[j], kinematics::step_limit::dv_span(pdt, dt)),
+                None => (0.0, dt),
+            };
+            let (rv, ra) = (v[j].abs() / vmax[j], (v[j] - v0).abs() / (amax[j] * span));
+            if rv > speed || ra > accel {
+                at = format!(
+                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms",
+                    t.t_s,
+                    v0,
+                    v[j],
+                    dt * 1e3
+                );
+            }
+            speed = speed.max(rv);
+            accel = accel.max(ra);
+        }
+        last = Some((t.t_s, t.q_ref_rad));
+        step = Some((v, dt));
+    }
+    (speed, accel, at)
 }
 
 fn rec_max_y(csv: &std::path::Path) -> f64 {
@@ -638,16 +866,33 @@ async fn teach_save_restart_load_and_play() {
         limited_after - limited_before,
         cycles
     );
-    assert!(sv <= 1.0 + 1e-6 && sa <= 1.0 + 1e-6, "{sent}");
+    let mut failures = Vec::new();
+    if !(sv <= 1.0 + 1e-6 && sa <= 1.0 + 1e-6) {
+        failures.push(format!("robot-io's references over the limits: {sent}"));
+    }
     // Reported, not gated: it measures this host's load (quiet: 0 %; the full suite: 7 %;
     // four cells on two cores: 53 %), not the planner, whose references are gated per robot
-    // cycle on kin/joint_cmd above.
+    // cycle on kin/joint_cmd below.
     eprintln!(
         "robot-io limited {:.0} % of the playback cycles",
         frac * 100.0
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let data = rec.take();
+    // What the emulated IRC5 received over the playback (robot-io's figure above is its own,
+    // recomputed from its replies: it cannot see a reply spoilt after it). The lead-through
+    // world is clean (no EGM jitter): gated like robot-io's.
+    let (rv, ra, at) = received_reference_peaks(&data.truth);
+    eprintln!(
+        "playback: the IRC5 received references up to {rv:.3} × the speed limit, {ra:.3} × \
+         the acceleration limit (worst at {at})"
+    );
+    if !(rv <= 1.0 + 1e-6 && ra <= 1.0 + 1e-6) {
+        failures.push(format!(
+            "the IRC5 received references at {rv:.3} × the speed limit, {ra:.3} × the \
+             acceleration limit (worst at {at})"
+        ));
+    }
     let program = control::program::Program::load(&dir, "three").expect("program");
     for (i, w) in program.waypoints.iter().enumerate() {
         let wp = Vector3::from(w.tcp_position_m);
@@ -661,11 +906,9 @@ async fn teach_save_restart_load_and_play() {
             closest * 1e3,
             (taught[i] - wp).norm() * 1e3
         );
-        assert!(
-            closest <= 0.0005,
-            "waypoint {i} missed by {:.3} mm",
-            closest * 1e3
-        );
+        if !(closest <= 0.0005) {
+            failures.push(format!("waypoint {i} missed by {:.3} mm", closest * 1e3));
+        }
     }
     // Joint references, per robot cycle (4 ms).
     let lim = kinematics::JointLimits::irb120();
@@ -696,16 +939,16 @@ async fn teach_save_restart_load_and_play() {
         worst_v * 100.0,
         worst_a * 100.0
     );
-    assert!(
-        worst_v <= 1.0,
-        "joint speed {:.0} % of its limit",
-        worst_v * 100.0
-    );
-    assert!(
-        worst_a <= 1.0,
-        "joint acceleration {:.0} % of its limit at {where_a}",
-        worst_a * 100.0
-    );
+    if !(worst_v <= 1.0) {
+        failures.push(format!("joint speed {:.0} % of its limit", worst_v * 100.0));
+    }
+    if !(worst_a <= 1.0) {
+        failures.push(format!(
+            "joint acceleration {:.0} % of its limit at {where_a}",
+            worst_a * 100.0
+        ));
+    }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 
     // On request: straight TCP lines between the waypoints (from the last one, so with an
     // approach line to the first).
@@ -722,12 +965,14 @@ async fn teach_save_restart_load_and_play() {
             .map(|t| (Vector3::from(t.tcp_in_base_m) - wp).norm())
             .fold(f64::INFINITY, f64::min);
         eprintln!("cartesian: waypoint {i}: closest {:.3} mm", closest * 1e3);
-        assert!(
-            closest <= 0.0005,
-            "cartesian: waypoint {i} missed by {:.3} mm",
-            closest * 1e3
-        );
+        if !(closest <= 0.0005) {
+            failures.push(format!(
+                "cartesian: waypoint {i} missed by {:.3} mm",
+                closest * 1e3
+            ));
+        }
     }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
     // Straight: between waypoints 1 and 2 the TCP stays near the line.
     let (a, b) = (
         Vector3::from(program.waypoints[1].tcp_position_m),
