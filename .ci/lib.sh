@@ -129,7 +129,7 @@ ci_finish() {
     printf '%s\n' "${ci_steps[@]}"
     if [ -f "${ci_log_dir}/tests.log" ]; then
         echo "-- test binaries (cargo's 'finished in' per binary, slowest first)"
-        awk '/Running (unittests )?[^ ]+/ { bin = $2 }
+        awk '/^ *Running / { bin = $NF; gsub(/[()]/, "", bin); n = split(bin, a, "/"); bin = a[n] }
              /^test result:/ { for (i = 1; i <= NF; i++) if ($i == "in") t = $(i + 1);
                                sub(/s$/, "", t); printf "%8.1f s  %s  %s\n", t, bin, $3 " " $4 " " $5 " " $6 }' \
             "${ci_log_dir}/tests.log" | sort -rn | head -n 25
@@ -141,9 +141,8 @@ ci_finish() {
     n=$(grep -c . "$CELL_TEST_REPORT" || true)
     echo "== retries, skips and reported figures (tests::report): ${n} line(s)"
     if [ "$n" -gt 0 ]; then
-        awk -F'\t' '{ c[$1 "\t" $2]++; w[$1 "\t" $2] = $3 }
-            END { for (k in c) { split(k, a, "\t"); printf "%-7s %3d x  %s: %s\n", a[1], c[k], a[2], w[k] } }' \
-            "$CELL_TEST_REPORT" | sort
+        # One line per distinct (kind, test, what), with its count: every reason is shown.
+        awk -F'\t' '{ printf "%-7s %s: %s\n", $1, $2, $3 }' "$CELL_TEST_REPORT" | sort | uniq -c
     fi
     if [ "${#ci_failed[@]}" -gt 0 ]; then
         exit 1
