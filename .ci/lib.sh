@@ -144,6 +144,11 @@ ci_finish() {
         # One line per distinct (kind, test, what), with its count: every reason is shown.
         awk -F'\t' '{ printf "%-7s %s: %s\n", $1, $2, $3 }' "$CELL_TEST_REPORT" | sort | uniq -c
     fi
+    # The plain closing line: every test result line of the test command, added up.
+    if [ -f "${ci_log_dir}/tests.log" ]; then
+        awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i + 1) ~ /^passed;?$/) p += $i; if ($(i + 1) ~ /^failed;?$/) f += $i } }
+             END { printf "tests: %d passed, %d failed\n", p, f }' "${ci_log_dir}/tests.log"
+    fi
     if [ "${#ci_failed[@]}" -gt 0 ]; then
         exit 1
     fi
