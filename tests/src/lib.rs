@@ -447,3 +447,116 @@ pub fn joint_spread(js: &[common::msg::JointState]) -> f64 {
         .flat_map(|a| (0..6).map(move |j| (a.q_rad[j] - first.q_rad[j]).abs()))
         .fold(0.0, f64::max)
 }
+
+/// What the emulated IRC5 received: the peak joint speed and acceleration of its reference
+/// (`SimTruth::q_ref_rad`, one sample per controller cycle on the controller's clock `t_s`)
+/// as fractions of the limits robot-io's supervisor enforces (`JointLimits::irb120()`'s
+/// speeds, `step_limit::irb120_max_accel()`), and where the larger one was. Not robot-io's
+/// own figure (recomputed from its encoded replies, on its clock): what reached the robot.
+///
+/// A reply that reaches the controller after its next tick leaves that cycle without a new
+/// reference and lands on the one after (the controller's own figure counts the cycles since
+/// its last reference for that): a step after one or two cycles without any change (all six
+/// joints bit-for-bit equal) spans them. After a longer stand-still the reference was at rest
+/// (a hold, nothing moving), and the next step is measured over one cycle from rest. A
+/// velocity change spans the two steps' midpoints (`step_limit::dv_span`, as robot-io's
+/// figure and its supervisor).
+#[allow(clippy::needless_range_loop)]
+pub fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> (f64, f64, String) {
+    let vmax = kinematics::JointLimits::irb120().max_speed;
+    let amax = kinematics::step_limit::irb120_max_accel();
+    let cycle = truth
+        .windows(2)
+        .map(|w| w[1].t_s - w[0].t_s)
+        .filter(|d| *d > 1e-6)
+        .fold(f64::INFINITY, f64::min);
+    let (mut speed, mut accel, mut at) = (0.0f64, 0.0f64, String::new());
+    // The last change of the reference (time, joints) and the step that made it (velocity,
+    // span; `None`: it left rest).
+    let mut last: Option<(f64, [f64; 6])> = None;
+    let mut step: Option<([f64; 6], f64)> = None;
+    for t in truth {
+        let Some((t0, q0)) = last else {
+            last = Some((t.t_s, t.q_ref_rad));
+            continue;
+        };
+        if t.t_s <= t0 || t.q_ref_rad == q0 {
+            continue;
+        }
+        let gap = t.t_s - t0;
+        let (dt, before) = if gap <= 3.5 * cycle {
+            (gap, step)
+        } else {
+            (cycle, None)
+        };
+        let mut v = [0.0; 6];
+        for j in 0..6 {
+            v[j] = (t.q_ref_rad[j] - q0[j]) / dt;
+            let (v0, span) = match before {
+                Some((pv, pdt)) => (pv[j], kinematics::step_limit::dv_span(pdt, dt)),
+                None => (0.0, dt),
+            };
+            let (rv, ra) = (v[j].abs() / vmax[j], (v[j] - v0).abs() / (amax[j] * span));
+            if rv > speed || ra > accel {
+                at = format!(
+                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms",
+                    t.t_s,
+                    v0,
+                    v[j],
+                    dt * 1e3
+                );
+            }
+            speed = speed.max(rv);
+            accel = accel.max(ra);
+        }
+        last = Some((t.t_s, t.q_ref_rad));
+        step = Some((v, dt));
+    }
+    (speed, accel, at)
+}
+
+/// `cell tare`, repeated (every 0.3 s, for at most `within`) only while it is refused for a named
+/// cause that passes by itself ([`cell::steps::tare_transient`]: a cell just started, whose sensor is not
+/// streaming yet), the retried tare in the CI report; any other refusal is returned at once.
+pub async fn tare_named_causes(c: &TestCell, within: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    // The distinct refusals and how many there were.
+    let (mut refused, mut n): (Vec<String>, usize) = (Vec::new(), 0);
+    loop {
+        let (ok, _, err) = c.cli(&["tare"]);
+        if ok {
+            if !refused.is_empty() {
+                report(
+                    Report::Retry,
+                    &format!(
+                        "cell tare succeeded after {n} refusal(s) for a named passing cause: {}",
+                        refused.join("; ")
+                    ),
+                );
+            }
+            return Ok(());
+        }
+        let why = err
+            .lines()
+            .find_map(|l| l.strip_prefix("Error: "))
+            .unwrap_or(err.trim())
+            .to_string();
+        match cell::steps::tare_transient(&why) {
+            Some(cause) if Instant::now() < deadline => {
+                n += 1;
+                let line = format!("{cause} ({why})");
+                if !refused.contains(&line) {
+                    refused.push(line);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            _ if refused.is_empty() => return Err(why),
+            _ => {
+                return Err(format!(
+                    "{why} (after {n} refusals: {})",
+                    refused.join("; ")
+                ))
+            }
+        }
+    }
+}

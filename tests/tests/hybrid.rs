@@ -1268,73 +1268,6 @@ async fn contour_following_over_a_pipe_with_a_tracking_frame() {
     assert!(max <= 1.5, "contour max error {max}");
 }
 
-/// What the emulated IRC5 received: the peak joint speed and acceleration of its reference
-/// (`SimTruth::q_ref_rad`, one sample per controller cycle on the controller's clock `t_s`)
-/// as fractions of the limits robot-io's supervisor enforces (`JointLimits::irb120()`'s
-/// speeds, `step_limit::irb120_max_accel()`), and where the larger one was. Not robot-io's
-/// own figure (recomputed from its encoded replies, on its clock): what reached the robot.
-///
-/// A reply that reaches the controller after its next tick leaves that cycle without a new
-/// reference and lands on the one after (the controller's own figure counts the cycles since
-/// its last reference for that): a step after one or two cycles without any change (all six
-/// joints bit-for-bit equal) spans them. After a longer stand-still the reference was at rest
-/// (a hold, nothing moving), and the next step is measured over one cycle from rest. A
-/// velocity change spans the two steps' midpoints (`step_limit::dv_span`, as robot-io's
-/// figure and its supervisor).
-#[allow(clippy::needless_range_loop)]
-fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> (f64, f64, String) {
-    let vmax = kinematics::JointLimits::irb120().max_speed;
-    let amax = kinematics::step_limit::irb120_max_accel();
-    let cycle = truth
-        .windows(2)
-        .map(|w| w[1].t_s - w[0].t_s)
-        .filter(|d| *d > 1e-6)
-        .fold(f64::INFINITY, f64::min);
-    let (mut speed, mut accel, mut at) = (0.0f64, 0.0f64, String::new());
-    // The last change of the reference (time, joints) and the step that made it (velocity,
-    // span; `None`: it left rest).
-    let mut last: Option<(f64, [f64; 6])> = None;
-    let mut step: Option<([f64; 6], f64)> = None;
-    for t in truth {
-        let Some((t0, q0)) = last else {
-            last = Some((t.t_s, t.q_ref_rad));
-            continue;
-        };
-        if t.t_s <= t0 || t.q_ref_rad == q0 {
-            continue;
-        }
-        let gap = t.t_s - t0;
-        let (dt, before) = if gap <= 3.5 * cycle {
-            (gap, step)
-        } else {
-            (cycle, None)
-        };
-        let mut v = [0.0; 6];
-        for j in 0..6 {
-            v[j] = (t.q_ref_rad[j] - q0[j]) / dt;
-            let (v0, span) = match before {
-                Some((pv, pdt)) => (pv[j], kinematics::step_limit::dv_span(pdt, dt)),
-                None => (0.0, dt),
-            };
-            let (rv, ra) = (v[j].abs() / vmax[j], (v[j] - v0).abs() / (amax[j] * span));
-            if rv > speed || ra > accel {
-                at = format!(
-                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms",
-                    t.t_s,
-                    v0,
-                    v[j],
-                    dt * 1e3
-                );
-            }
-            speed = speed.max(rv);
-            accel = accel.max(ra);
-        }
-        last = Some((t.t_s, t.q_ref_rad));
-        step = Some((v, dt));
-    }
-    (speed, accel, at)
-}
-
 /// One transition of [`transitions_in_contact_keep_the_references_continuous_and_the_force_bounded`].
 struct Mark {
     what: &'static str,
@@ -1578,7 +1511,7 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
     // them). The world is clean (no EGM jitter), so gated; with HYBRID_EGM_JITTER_MS two
     // replies can land in one controller cycle: reported only.
     let all: Vec<common::msg::SimTruth> = truth.iter().map(|(_, t)| *t).collect();
-    let (rv, ra, at) = received_reference_peaks(&all);
+    let (rv, ra, at) = tests::received_reference_peaks(&all);
     eprintln!(
         "the IRC5 received references up to {rv:.3} × the speed limit, {ra:.3} × the \
          acceleration limit (worst at {at})"

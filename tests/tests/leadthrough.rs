@@ -19,7 +19,7 @@
 // A failed check is written `!(figure <= bound)`, so that a NaN figure fails it too.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cell::leadexp::{self, hand_request, Pull, PullSpec, Rec, Recorder};
 use common::msg::{JointCommand, SimTruth};
@@ -55,69 +55,6 @@ async fn lead(
     cell::lead::rpc(s, &c.cell, body).await
 }
 
-/// The tare refusals that pass by themselves, named: the sensor not streaming yet (a cell just
-/// started, a sensor reconnecting), another tare window still open, the arm still settling
-/// after its move, a tool pose late from a loaded host, the force service not answering yet.
-fn tare_transient(why: &str) -> Option<&'static str> {
-    [
-        ("no sensor samples", "the sensor is not streaming yet"),
-        ("sensor stale", "the sensor is not streaming yet"),
-        ("busy: a tare or capture", "another tare window is open"),
-        ("the robot is moving", "the arm is still settling"),
-        ("no fresh tool pose", "the tool pose is late"),
-        ("no reply from", "the force service is not answering yet"),
-    ]
-    .into_iter()
-    .find_map(|(text, cause)| why.contains(text).then_some(cause))
-}
-
-/// `cell tare`, repeated (every 0.3 s, for at most 12 s) only while it is refused for a named
-/// cause that passes by itself ([`tare_transient`]), a retried tare in the CI report (one
-/// line, its refusals named); any other refusal (contact during the window, a faulted sensor,
-/// …) is returned at once.
-async fn tare(c: &TestCell) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(12);
-    // The distinct refusals and how many there were.
-    let (mut refused, mut n): (Vec<String>, usize) = (Vec::new(), 0);
-    loop {
-        let (ok, _, err) = c.cli(&["tare"]);
-        if ok {
-            if !refused.is_empty() {
-                tests::report(
-                    Report::Retry,
-                    &format!(
-                        "cell tare succeeded after {n} refusal(s) for a named passing cause: {}",
-                        refused.join("; ")
-                    ),
-                );
-            }
-            return Ok(());
-        }
-        let why = err
-            .lines()
-            .find_map(|l| l.strip_prefix("Error: "))
-            .unwrap_or(err.trim())
-            .to_string();
-        match tare_transient(&why) {
-            Some(cause) if Instant::now() < deadline => {
-                n += 1;
-                let line = format!("{cause} ({why})");
-                if !refused.contains(&line) {
-                    refused.push(line);
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            _ if refused.is_empty() => return Err(why),
-            _ => {
-                return Err(format!(
-                    "{why} (after {n} refusals: {})",
-                    refused.join("; ")
-                ))
-            }
-        }
-    }
-}
-
 /// Waits (at most 2 s) for a wrench estimate without a fault flag: after a tare the filter
 /// restarts on the new zero and the estimates are flagged until it has settled.
 async fn wrench_usable(s: &zenoh::Session, c: &TestCell) {
@@ -151,7 +88,7 @@ async fn place_and_tare(c: &TestCell, xyz_mm: [f64; 3]) {
     args.push("--wait");
     let (ok, _, err) = c.cli_repeat_after_stall(&args);
     assert!(ok, "move: {err}\n{}", c.log_text());
-    if let Err(why) = tare(c).await {
+    if let Err(why) = tests::tare_named_causes(c, Duration::from_secs(12)).await {
         panic!("tare at {xyz_mm:?} mm refused: {why}\n{}", c.log_text());
     }
 }
@@ -681,73 +618,6 @@ fn spawn_play(c: &TestCell, dir: &str) -> std::process::Child {
         .expect("cell play")
 }
 
-/// What the emulated IRC5 received: the peak joint speed and acceleration of its reference
-/// (`SimTruth::q_ref_rad`, one sample per controller cycle on the controller's clock `t_s`)
-/// as fractions of the limits robot-io's supervisor enforces (`JointLimits::irb120()`'s
-/// speeds, `step_limit::irb120_max_accel()`), and where the larger one was. Not robot-io's
-/// own figure (recomputed from its encoded replies, on its clock): what reached the robot.
-///
-/// A reply that reaches the controller after its next tick leaves that cycle without a new
-/// reference and lands on the one after (the controller's own figure counts the cycles since
-/// its last reference for that): a step after one or two cycles without any change (all six
-/// joints bit-for-bit equal) spans them. After a longer stand-still the reference was at rest
-/// (a hold, nothing moving), and the next step is measured over one cycle from rest. A
-/// velocity change spans the two steps' midpoints (`step_limit::dv_span`, as robot-io's
-/// figure and its supervisor).
-#[allow(clippy::needless_range_loop)]
-fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> (f64, f64, String) {
-    let vmax = kinematics::JointLimits::irb120().max_speed;
-    let amax = kinematics::step_limit::irb120_max_accel();
-    let cycle = truth
-        .windows(2)
-        .map(|w| w[1].t_s - w[0].t_s)
-        .filter(|d| *d > 1e-6)
-        .fold(f64::INFINITY, f64::min);
-    let (mut speed, mut accel, mut at) = (0.0f64, 0.0f64, String::new());
-    // The last change of the reference (time, joints) and the step that made it (velocity,
-    // span; `None`: it left rest).
-    let mut last: Option<(f64, [f64; 6])> = None;
-    let mut step: Option<([f64; 6], f64)> = None;
-    for t in truth {
-        let Some((t0, q0)) = last else {
-            last = Some((t.t_s, t.q_ref_rad));
-            continue;
-        };
-        if t.t_s <= t0 || t.q_ref_rad == q0 {
-            continue;
-        }
-        let gap = t.t_s - t0;
-        let (dt, before) = if gap <= 3.5 * cycle {
-            (gap, step)
-        } else {
-            (cycle, None)
-        };
-        let mut v = [0.0; 6];
-        for j in 0..6 {
-            v[j] = (t.q_ref_rad[j] - q0[j]) / dt;
-            let (v0, span) = match before {
-                Some((pv, pdt)) => (pv[j], kinematics::step_limit::dv_span(pdt, dt)),
-                None => (0.0, dt),
-            };
-            let (rv, ra) = (v[j].abs() / vmax[j], (v[j] - v0).abs() / (amax[j] * span));
-            if rv > speed || ra > accel {
-                at = format!(
-                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms",
-                    t.t_s,
-                    v0,
-                    v[j],
-                    dt * 1e3
-                );
-            }
-            speed = speed.max(rv);
-            accel = accel.max(ra);
-        }
-        last = Some((t.t_s, t.q_ref_rad));
-        step = Some((v, dt));
-    }
-    (speed, accel, at)
-}
-
 fn rec_max_y(csv: &std::path::Path) -> f64 {
     let text = std::fs::read_to_string(csv).expect("trace");
     text.lines()
@@ -882,7 +752,7 @@ async fn teach_save_restart_load_and_play() {
     // What the emulated IRC5 received over the playback (robot-io's figure above is its own,
     // recomputed from its replies: it cannot see a reply spoilt after it). The lead-through
     // world is clean (no EGM jitter): gated like robot-io's.
-    let (rv, ra, at) = received_reference_peaks(&data.truth);
+    let (rv, ra, at) = tests::received_reference_peaks(&data.truth);
     eprintln!(
         "playback: the IRC5 received references up to {rv:.3} × the speed limit, {ra:.3} × \
          the acceleration limit (worst at {at})"
