@@ -539,6 +539,23 @@ pub const APPROACH_PEAK_FRACTION: f64 = 0.3;
 /// between the touch and the seated pose.
 pub const SECANT_MIN_DX_M: f64 = 1e-6;
 pub const SECANT_MIN_DF_N: f64 = 1.0;
+/// The seating's secant stiffness (N/m) from the touch `(x, F)` to the seated step
+/// `(x, filtered F, unfiltered peak F along the axis)`, when both rises are large enough.
+///
+/// The seated step's force is the larger of the filtered and the unfiltered reading: the
+/// seating ends on the filtered force crossing [`SEATED_FRACTION`], which lags the contact's
+/// rise (12 Hz: 20–26 ms), while the measured pose does not — paired with the pose, the
+/// filtered force alone reads the surface softer than it is (on 10⁶ N/m after an 11 N first
+/// contact: filtered 9.1 N against a true 10.9 N, a secant of 0.77·K, and gains 1.3× too
+/// high). The unfiltered window peak carries no lag and errs high with the noise: the
+/// secant errs stiff, which only slows the loop (and is clamped to the cell's worst case).
+pub fn seat_secant(touch: (f64, f64), seated: (f64, f64, f64)) -> Option<f64> {
+    let (x1, f1) = touch;
+    let (x2, f_filtered, f_peak) = seated;
+    let (dx, df) = (x2 - x1, f_filtered.max(f_peak) - f1);
+    (dx > SECANT_MIN_DX_M && df > SECANT_MIN_DF_N).then(|| df / dx)
+}
+
 /// The approach speed's design fraction of the force limit on the worst-case stiffness:
 /// `v ≤ c·max_force_n/(K_wc·T)`.
 pub const APPROACH_MAX_FORCE_FRACTION: f64 = 0.5;
@@ -1775,12 +1792,12 @@ impl ArmRun {
             self.seating = false;
             // The seating's secant: from the touch (unfiltered force, measured pose) to the
             // seated pose (the filtered force, settled by now: the arm has stopped).
+            let f_peak = finite_or_zero(i.peak.force_n);
             for k in 0..3 {
-                if let Some((x1, f1)) = self.touch[k].take() {
+                if let Some(touch) = self.touch[k].take() {
                     let s = f_ref[k].signum();
-                    let (dx, df) = (s * p_c[k] - x1, s * fc[k] - f1);
-                    self.seat_secant[k] =
-                        (dx > SECANT_MIN_DX_M && df > SECANT_MIN_DF_N).then(|| df / dx);
+                    let seated = (s * p_c[k], s * fc[k], along_axis(f_peak, &fc, k));
+                    self.seat_secant[k] = seat_secant(touch, seated);
                 }
             }
         }
@@ -2314,6 +2331,27 @@ mod tests {
     use super::*;
     use common::msg::HybridPhase;
     use std::collections::VecDeque;
+
+    /// The seating's secant pairs the measured pose with a force that has no lag: the CI
+    /// failure of 2026-12-05 (10⁶ N/m, 11.0 N first contact, seated on a filtered 9.10 N
+    /// against a true 10.91 N) read 0.77·K from the filtered force alone.
+    #[test]
+    fn the_seating_secant_errs_stiff_when_the_filtered_force_lags() {
+        let k = 1e6;
+        let touch = (0.0, 1.0);
+        // Seated 9.91 µm in: the true force 10.91 N, the filter still at 9.10 N.
+        let x2 = 9.91e-6;
+        let lagging = seat_secant(touch, (x2, 9.10, 10.91)).unwrap();
+        assert!(lagging >= 0.99 * k, "{lagging:e}");
+        // The peak errs high with the noise: the secant errs stiff.
+        assert!(seat_secant(touch, (x2, 9.10, 11.2)).unwrap() > k);
+        // Settled, both agree.
+        let settled = seat_secant(touch, (x2, 10.91, 10.91)).unwrap();
+        assert!((settled / k - 1.0).abs() < 1e-9, "{settled:e}");
+        // Too little travel or rise: no secant.
+        assert_eq!(seat_secant(touch, (0.5e-6, 10.0, 10.0)), None);
+        assert_eq!(seat_secant(touch, (x2, 1.5, 1.5)), None);
+    }
 
     fn gains(kp_f: f64, ki_f: f64, limit: f64) -> HybridGains {
         HybridGains {
