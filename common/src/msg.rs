@@ -720,14 +720,53 @@ pub struct EStop {
     pub action: EStopAction,
 }
 
+/// What a protective stop protects against: the limit or the signal that raised it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum ProtectiveCause {
+    /// A contact force over its limit (a task's, a guide session's ceiling).
+    #[default]
+    ForceLimit,
+    /// A contact torque over its limit.
+    TorqueLimit,
+    /// A position axis pushed past its deviation bound.
+    Deviation,
+    /// A non-finite measurement or reference.
+    NonFinite,
+    /// An impact: a jump of the force between two samples the force service flags `Spike`.
+    Impact,
+    /// The sensor saturated: the force it cannot measure may be anything.
+    Saturated,
+    /// Guiding's collision signature (force without the motion the hand asks for).
+    Collision,
+}
+
+/// How a motion ends (wire v14). A controlled end brakes from the last reference within
+/// the acceleration limits (the arm was where it was asked to be); a protective end holds at
+/// once where the arm is measured, never further into what it hit (the reference leads the
+/// arm by the servo's lag: at 20 mm/s into 10⁶ N/m that lead is hundreds of newtons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum StopCategory {
+    #[default]
+    Controlled,
+    Protective(ProtectiveCause),
+}
+
+impl StopCategory {
+    pub fn is_protective(&self) -> bool {
+        matches!(self, StopCategory::Protective(_))
+    }
+}
+
 /// A motion ended by its commander (a fault, a limit, an operator stop): robot-io holds at
 /// once, on its next robot cycle, instead of when the motion's command stream goes stale
 /// (2 robot cycles later), and refuses the motion's commands from then on. It can only stop
-/// motion: a tag that is not robot-io's (another boot) or id 0 is ignored.
+/// motion: a tag that is not robot-io's (another boot) or id 0 is ignored. `stop` says how
+/// ([`StopCategory`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct MotionEnd {
     pub stamp: Stamp,
     pub motion: MotionTag,
+    pub stop: StopCategory,
 }
 
 /// State of the simulated Raibert–Craig 2-DOF plant (revolute + prismatic, planar), published

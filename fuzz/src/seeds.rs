@@ -205,6 +205,9 @@ fn bus_codec() -> Vec<Seed> {
                 &MotionEnd {
                     stamp: stamp(),
                     motion,
+                    stop: common::msg::StopCategory::Protective(
+                        common::msg::ProtectiveCause::ForceLimit,
+                    ),
                 },
             ),
         ),

@@ -953,7 +953,46 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     assert!(!out.status.success(), "the task must end on excess force");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("contact force"), "{err}");
-    idle_and_holding(&s, &c).await;
+    let st = idle_and_holding(&s, &c).await;
+    // Over the limit is protective: robot-io held where the arm was measured.
+    assert_eq!(
+        st["robot-io"]["detail"]["safety"]["motion_ends"]["last_stop"], "Protective(ForceLimit)",
+        "{}",
+        st["robot-io"]["detail"]["safety"]["motion_ends"]
+    );
+
+    // Issue 41 item 2: an impact — 150 N on the tool within one sample, which the force
+    // service flags `Spike` (a jump > 100 N between samples) and leaves out of the peak — is
+    // a protective stop too, not a smooth end (before: "wrench estimate Spike" came to rest
+    // through an ending at 1 m/s²).
+    place_and_tare(&c, [350.0, 0.0, 206.0]).await;
+    let run = hybrid_in_background(&c, task.clone(), "force");
+    pressing_for(&states, 0.5, Duration::from_secs(20), &c).await;
+    tests::sim_fault(
+        &s,
+        &c,
+        serde_json::json!({"external_force_base_n": [0.0, 0.0, 150.0]}),
+    )
+    .await;
+    let out = run.await.expect("join");
+    tests::sim_fault(
+        &s,
+        &c,
+        serde_json::json!({"external_force_base_n": [0.0, 0.0, 0.0]}),
+    )
+    .await;
+    assert!(!out.status.success(), "the task must end on the impact");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("wrench estimate Spike") || err.contains("wrench estimate Saturated"),
+        "{err}"
+    );
+    let st = idle_and_holding(&s, &c).await;
+    let stop = &st["robot-io"]["detail"]["safety"]["motion_ends"]["last_stop"];
+    assert!(
+        stop == "Protective(Impact)" || stop == "Protective(Saturated)",
+        "the impact's end at robot-io: {stop}"
+    );
 }
 
 /// The statuses once control is idle and robot-io holds: `cell hybrid` exits on the task's

@@ -1020,4 +1020,47 @@ async fn a_wrench_above_the_guide_ceiling_is_a_protective_stop() {
     })
     .await;
     assert!(guiding.is_some(), "the new guide request did not guide");
+
+    // Issue 41 item 2: an impact — 150 N on the tool within one sample, flagged `Spike` by
+    // the force service (a jump > 100 N) and left out of the peak — is a protective stop in
+    // guiding too, latched at robot-io (before: "wrench not usable: Spike", a smooth end).
+    let token = cell::lead::enable_token(r.as_ref().expect("guide")).expect("token");
+    let en = leadexp::hold_enable(&s, &c.cell, token);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    tests::sim_fault(
+        &s,
+        &c,
+        serde_json::json!({"external_force_base_n": [0.0, 0.0, -150.0]}),
+    )
+    .await;
+    let ended = wait_for(Duration::from_secs(3), || async {
+        let st = status(s.clone(), c.cell.clone()).await?;
+        (st["detail"]["mode"] == "Idle").then_some(st)
+    })
+    .await
+    .expect("guiding did not end on the impact");
+    tests::sim_fault(
+        &s,
+        &c,
+        serde_json::json!({"external_force_base_n": [0.0, 0.0, 0.0]}),
+    )
+    .await;
+    let _ = en.send(());
+    let why = format!("{} {}", ended["detail"]["stop_reason"], ended["last_error"]);
+    assert!(
+        why.contains("protective stop: wrench estimate Spike")
+            || why.contains("protective stop: wrench estimate Saturated"),
+        "{why}"
+    );
+    let latched = wait_for(Duration::from_secs(1), || async {
+        let st = tests::statuses(&s, &c.cell).await.ok()?;
+        let safety = &st.get("robot-io")?["detail"]["safety"];
+        (safety["level"] == "ProtectiveStop" && safety["reason"] == "ProtectiveRequest")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        latched.is_some(),
+        "robot-io did not latch the impact's stop"
+    );
 }

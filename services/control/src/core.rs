@@ -18,7 +18,7 @@
 
 use common::msg::{
     CartesianTarget, HybridGains, HybridLimits, HybridTask, Mode, MotionTag, MoveTarget,
-    SafetyLevel, SafetyReason, SafetyState, WrenchFault,
+    ProtectiveCause, SafetyLevel, SafetyReason, SafetyState, StopCategory, WrenchFault,
 };
 use kinematics::node::{from_msg_pose, to_msg_pose};
 use nalgebra::{Isometry3, Vector3};
@@ -47,7 +47,41 @@ pub struct HybridSetup {
 }
 
 /// The contact wrench on the tool at the TCP in base axes, or why it cannot be used.
-pub type WrenchInput = Result<(Vector3<f64>, Vector3<f64>), String>;
+pub type WrenchInput = Result<(Vector3<f64>, Vector3<f64>), WrenchUnusable>;
+
+/// Why no wrench may be used this cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WrenchUnusable {
+    /// The force service flagged the estimate (never `None` or `Stale`: a `Stale` flag is a
+    /// gap, bridged until it is too old).
+    Fault(WrenchFault),
+    /// No usable estimate for this long (ms): a gap longer than the bridge.
+    Stale { age_ms: f64 },
+    /// None received yet.
+    NoneReceived,
+}
+
+impl WrenchUnusable {
+    /// An impact (a `Spike`) or a saturated sensor: for safety a collision until proven
+    /// otherwise, so the force mode stops protectively.
+    pub fn protective_cause(&self) -> Option<common::msg::ProtectiveCause> {
+        match self {
+            Self::Fault(WrenchFault::Spike) => Some(common::msg::ProtectiveCause::Impact),
+            Self::Fault(WrenchFault::Saturated) => Some(common::msg::ProtectiveCause::Saturated),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for WrenchUnusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Fault(x) => write!(f, "{x:?}"),
+            Self::Stale { age_ms } => write!(f, "Stale (no usable estimate for {age_ms:.0} ms)"),
+            Self::NoneReceived => f.write_str("none received"),
+        }
+    }
+}
 
 /// A motion robot-io has not accepted (level `Active` with its id) within this time ends.
 pub const ACCEPT_TIMEOUT_S: f64 = 1.0;
@@ -181,8 +215,10 @@ pub struct ControlCore {
     pending_move: Option<MoveTarget>,
     safety: Option<SafetyState>,
     motion: Option<Motion>,
-    /// The motion that went idle, not yet ended at robot-io.
-    ended_motion: Option<MotionTag>,
+    /// The motion that went idle and how it stops, not yet ended at robot-io.
+    ended_motion: Option<(MotionTag, StopCategory)>,
+    /// How the motion ending now stops (set for the length of [`Self::end_motion_as`]).
+    stop_category: StopCategory,
     /// Motion ids: `id_base` + counter (the base differs per process so that a restarted
     /// control never reuses an id robot-io has seen end).
     id_base: u64,
@@ -259,11 +295,11 @@ impl WrenchGate {
             match w.fault {
                 WrenchFault::None => self.last_good = Some((*w, at)),
                 WrenchFault::Stale => self.bridging = true,
-                f => return Err(format!("{f:?}")),
+                f => return Err(WrenchUnusable::Fault(f)),
             }
         }
         let Some((good, at)) = self.last_good else {
-            return Err("none received".into());
+            return Err(WrenchUnusable::NoneReceived);
         };
         let age = now_s - at;
         if age > self.gap_s {
@@ -271,10 +307,7 @@ impl WrenchGate {
             self.bridging = true;
         }
         if age.is_nan() || age > self.max_age_s {
-            return Err(format!(
-                "Stale (no usable estimate for {:.0} ms)",
-                age * 1e3
-            ));
+            return Err(WrenchUnusable::Stale { age_ms: age * 1e3 });
         }
         let b = good.base;
         Ok((Vector3::from(b.force_n), Vector3::from(b.torque_nm)))
@@ -448,11 +481,19 @@ impl ControlCore {
         self.end_motion(why);
     }
 
+    /// A controlled end at once: robot-io brakes from its last reference.
     fn end_motion(&mut self, why: String) {
+        self.end_motion_as(why, StopCategory::Controlled);
+    }
+
+    /// Ends the motion at once, as `stop` says: a protective end holds where the arm is.
+    fn end_motion_as(&mut self, why: String, stop: StopCategory) {
         self.queued_tag = None;
         if self.mode != Mode::Idle {
             self.set_stop_reason(Some(why));
+            self.stop_category = stop;
             self.enter(Mode::Idle);
+            self.stop_category = StopCategory::Controlled;
         }
     }
 
@@ -815,7 +856,7 @@ impl ControlCore {
         }
         if mode == Mode::Idle {
             if let Some(m) = self.motion.take() {
-                self.ended_motion = Some(m.tag);
+                self.ended_motion = Some((m.tag, self.stop_category));
             }
         }
     }
@@ -826,14 +867,15 @@ impl ControlCore {
         std::mem::take(&mut self.protective_request)
     }
 
-    /// The motion that went idle since the last call (to be ended at robot-io explicitly).
-    pub fn take_ended_motion(&mut self) -> Option<MotionTag> {
+    /// The motion that went idle since the last call and how it stops (to be ended at
+    /// robot-io explicitly: a protective end holds where the arm is measured).
+    pub fn take_ended_motion(&mut self) -> Option<(MotionTag, StopCategory)> {
         self.ended_motion.take()
     }
 
     /// One cycle without a wrench (a running hybrid task ends: no wrench).
     pub fn step(&mut self, tcp: &Isometry3<f64>, now_s: f64) -> Option<CartesianTarget> {
-        self.step_with_wrench(tcp, now_s, &Err("none received".into()))
+        self.step_with_wrench(tcp, now_s, &Err(WrenchUnusable::NoneReceived))
     }
 
     /// One cycle: the measured TCP pose, the cycle time and the newest contact wrench → the
@@ -987,8 +1029,8 @@ impl ControlCore {
                         }
                         let reason = format!("hybrid task ended: {why}");
                         if why.is_protective() {
-                            // A stop at once: robot-io brakes from its last reference.
-                            self.end_motion(reason);
+                            // A stop at once: robot-io holds where the arm is measured.
+                            self.end_motion_as(reason, why.stop);
                         } else {
                             self.end_smoothly(Some(reason), None);
                         }
@@ -1022,12 +1064,17 @@ impl ControlCore {
                     }
                     Err(why) => {
                         let reason = format!("lead-through ended: {why}");
-                        if matches!(
-                            why,
-                            GuideError::ProtectiveStop(_) | GuideError::NonFinite(_)
-                        ) {
-                            self.protective_request |= matches!(why, GuideError::ProtectiveStop(_));
-                            self.end_motion(reason);
+                        let stop = match why {
+                            GuideError::ProtectiveStop(c, _) => Some(StopCategory::Protective(c)),
+                            GuideError::NonFinite(_) => {
+                                Some(StopCategory::Protective(ProtectiveCause::NonFinite))
+                            }
+                            _ => None,
+                        };
+                        if let Some(stop) = stop {
+                            self.protective_request |=
+                                matches!(why, GuideError::ProtectiveStop(..));
+                            self.end_motion_as(reason, stop);
                         } else {
                             self.end_smoothly(Some(reason), None);
                         }
@@ -1057,7 +1104,10 @@ impl ControlCore {
                             q_ref: Some(sample.q),
                         };
                         if !sample.q.iter().all(|v| v.is_finite()) {
-                            self.end_motion("playback produced a non-finite reference".into());
+                            self.end_motion_as(
+                                "playback produced a non-finite reference".into(),
+                                StopCategory::Protective(ProtectiveCause::NonFinite),
+                            );
                             return None;
                         }
                         (CartesianTarget::Joints { q_rad: sample.q }, report)
@@ -1169,7 +1219,7 @@ mod tests {
         assert!(g.peak().bridged);
         // …until it is older than the bound.
         let e = g.input(Some((&stale, 0.06)), 0.06).expect_err("too old");
-        assert!(e.starts_with("Stale"), "{e}");
+        assert!(e.to_string().starts_with("Stale"), "{e}");
         // Samples that simply stop (no flag: the force service is silent) are a gap too once
         // the newest estimate is older than `gap_s`, until it is older than the bound.
         g.input(Some((&good, 0.07)), 0.07).expect("good again");
@@ -1193,7 +1243,10 @@ mod tests {
                 fault: f,
                 ..Default::default()
             };
-            assert_eq!(g.input(Some((&w, 0.101)), 0.101), Err(format!("{f:?}")));
+            assert_eq!(
+                g.input(Some((&w, 0.101)), 0.101),
+                Err(WrenchUnusable::Fault(f))
+            );
         }
         // A NaN time never passes.
         assert!(g.input(None, f64::NAN).is_err());
@@ -1375,7 +1428,7 @@ mod tests {
         assert!(c.step(&pose(0.374, 0.0, 0.63), 0.0).is_some());
         assert_eq!(c.take_ended_motion(), None, "still moving");
         c.request_mode(Mode::Idle).expect("idle");
-        assert_eq!(c.take_ended_motion(), Some(tag));
+        assert_eq!(c.take_ended_motion(), Some((tag, StopCategory::Controlled)));
         assert_eq!(c.take_ended_motion(), None, "once");
     }
 

@@ -254,13 +254,13 @@ impl GuideParams {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GuideError {
     #[error("wrench not usable: {0}")]
-    Wrench(String),
+    Wrench(crate::core::WrenchUnusable),
     #[error("non-finite input: {0}")]
     NonFinite(&'static str),
     /// A force ceiling or the collision signature: the session ends and robot-io holds; only a
     /// new guide request (a new deadman token) guides again.
-    #[error("protective stop: {0}; `cell reset --protective`, then guide again")]
-    ProtectiveStop(String),
+    #[error("protective stop: {1}; `cell reset --protective`, then guide again")]
+    ProtectiveStop(common::msg::ProtectiveCause, String),
 }
 
 /// C¹ smooth dead band on a magnitude: 0 below `d`, `(x−d)²/(2d)` on `[d, 2d]`, `x − 1.5 d`
@@ -465,7 +465,7 @@ pub struct GuideInput<'a> {
     /// Measured TCP pose in base.
     pub tcp: &'a Isometry3<f64>,
     /// Contact wrench on the tool at the TCP, base axes (force N, torque N·m), or why not.
-    pub wrench_base: Result<(Vector3<f64>, Vector3<f64>), String>,
+    pub wrench_base: crate::core::WrenchInput,
     /// Robot time (s).
     pub now_s: f64,
     /// The robot's cycle period (s) when the shell knows it. Each step is one reference for one
@@ -569,7 +569,14 @@ impl GuideRun {
 
     /// One cycle. `Err` ends the session (the caller holds).
     pub fn step(&mut self, i: &GuideInput) -> Result<(Isometry3<f64>, GuideReport), GuideError> {
-        let (f, t) = i.wrench_base.clone().map_err(GuideError::Wrench)?;
+        // An impact or a saturated sensor is a collision until proven otherwise.
+        let (f, t) = i
+            .wrench_base
+            .clone()
+            .map_err(|e| match e.protective_cause() {
+                Some(c) => GuideError::ProtectiveStop(c, format!("wrench estimate {e}")),
+                None => GuideError::Wrench(e),
+            })?;
         if !(f.iter().chain(t.iter()).all(|x| x.is_finite())) {
             return Err(GuideError::NonFinite("wrench"));
         }
@@ -582,16 +589,16 @@ impl GuideRun {
         let f_peak = f.norm().max(finite(i.peak.force_n));
         let t_peak = t.norm().max(finite(i.peak.torque_nm));
         if f_peak > p.max_force_n {
-            return Err(GuideError::ProtectiveStop(format!(
-                "force {f_peak:.1} N > max {:.1} N",
-                p.max_force_n
-            )));
+            return Err(GuideError::ProtectiveStop(
+                common::msg::ProtectiveCause::ForceLimit,
+                format!("force {f_peak:.1} N > max {:.1} N", p.max_force_n),
+            ));
         }
         if t_peak > p.max_torque_nm {
-            return Err(GuideError::ProtectiveStop(format!(
-                "torque {t_peak:.2} N·m > max {:.2} N·m",
-                p.max_torque_nm
-            )));
+            return Err(GuideError::ProtectiveStop(
+                common::msg::ProtectiveCause::TorqueLimit,
+                format!("torque {t_peak:.2} N·m > max {:.2} N·m", p.max_torque_nm),
+            ));
         }
         let start = *self.start_s.get_or_insert(i.now_s);
         let dt = crate::law_step_dt(&mut self.last_s, i.now_s, i.cycle_period_s);
@@ -661,11 +668,14 @@ impl GuideRun {
         if moved >= p.collision_travel_m {
             self.blocked = Some((i.now_s, here));
         } else if i.now_s - since >= p.collision_time_s {
-            return Err(GuideError::ProtectiveStop(format!(
-                "collision: {force_n:.1} N for {:.2} s while the TCP moved {:.1} mm",
-                i.now_s - since,
-                moved * 1e3
-            )));
+            return Err(GuideError::ProtectiveStop(
+                common::msg::ProtectiveCause::Collision,
+                format!(
+                    "collision: {force_n:.1} N for {:.2} s while the TCP moved {:.1} mm",
+                    i.now_s - since,
+                    moved * 1e3
+                ),
+            ));
         }
         Ok(())
     }
@@ -927,7 +937,7 @@ mod tests {
         // The filtered estimate still reads 10 N; the peak is 61 N.
         let e = cycle(&mut g, &tcp(), f, (61.0, 0.5), 10, true).expect_err("ceiling");
         assert!(
-            matches!(&e, GuideError::ProtectiveStop(w) if w.contains("61.0 N > max 60.0 N")),
+            matches!(&e, GuideError::ProtectiveStop(_, w) if w.contains("61.0 N > max 60.0 N")),
             "{e}"
         );
         let mut g = GuideRun::new(p, &tcp()).expect("params");
@@ -1276,13 +1286,37 @@ mod tests {
         assert_eq!(bad.err(), Some(GuideError::NonFinite("wrench")));
         let stale = g.step(&GuideInput {
             tcp: &tcp(),
-            wrench_base: Err("Stale".into()),
+            wrench_base: Err(crate::core::WrenchUnusable::Stale { age_ms: 60.0 }),
             now_s: 0.0,
             cycle_period_s: None,
             enabled: true,
             peak: Default::default(),
         });
         assert!(matches!(stale, Err(GuideError::Wrench(_))));
+        // An impact or a saturated sensor is a protective stop (issue 41 item 2).
+        for (fault, cause) in [
+            (
+                common::msg::WrenchFault::Spike,
+                common::msg::ProtectiveCause::Impact,
+            ),
+            (
+                common::msg::WrenchFault::Saturated,
+                common::msg::ProtectiveCause::Saturated,
+            ),
+        ] {
+            let hit = g.step(&GuideInput {
+                tcp: &tcp(),
+                wrench_base: Err(crate::core::WrenchUnusable::Fault(fault)),
+                now_s: 0.0,
+                cycle_period_s: None,
+                enabled: true,
+                peak: Default::default(),
+            });
+            assert!(
+                matches!(&hit, Err(GuideError::ProtectiveStop(c, _)) if *c == cause),
+                "{hit:?}"
+            );
+        }
     }
 
     #[test]

@@ -43,7 +43,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use common::msg::{
-    FrameKind, HybridGains, HybridLimits, HybridPhase, HybridTask, Pose, Profile, TaskRobot,
+    FrameKind, HybridGains, HybridLimits, HybridPhase, HybridTask, Pose, Profile, ProtectiveCause,
+    StopCategory, TaskRobot,
 };
 use nalgebra::{Isometry3, Matrix2, Rotation2, Translation3, UnitQuaternion, Vector2, Vector3};
 
@@ -579,30 +580,47 @@ pub fn default_limits() -> HybridLimits {
     }
 }
 
-/// Why a task ended by itself.
+/// Why a task ended by itself, and how it stops ([`StopCategory`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Abort(pub String);
+pub struct Abort {
+    pub why: String,
+    pub stop: StopCategory,
+}
 
 impl Abort {
-    /// A protective end: a force or torque over the task's limit, a position axis pushed past
-    /// its deviation limit, or a non-finite input. It stops at once (robot-io brakes and
-    /// holds); any other end comes to rest through a [`crate::ending::Ending`] that unloads
-    /// the surface. (The texts are the ones [`Supervision`] and [`ArmRun::step`] give.)
+    /// An end that comes to rest through a [`crate::ending::Ending`] that unloads the surface.
+    pub fn controlled(why: impl Into<String>) -> Self {
+        Self {
+            why: why.into(),
+            stop: StopCategory::Controlled,
+        }
+    }
+    /// A protective end: it stops at once, robot-io holds where the arm is measured.
+    pub fn protective(cause: ProtectiveCause, why: impl Into<String>) -> Self {
+        Self {
+            why: why.into(),
+            stop: StopCategory::Protective(cause),
+        }
+    }
+    /// The wrench could not be used: an impact (`Spike`) or a saturated sensor is protective
+    /// (for safety a collision until proven otherwise); a gap or a missing tare is not.
+    pub fn wrench(e: &crate::core::WrenchUnusable) -> Self {
+        let why = format!("wrench estimate {e}");
+        match e.protective_cause() {
+            Some(c) => Self::protective(c, why),
+            None => Self::controlled(why),
+        }
+    }
+    /// A force or torque over the task's limit, a position axis pushed past its deviation
+    /// limit, a non-finite input, an impact or a saturated sensor.
     pub fn is_protective(&self) -> bool {
-        [
-            "contact force",
-            "contact torque",
-            "deviation on",
-            "non-finite",
-        ]
-        .iter()
-        .any(|p| self.0.starts_with(p))
+        self.stop.is_protective()
     }
 }
 
 impl std::fmt::Display for Abort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.why)
     }
 }
 
@@ -644,19 +662,28 @@ impl Supervision {
     ) -> Result<bool, Abort> {
         let l = &self.limits;
         if !(force_norm.is_finite() && torque_norm.is_finite()) {
-            return Err(Abort("non-finite wrench".into()));
+            return Err(Abort::protective(
+                ProtectiveCause::NonFinite,
+                "non-finite wrench",
+            ));
         }
         if force_norm > l.max_force_n {
-            return Err(Abort(format!(
-                "contact force {force_norm:.1} N > max {:.1} N",
-                l.max_force_n
-            )));
+            return Err(Abort::protective(
+                ProtectiveCause::ForceLimit,
+                format!(
+                    "contact force {force_norm:.1} N > max {:.1} N",
+                    l.max_force_n
+                ),
+            ));
         }
         if torque_norm > l.max_torque_nm {
-            return Err(Abort(format!(
-                "contact torque {torque_norm:.2} N·m > max {:.2} N·m",
-                l.max_torque_nm
-            )));
+            return Err(Abort::protective(
+                ProtectiveCause::TorqueLimit,
+                format!(
+                    "contact torque {torque_norm:.2} N·m > max {:.2} N·m",
+                    l.max_torque_nm
+                ),
+            ));
         }
         // Contact: any force axis pressing in its reference's direction with at least
         // `contact_threshold_n`, or half the reference when that is smaller.
@@ -839,7 +866,7 @@ pub struct ArmInput<'a> {
     pub peak: WrenchPeak,
     /// Contact wrench on the tool at the TCP, base axes (the force service's `base`):
     /// `Err(why)` when the estimate is faulted or stale.
-    pub wrench_base: Result<(Vector3<f64>, Vector3<f64>), String>,
+    pub wrench_base: crate::core::WrenchInput,
     /// Robot time (s).
     pub now_s: f64,
     /// The robot's cycle period (s) when the shell knows it: each step is one robot cycle, so
@@ -1580,7 +1607,7 @@ impl ArmRun {
             )
         };
         if travel > bound {
-            return Err(Abort(format!(
+            return Err(Abort::controlled(format!(
                 "{what} within {:.1} mm of travel along the force axes (limits.{name})",
                 bound * 1e3
             )));
@@ -1667,14 +1694,14 @@ impl ArmRun {
 
     /// One robot cycle: the commanded TCP pose and the report, or why the task ended.
     pub fn step(&mut self, i: &ArmInput) -> Result<(Isometry3<f64>, StepReport), Abort> {
-        let (f, tau) = i
-            .wrench_base
-            .clone()
-            .map_err(|e| Abort(format!("wrench estimate {e}")))?;
+        let (f, tau) = i.wrench_base.clone().map_err(|e| Abort::wrench(&e))?;
         if !(f.iter().chain(tau.iter()).all(|v| v.is_finite())
             && i.tcp.translation.vector.iter().all(|v| v.is_finite()))
         {
-            return Err(Abort("non-finite measurement".into()));
+            return Err(Abort::protective(
+                ProtectiveCause::NonFinite,
+                "non-finite measurement",
+            ));
         }
         let dt = crate::law_step_dt(&mut self.last_s, i.now_s, i.cycle_period_s);
         self.t_s += dt;
@@ -1746,10 +1773,10 @@ impl ArmRun {
                 l.deviation_rad
             };
             if e[k].abs() > lim {
-                return Err(Abort(format!(
-                    "deviation on {} {:.4} > limit {lim}",
-                    AXES[k], e[k]
-                )));
+                return Err(Abort::protective(
+                    ProtectiveCause::Deviation,
+                    format!("deviation on {} {:.4} > limit {lim}", AXES[k], e[k]),
+                ));
             }
         }
         // Phase and force limits.
@@ -1808,7 +1835,7 @@ impl ArmRun {
             && self.contact_s.is_none()
             && t > self.sup.limits.approach_timeout_s
         {
-            return Err(Abort(format!(
+            return Err(Abort::controlled(format!(
                 "no contact within {} s of approach",
                 self.sup.limits.approach_timeout_s
             )));
@@ -1816,7 +1843,7 @@ impl ArmRun {
         self.check_travel(i.tcp)?;
         if self.contact_s.is_some() && !self.done {
             if let Some((k, band)) = self.osc.step(t, &fc, &f_ref, &sel) {
-                return Err(Abort(format!(
+                return Err(Abort::controlled(format!(
                     "force loop oscillating on {}: {OSC_SWINGS} swings of the force error of \
                      ≥ {band:.1} N within {OSC_WINDOW_S} s (gains too high for this surface?)",
                     AXES[k]
@@ -2189,16 +2216,19 @@ impl PlantRun {
             .all(|v| v.is_finite())
             && i.t_s.is_finite())
         {
-            return Err(Abort("non-finite plant state".into()));
+            return Err(Abort::protective(
+                ProtectiveCause::NonFinite,
+                "non-finite plant state",
+            ));
         }
         let p = self
             .arm
             .fk(&i.q)
-            .map_err(|e| Abort(format!("plant kinematics: {e}")))?;
+            .map_err(|e| Abort::controlled(format!("plant kinematics: {e}")))?;
         let j = self
             .arm
             .jacobian(&i.q)
-            .map_err(|e| Abort(format!("plant kinematics: {e}")))?;
+            .map_err(|e| Abort::controlled(format!("plant kinematics: {e}")))?;
         let (t0, p0) = *self.start.get_or_insert((i.t_s, p));
         let period = 1.0 / self.task.rate_hz;
         let dt = self
@@ -2243,10 +2273,13 @@ impl PlantRun {
         let l = self.sup.limits;
         for k in 0..2 {
             if !sel[k] && inp.e_pos[k].abs() > l.deviation_m {
-                return Err(Abort(format!(
-                    "deviation on {} {:.4} > limit {}",
-                    AXES[k], inp.e_pos[k], l.deviation_m
-                )));
+                return Err(Abort::protective(
+                    ProtectiveCause::Deviation,
+                    format!(
+                        "deviation on {} {:.4} > limit {}",
+                        AXES[k], inp.e_pos[k], l.deviation_m
+                    ),
+                ));
             }
         }
         let lost = self
@@ -2329,7 +2362,7 @@ impl PlantRun {
 #[allow(clippy::needless_range_loop)]
 mod tests {
     use super::*;
-    use common::msg::HybridPhase;
+    use common::msg::{HybridPhase, WrenchFault};
     use std::collections::VecDeque;
 
     /// The seating's secant pairs the measured pose with a force that has no lag: the CI
@@ -2840,7 +2873,7 @@ mod tests {
                 core.set_wrench_peak(peak);
                 let stale = end == End::StaleWrench && at_end.is_some();
                 let w = if stale {
-                    Err("Stale (no usable estimate for 51 ms)".to_string())
+                    Err(crate::core::WrenchUnusable::Stale { age_ms: 51.0 })
                 } else {
                     Ok((cell.estimate(), Vector3::zeros()))
                 };
@@ -2863,8 +2896,19 @@ mod tests {
                     reserved = core.requested_motion_tag();
                 }
                 let out = core.step_with_wrench(&tcp(cell.pos), t, &w);
-                if let Some(m) = core.take_ended_motion() {
+                if let Some((m, stop)) = core.take_ended_motion() {
                     assert_eq!(m, first, "{end:?}");
+                    // Only the force limit's end holds where the arm is (issue 41 item 3:
+                    // the category is a type, not the message's first words).
+                    assert_eq!(
+                        stop,
+                        if end == End::Protective {
+                            StopCategory::Protective(ProtectiveCause::ForceLimit)
+                        } else {
+                            StopCategory::Controlled
+                        },
+                        "{end:?}"
+                    );
                     ended.get_or_insert(cmds.len());
                 }
                 if let Some(m) = core.motion_tag().filter(|m| *m != first) {
@@ -3021,7 +3065,7 @@ mod tests {
                 "surface {surface:e} N/m, gains for {gains_for:e}: touched at {touched:?} s, \
                  first-contact peak {first:.1} N ({})",
                 r.as_ref()
-                    .map_or_else(|e| e.0.clone(), |_| "completed".into())
+                    .map_or_else(|e| e.why.clone(), |_| "completed".into())
             );
             assert!(touched.is_some(), "no contact");
             assert!(
@@ -3229,7 +3273,7 @@ mod tests {
                     "surface {surface:e}, adapt {adapt}: {} first peak {first:.1} N, RMS {rms:.3} \
                      N, max {worst:.2} N; gains for {:.3e}, estimate {:.3e}",
                     r.as_ref()
-                        .map_or_else(|e| e.0.clone(), |_| "completed,".into()),
+                        .map_or_else(|e| e.why.clone(), |_| "completed,".into()),
                     last.gains_for_n_per_m[2],
                     last.stiffness_estimate_n_per_m[2]
                 );
@@ -3274,8 +3318,8 @@ mod tests {
             lowest = lowest.min(c.pos.z)
         })
         .expect_err("off the edge");
-        assert!(e.0.contains("contact lost and not found again"), "{e}");
-        assert!(e.0.contains("reapproach_travel_m"), "{e}");
+        assert!(e.why.contains("contact lost and not found again"), "{e}");
+        assert!(e.why.contains("reapproach_travel_m"), "{e}");
         // In contact the tool sat 0.5 mm in the table; from there it may search 5 mm further
         // (+ the servo's lag at the 5 mm/s approach speed).
         let drop = -lowest;
@@ -3301,7 +3345,7 @@ mod tests {
             |_, _, c| travelled = travelled.max(0.002 - c.pos.z),
         )
         .expect_err("no surface");
-        assert!(e.0.contains("no contact within 50.0 mm"), "{e}");
+        assert!(e.why.contains("no contact within 50.0 mm"), "{e}");
         assert!(
             travelled <= limits.approach_travel_m + 0.0005,
             "{travelled}"
@@ -3371,7 +3415,7 @@ mod tests {
             |_, _, c| swing_seen |= c.force().z < 1.0,
         );
         match r {
-            Err(e) => assert!(e.0.contains("force loop oscillating"), "{e}"),
+            Err(e) => assert!(e.why.contains("force loop oscillating"), "{e}"),
             Ok(()) => panic!("ran to the end (contact bounced: {swing_seen})"),
         }
     }
@@ -3460,7 +3504,7 @@ mod tests {
         let e = run
             .step(&input(60.0, 0.004))
             .expect_err("peak above the limit");
-        assert!(e.0.contains("contact force 60.0 N > max 50.0 N"), "{e}");
+        assert!(e.why.contains("contact force 60.0 N > max 50.0 N"), "{e}");
     }
 
     #[test]
@@ -3477,7 +3521,7 @@ mod tests {
             |_, _, _| {},
         )
         .expect_err("max force");
-        assert!(e.0.contains("contact force"), "{e}");
+        assert!(e.why.contains("contact force"), "{e}");
         // Deviation: a position axis pushed away (a wall along y the TCP cannot pass).
         let mut t = press_task(5.0, 10.0);
         t.reference[1] = Profile::Ramp {
@@ -3490,7 +3534,7 @@ mod tests {
         let mut l = default_limits();
         l.deviation_m = 0.01;
         let e = run_arm(t, &mut cell, l, 5.0, |_, _, _| {}).expect_err("deviation");
-        assert!(e.0.contains("deviation on y"), "{e}");
+        assert!(e.why.contains("deviation on y"), "{e}");
         // A faulted/stale wrench holds at once.
         let mut run = ArmRun::new(
             press_task(5.0, 10.0),
@@ -3506,12 +3550,30 @@ mod tests {
             .step(&ArmInput {
                 peak: WrenchPeak::default(),
                 tcp: &Isometry3::identity(),
-                wrench_base: Err("Stale".into()),
+                wrench_base: Err(crate::core::WrenchUnusable::Stale { age_ms: 60.0 }),
                 now_s: 0.004,
                 cycle_period_s: None,
             })
             .expect_err("stale");
-        assert!(e.0.contains("Stale"));
+        assert!(e.why.contains("Stale"));
+        assert_eq!(e.stop, StopCategory::Controlled, "a gap is not a collision");
+        // An impact (a `Spike`) or a saturated sensor is protective (issue 41 item 2).
+        for (fault, cause) in [
+            (WrenchFault::Spike, ProtectiveCause::Impact),
+            (WrenchFault::Saturated, ProtectiveCause::Saturated),
+        ] {
+            let e = run
+                .step(&ArmInput {
+                    peak: WrenchPeak::default(),
+                    tcp: &Isometry3::identity(),
+                    wrench_base: Err(crate::core::WrenchUnusable::Fault(fault)),
+                    now_s: 0.004,
+                    cycle_period_s: None,
+                })
+                .expect_err("impact");
+            assert_eq!(e.stop, StopCategory::Protective(cause), "{e}");
+            assert!(e.is_protective());
+        }
         // NaN in → abort, never a NaN command.
         let e = run
             .step(&ArmInput {
@@ -3522,7 +3584,7 @@ mod tests {
                 cycle_period_s: None,
             })
             .expect_err("nan");
-        assert!(e.0.contains("non-finite"), "{e}");
+        assert!(e.why.contains("non-finite"), "{e}");
     }
 
     /// The tracking frame keeps its normal while the tool moves into the surface (the
@@ -3728,7 +3790,7 @@ mod tests {
             last.stiffness_estimate_n_per_m[2],
             last.gains_for_n_per_m[2],
             r.as_ref()
-                .map_or_else(|e| e.0.clone(), |_| "completed".into())
+                .map_or_else(|e| e.why.clone(), |_| "completed".into())
         );
         (peak, rise, overshoot, r, last)
     }
@@ -3817,7 +3879,7 @@ mod tests {
              |e| {worst_in:.2} N; outside RMS {rms:.3} N, max {worst_out:.2} N; contact lost \
              {lost}",
             r.as_ref()
-                .map_or_else(|e| e.0.clone(), |_| "completed,".into())
+                .map_or_else(|e| e.why.clone(), |_| "completed,".into())
         );
         (r, worst_in, rms, worst_out, lost)
     }

@@ -1401,9 +1401,13 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 action: common::msg::EStopAction::Protective,
             });
         }
-        if let Some(motion) = core.take_ended_motion() {
+        if let Some((motion, stop)) = core.take_ended_motion() {
             let stamp = end_pub.next_stamp();
-            end_pub.put(&common::msg::MotionEnd { stamp, motion });
+            end_pub.put(&common::msg::MotionEnd {
+                stamp,
+                motion,
+                stop,
+            });
         }
         // A mode change shows in the status at once, not up to a status period later (a
         // client that saw a task's `Aborted` state and asks for the status reads `Idle`).

@@ -115,6 +115,9 @@ struct Shell {
     motion_ends: Events<MotionEnd>,
     /// Motion ends received, and those that ended the motion being executed.
     motion_end_counts: (u64, u64),
+    /// How the last motion its commander ended stops (a controlled end brakes from the
+    /// reference, a protective one holds where the arm is).
+    last_end_stop: Option<common::msg::StopCategory>,
     out: tokio::sync::mpsc::UnboundedSender<SafetyState>,
     epoch: Instant,
     last_safety_pub: Instant,
@@ -162,10 +165,12 @@ impl Shell {
         // A motion ended by its commander holds on this cycle (not when its stream goes stale).
         while let Ok(m) = self.motion_ends.rx.try_recv() {
             self.motion_end_counts.0 += 1;
-            if sup.end_motion(m.msg.motion) {
+            if sup.end_motion(m.msg.motion, m.msg.stop) {
                 self.motion_end_counts.1 += 1;
+                self.last_end_stop = Some(m.msg.stop);
                 tracing::info!(
                     motion = m.msg.motion.motion_id,
+                    stop = ?m.msg.stop,
                     "motion ended by its commander"
                 );
             }
@@ -289,7 +294,11 @@ impl Shell {
                 "v_deg_s": finite_or_null(e.binding.v.to_degrees()),
                 "v_prev_deg_s": finite_or_null(e.binding.v_prev.to_degrees()),
             })),
-            "motion_ends": { "received": self.motion_end_counts.0, "ended": self.motion_end_counts.1 },
+            "motion_ends": {
+                "received": self.motion_end_counts.0,
+                "ended": self.motion_end_counts.1,
+                "last_stop": self.last_end_stop.map(|s| format!("{s:?}")),
+            },
         })
     }
 
@@ -351,6 +360,7 @@ pub async fn run(
         estops,
         motion_ends,
         motion_end_counts: (0, 0),
+        last_end_stop: None,
         out,
         epoch: Instant::now(),
         last_safety_pub: Instant::now(),

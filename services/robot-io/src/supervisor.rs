@@ -48,7 +48,9 @@
 //! - a silent robot ([`Supervisor::robot_silent`]) holds with reason `RobotSilent`, and the
 //!   next motion starts from the then-measured position at rest.
 
-use common::msg::{JointCommand, MotionTag, RobotStatus, SafetyLevel, SafetyReason, AXES};
+use common::msg::{
+    JointCommand, MotionTag, RobotStatus, SafetyLevel, SafetyReason, StopCategory, AXES,
+};
 pub use kinematics::step_limit::{dv_span, irb120_max_accel};
 use kinematics::step_limit::{Binding, LimitKind, StepLimiter};
 use kinematics::JointLimits;
@@ -344,11 +346,14 @@ impl Supervisor {
     }
 
     /// The commander ended `motion` (a fault, a limit, an operator stop): from the next cycle
-    /// its commands are refused (`MotionEnded`) and robot-io holds at the measured position,
-    /// instead of when its command stream goes stale ([`FRESH_CYCLES`] later). Only the motion
-    /// being executed (or held on a stale stream) can be ended; a tag of another robot-io boot
-    /// is ignored. Returns whether it ended one.
-    pub fn end_motion(&mut self, motion: MotionTag) -> bool {
+    /// its commands are refused (`MotionEnded`), instead of when its command stream goes stale
+    /// ([`FRESH_CYCLES`] later). A controlled end brakes from the last reference within the
+    /// acceleration limits, then holds; a protective one holds at once at the position
+    /// measured on that cycle (the reference leads the arm by the servo's lag: braking from it
+    /// would drive further into what the arm hit). Only the motion being executed (or held on
+    /// a stale stream) can be ended; a tag of another robot-io boot is ignored. Returns
+    /// whether it ended one.
+    pub fn end_motion(&mut self, motion: MotionTag, stop: StopCategory) -> bool {
         let id = motion.motion_id;
         let current =
             self.active_motion == Some(id) || self.stale_motion.is_some_and(|(m, _)| m == id);
@@ -356,7 +361,13 @@ impl Supervisor {
             return false;
         }
         self.ended_motion = Some(id);
-        self.braking = self.level == SafetyLevel::Active && self.active_motion == Some(id);
+        self.braking = self.level == SafetyLevel::Active
+            && self.active_motion == Some(id)
+            && !stop.is_protective();
+        if stop.is_protective() {
+            // The hold takes the position measured on the next cycle.
+            self.hold_q = None;
+        }
         true
     }
 
@@ -496,14 +507,16 @@ impl Supervisor {
         }
     }
     /// A commander's protective stop (`EStopAction::Protective`): latched until a reset, the
-    /// level changes at once (ending the motion); a motion being executed brakes from its
-    /// last reference within the acceleration limits, as a controlled end. Returns true when
-    /// the state changed.
+    /// level changes at once (ending the motion) and the arm holds at the position measured
+    /// on the next cycle, as every protective stop does (not braking from the reference,
+    /// which leads the arm into what it hit). Returns true when the state changed.
     pub fn request_protective(&mut self) -> bool {
         if self.protective.is_none() {
             self.protective = Some(SafetyReason::ProtectiveRequest);
         }
-        self.braking |= self.level == SafetyLevel::Active;
+        if std::mem::take(&mut self.braking) || self.level == SafetyLevel::Active {
+            self.hold_q = None;
+        }
         match self.stop_level() {
             Some((l, r)) => self.set_state(l, r, self.since_cycle),
             None => false,
@@ -1309,14 +1322,23 @@ mod tests {
             robot_boot: boot,
             motion_id: id,
         };
-        assert!(!s.end_motion(tag(BOOT + 1, 7)), "another boot");
-        assert!(!s.end_motion(tag(BOOT, 8)), "another motion");
-        assert!(!s.end_motion(tag(BOOT, 0)), "no motion");
+        assert!(
+            !s.end_motion(tag(BOOT + 1, 7), StopCategory::Controlled),
+            "another boot"
+        );
+        assert!(
+            !s.end_motion(tag(BOOT, 8), StopCategory::Controlled),
+            "another motion"
+        );
+        assert!(
+            !s.end_motion(tag(BOOT, 0), StopCategory::Controlled),
+            "no motion"
+        );
         let q1 = [0.004; 6];
         let out = s.step(&input(2, 0.004, q1, Some((&c, 0.004))));
         assert_eq!(out.level, SafetyLevel::Active, "nothing ended it yet");
         let before = s.last_ref.unwrap_or_else(|| panic!("a reference"));
-        assert!(s.end_motion(tag(BOOT, 7)));
+        assert!(s.end_motion(tag(BOOT, 7), StopCategory::Controlled));
         // The same, still fresh command on the next cycle: a controlled end holds at once
         // (level, reason), braking from the last reference — not jumping to the measured
         // position (issue 19 item 10).
@@ -1363,10 +1385,13 @@ mod tests {
                 q = refs[refs.len().saturating_sub(3)];
                 t += dt;
             }
-            assert!(s.end_motion(MotionTag {
-                robot_boot: BOOT,
-                motion_id: 7
-            }));
+            assert!(s.end_motion(
+                MotionTag {
+                    robot_boot: BOOT,
+                    motion_id: 7
+                },
+                StopCategory::Controlled
+            ));
             let c = cmd_m(seq, [0.5 * t; 6], 7);
             let mut levels = Vec::new();
             for cyc in 101..=200u64 {
@@ -1415,11 +1440,12 @@ mod tests {
         );
     }
 
-    /// Issue 19 item 6: a commander's protective stop (guiding met its ceiling) is latched
-    /// like robot-io's own: the motion brakes to rest, nothing moves until a reset, and the
-    /// latch is persisted with its reason.
+    /// Issue 19 item 6, issue 41 item 1: a commander's protective stop (guiding met its
+    /// ceiling) is latched like robot-io's own: the arm holds at once where it is measured —
+    /// not braking from the reference, which leads it by the servo's lag into what it hit —
+    /// nothing moves until a reset, and the latch is persisted with its reason.
     #[test]
-    fn a_commanders_protective_stop_latches_brakes_and_needs_a_reset() {
+    fn a_commanders_protective_stop_latches_holds_where_the_arm_is_and_needs_a_reset() {
         let mut s = sup();
         let mut q = [0.0; 6];
         let mut seq = 0;
@@ -1436,12 +1462,14 @@ mod tests {
             refs.push(qr(&out));
             q = refs[refs.len().saturating_sub(3)];
         }
+        let lead = refs[refs.len() - 1][0] - q[0];
+        assert!(lead > 1e-4, "the reference leads the arm: {lead}");
         assert!(s.request_protective());
         assert_eq!(
             s.latches().protective,
             Some(SafetyReason::ProtectiveRequest)
         );
-        let a = irb120_max_accel();
+        let measured = q;
         for cyc in 51..=120u64 {
             seq += 1;
             let c = cmd_m(seq, [0.5; 6], 7);
@@ -1455,18 +1483,13 @@ mod tests {
                 (out.level, out.reason),
                 (SafetyLevel::ProtectiveStop, SafetyReason::ProtectiveRequest)
             );
+            // Every reference from the first cycle on is where the arm was measured then.
+            assert_eq!(qr(&out), measured, "cycle {cyc}");
             refs.push(qr(&out));
+            // The arm (lagging 2 cycles) moves on towards its old references, and stops.
             q = refs[refs.len() - 3];
         }
-        for i in 2..refs.len() {
-            for k in 0..6 {
-                let v = (refs[i][k] - refs[i - 1][k]) / 0.004;
-                let v0 = (refs[i - 1][k] - refs[i - 2][k]) / 0.004;
-                assert!((v - v0).abs() <= a[k] * 0.004 * (1.0 + 1e-9), "cycle {i}");
-            }
-        }
         let n = refs.len();
-        assert_eq!(refs[n - 1], refs[n - 2], "at rest");
         // A new motion is refused until the reset.
         let c = cmd_m(seq + 1, refs[n - 1], 8);
         let out = s.step(&input(121, 0.484, q, Some((&c, 0.484))));
@@ -1475,6 +1498,51 @@ mod tests {
         let c = cmd_m(seq + 2, refs[n - 1], 8);
         let out = s.step(&input(122, 0.488, q, Some((&c, 0.488))));
         assert_eq!(out.level, SafetyLevel::Active);
+    }
+
+    /// Issue 41 item 1: a motion its commander ends protectively (a force limit, an impact)
+    /// holds on the next cycle at the position measured then; the same end as a controlled
+    /// one brakes from the last reference (ahead of the arm by the servo's lag).
+    #[test]
+    fn a_protective_end_holds_where_the_arm_is_a_controlled_end_brakes_from_the_reference() {
+        let run = |stop: StopCategory| {
+            let mut s = sup();
+            let mut q = [0.0; 6];
+            let mut refs = Vec::new();
+            let mut seq = 0;
+            for cyc in 1..=50u64 {
+                seq += 1;
+                let t = cyc as f64 * 0.004;
+                let c = cmd_m(seq, [0.3 * t + 0.001; 6], 7);
+                refs.push(qr(&s.step(&input(cyc, t, q, Some((&c, t))))));
+                q = refs[refs.len().saturating_sub(3)];
+            }
+            let last_ref = refs[refs.len() - 1];
+            assert!(s.end_motion(
+                MotionTag {
+                    robot_boot: BOOT,
+                    motion_id: 7
+                },
+                stop
+            ));
+            let c = cmd_m(seq, last_ref, 7);
+            let out = s.step(&input(51, 0.204, q, Some((&c, 0.204))));
+            assert_eq!(
+                (out.level, out.reason),
+                (SafetyLevel::Hold, SafetyReason::MotionEnded)
+            );
+            (qr(&out), q, last_ref)
+        };
+        let (held, measured, last_ref) = run(StopCategory::Protective(
+            common::msg::ProtectiveCause::ForceLimit,
+        ));
+        assert_eq!(held, measured, "protective: held where the arm is");
+        assert!(held[0] < last_ref[0], "behind the reference it was given");
+        let (braked, measured, last_ref) = run(StopCategory::Controlled);
+        assert!(
+            braked[0] > last_ref[0] && braked[0] > measured[0],
+            "controlled: brakes on from the reference: {braked:?} {last_ref:?}"
+        );
     }
 
     #[test]
