@@ -1958,8 +1958,26 @@ impl ArmRun {
                 }
             }
         }
-        if ref_time(&self.task, t, self.contact_s) - self.lag_s >= self.task.duration_s {
+        if !self.done
+            && ref_time(&self.task, t, self.contact_s) - self.lag_s >= self.task.duration_s
+        {
+            // A task that ends pressing on nothing did not do its job (issue 41: a press
+            // that slid off its part's edge ended `Done` after 3.3 s in `ContactLost`).
+            let pressing = (0..6).any(|k| sel[k] && f_ref[k] != 0.0);
+            if pressing && !self.sup.in_contact() {
+                return Err(Abort::controlled(if self.contact_s.is_some() {
+                    format!(
+                        "contact lost at the end of the task ({:?}): the force axes pressed \
+                         on nothing",
+                        self.sup.phase
+                    )
+                } else {
+                    "contact never made within the task's duration".to_string()
+                }));
+            }
             self.done = true;
+        }
+        if self.done {
             u = [0.0; 6];
         }
         // Sliding: a position axis' reference moving (the surface may change under the tool).
@@ -3295,6 +3313,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Issue 41: a press that slides off its part's edge near the end of its duration (the
+    /// search not yet past its travel bound) does not end `Done`: it fails, naming the lost
+    /// contact (before: `ContactLost` for the last seconds, then `Done`, and `cell hybrid`
+    /// exited 0 with the tool in the air). The same press ending on the table completes.
+    #[test]
+    fn a_press_that_ends_off_its_part_fails_naming_the_lost_contact() {
+        let limits = default_limits();
+        let run = |edge_x: f64| {
+            let mut cell = Cell::new(2e4, 0.0005);
+            cell.edge_x = edge_x;
+            let mut task = press_task(10.0, 9.0);
+            task.reference[0] = Profile::Ramp {
+                from: 0.0,
+                to: 0.1,
+                start_s: 3.0,
+                duration_s: 5.0,
+            };
+            run_arm(task, &mut cell, limits, 10.0, |_, _, _| {})
+        };
+        let e = run(0.45).expect_err("off the edge");
+        assert!(e.why.contains("contact lost at the end of the task"), "{e}");
+        assert!(!e.is_protective(), "{e}");
+        run(1.0).expect("on the table to the end");
     }
 
     /// Issue: bounded approach. The press slides off a table's edge: the force axis searches
