@@ -415,6 +415,21 @@ async fn unidentified_stiffness_first_contact_is_bounded_a_chatter_ends_and_lift
         err.contains("limits.max_force_n = 1000000000 exceeds the cell's ceiling 50"),
         "{err}"
     );
+    // Issue 41 item 5: a duration past the cell's and gains faster than the cell allows,
+    // each refused by name in one refusal, before anything moves.
+    let long = out_dir("hy-long").with_extension("toml");
+    let hot_press = press.replace("duration_s = 9.0", "duration_s = 7200.0")
+        + "\n[gains]\nkp = [50.0, 5.0, 5.0, 5.0, 5.0, 5.0]\nkp_f = [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]\n";
+    std::fs::write(&long, hot_press).expect("task file");
+    let (ok, _, err) = c.cli(&["hybrid", long.to_str().expect("path"), "--json"]);
+    assert!(!ok, "a task asking more time and gain than the cell's ran");
+    for what in [
+        "duration_s = 7200 exceeds the cell's ceiling 600",
+        "gains.kp[0] = 50 exceeds",
+        "gains.kp_f[2] = 1 exceeds",
+    ] {
+        assert!(err.contains(what), "{what}: {err}");
+    }
     // The same press with its gains fixed (a top-level key: before the first table).
     let fixed = out_dir("hy-fixed").with_extension("toml");
     std::fs::write(&fixed, format!("fixed_gains = true\n{press}")).expect("task file");

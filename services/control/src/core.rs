@@ -44,6 +44,9 @@ pub struct HybridSetup {
     pub adapt_softest_n_per_m: Option<f64>,
     /// Speed adaptation's force bound (N; 0: off), `[control.hybrid] slowdown_error_n`.
     pub slowdown_error_n: f64,
+    /// The position axes' speed bound (m/s, rad/s; on the norm), `[control.hybrid]
+    /// position_speed_m_s`, `position_speed_rad_s`.
+    pub position_speed: (f64, f64),
 }
 
 /// The contact wrench on the tool at the TCP in base axes, or why it cannot be used.
@@ -995,7 +998,12 @@ impl ControlCore {
                         tcp,
                     ) {
                         Ok(run) => {
-                            let run = run.with_speed_adaptation(setup.slowdown_error_n);
+                            let run = run
+                                .with_speed_adaptation(setup.slowdown_error_n)
+                                .with_position_speed(
+                                    setup.position_speed.0,
+                                    setup.position_speed.1,
+                                );
                             self.hybrid = Some(match setup.adapt_softest_n_per_m {
                                 Some(soft) => run.with_adaptation(
                                     crate::stiffness::StiffnessParams::default(),

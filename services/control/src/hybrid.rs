@@ -516,6 +516,40 @@ pub fn default_plant_gains() -> HybridGains {
 /// The stiffest contact a cell declares it may meet, by default (N/m): steel on steel through
 /// a stiff tool (`[control.hybrid] worst_case_stiffness_n_per_m`).
 pub const DEFAULT_WORST_CASE_STIFFNESS_N_PER_M: f64 = 1e6;
+/// The cell's speed bound on a task's translational position axes by default (m/s;
+/// `[control.hybrid] position_speed_m_s`).
+pub const DEFAULT_POSITION_SPEED_M_S: f64 = 0.25;
+/// The same for rotational position axes (rad/s; `position_speed_rad_s`).
+pub const DEFAULT_POSITION_SPEED_RAD_S: f64 = 1.0;
+
+/// The per-axis speed bounds hold on the norm of each group's vector (issue 41 item 5: a
+/// task moving along three axes at once went √3× its bound along the diagonal): the
+/// translational force axes, the translational position axes, and the same two groups of
+/// rotational axes, each scaled down as a whole (the direction kept) to its smallest bound.
+pub fn clamp_norms(u: &mut [f64; 6], force_axes: &[bool; 6], bound: &[f64; 6]) {
+    for base in [0, 3] {
+        for force in [true, false] {
+            let in_group = |k: &usize| force_axes[*k] == force;
+            let n = (base..base + 3).filter(in_group).count();
+            let lim = (base..base + 3)
+                .filter(in_group)
+                .map(|k| bound[k])
+                .fold(f64::INFINITY, f64::min);
+            let norm = (base..base + 3)
+                .filter(in_group)
+                .map(|k| u[k] * u[k])
+                .sum::<f64>()
+                .sqrt();
+            if n > 1 && lim.is_finite() && lim >= 0.0 && norm > lim {
+                let scale = lim / norm;
+                for k in (base..base + 3).filter(in_group) {
+                    u[k] *= scale;
+                }
+            }
+        }
+    }
+}
+
 /// The approach speed's design fraction of the setpoint: `v ≤ c·|F_d|/(K_e·T)`
 /// ([`ArmRun::approach_speed`]).
 pub const APPROACH_SETPOINT_FRACTION: f64 = 0.5;
@@ -1262,11 +1296,16 @@ impl ArmRun {
             limits.force_axis_speed_rad_s,
             limits.force_axis_speed_rad_s,
         ];
-        // Position axes: bounded by a generous Cartesian speed (the servo limits the rest).
+        // Position axes: bounded by the cell's position speed (`[control.hybrid]
+        // position_speed_m_s`, `_rad_s`; [`ArmRun::with_position_speed`]), by default these.
         let mut lim = out_limit;
         for k in 0..6 {
             if !task.force_axes[k] {
-                lim[k] = if k < 3 { 0.25 } else { 1.0 };
+                lim[k] = if k < 3 {
+                    DEFAULT_POSITION_SPEED_M_S
+                } else {
+                    DEFAULT_POSITION_SPEED_RAD_S
+                };
             }
         }
         // Position axes: corners blended within the acceleration bound; force axes as given
@@ -1337,6 +1376,17 @@ impl ArmRun {
     /// profile are followed as planned, later. 0 turns it off.
     pub fn with_speed_adaptation(mut self, error_n: f64) -> Self {
         self.slowdown_error_n = error_n.max(0.0);
+        self
+    }
+
+    /// The cell's speed bound on the task's position axes (m/s translational, rad/s
+    /// rotational), on the norm of their vector ([`clamp_norms`]).
+    pub fn with_position_speed(mut self, m_s: f64, rad_s: f64) -> Self {
+        for k in 0..6 {
+            if !self.task.force_axes[k] {
+                self.law.out_limit[k] = if k < 3 { m_s } else { rad_s };
+            }
+        }
         self
     }
 
@@ -1958,6 +2008,7 @@ impl ArmRun {
                 }
             }
         }
+        clamp_norms(&mut u, &sel, &self.law.out_limit);
         if !self.done
             && ref_time(&self.task, t, self.contact_s) - self.lag_s >= self.task.duration_s
         {
@@ -2862,6 +2913,7 @@ mod tests {
                 loop_delay_s: 0.03,
                 adapt_softest_n_per_m: None,
                 slowdown_error_n: 0.0,
+                position_speed: (DEFAULT_POSITION_SPEED_M_S, DEFAULT_POSITION_SPEED_RAD_S),
             };
             core.request_hybrid(press_task(10.0, 60.0), setup, Some(WrenchFault::None))
                 .unwrap_or_else(|e| panic!("{e}"));
@@ -3313,6 +3365,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Issue 41 item 5: a bound per axis holds on the vector: a diagonal is no faster than an
+    /// axis; groups (force/position, translational/rotational) are bounded apart; a single
+    /// axis is left to its own bound.
+    #[test]
+    fn speed_bounds_hold_on_the_norm() {
+        let axes = [false, false, true, false, false, false];
+        let bound = [0.25, 0.25, 0.01, 1.0, 1.0, 1.0];
+        let mut u = [0.25, 0.25, 0.01, 1.0, 1.0, 1.0];
+        clamp_norms(&mut u, &axes, &bound);
+        assert!(
+            ((u[0] * u[0] + u[1] * u[1]).sqrt() - 0.25).abs() < 1e-12,
+            "{u:?}"
+        );
+        assert!((u[0] - u[1]).abs() < 1e-15, "the direction is kept");
+        assert_eq!(u[2], 0.01, "the force axis alone");
+        let w = (u[3] * u[3] + u[4] * u[4] + u[5] * u[5]).sqrt();
+        assert!((w - 1.0).abs() < 1e-12, "{u:?}");
+        let mut slow = [0.1, 0.1, 0.0, 0.0, 0.0, 0.0];
+        clamp_norms(&mut slow, &axes, &bound);
+        assert_eq!(
+            slow,
+            [0.1, 0.1, 0.0, 0.0, 0.0, 0.0],
+            "inside the bound: untouched"
+        );
     }
 
     /// Issue 41: a press that slides off its part's edge near the end of its duration (the

@@ -71,6 +71,16 @@ pub struct HybridConfig {
     pub wrench_gap_ms: f64,
     /// The 2-DOF plant's joint effort bound [N·m, N].
     pub plant_max_effort: [f64; 2],
+    /// The longest task the cell runs (s): a task asking for more is refused.
+    pub max_duration_s: f64,
+    /// The speed bound on an arm task's position axes (m/s; on the norm of their vector):
+    /// tasks cannot lift it.
+    pub position_speed_m_s: f64,
+    /// The same about rotational position axes (rad/s).
+    pub position_speed_rad_s: f64,
+    /// The largest position-loop gain an arm task's `[gains] kp` may ask (1/s): the loop's
+    /// bandwidth, well inside the delay's bound (≈ 1/(2·loop_delay_s)).
+    pub max_position_gain_per_s: f64,
 }
 
 impl Default for HybridConfig {
@@ -91,6 +101,10 @@ impl Default for HybridConfig {
             wrench_stale_ms: 50.0,
             wrench_gap_ms: 9.0,
             plant_max_effort: [200.0, 200.0],
+            max_duration_s: 600.0,
+            position_speed_m_s: hybrid::DEFAULT_POSITION_SPEED_M_S,
+            position_speed_rad_s: hybrid::DEFAULT_POSITION_SPEED_RAD_S,
+            max_position_gain_per_s: 10.0,
         }
     }
 }
@@ -199,6 +213,32 @@ impl Validate for HybridConfig {
                 }
             }
         }
+        for (name, v, lo, hi, unit) in [
+            ("max_duration_s", self.max_duration_s, 0.1, 86400.0, "s"),
+            (
+                "position_speed_m_s",
+                self.position_speed_m_s,
+                1e-4,
+                1.0,
+                "m/s",
+            ),
+            (
+                "position_speed_rad_s",
+                self.position_speed_rad_s,
+                1e-3,
+                3.2,
+                "rad/s",
+            ),
+            (
+                "max_position_gain_per_s",
+                self.max_position_gain_per_s,
+                0.1,
+                100.0,
+                "1/s",
+            ),
+        ] {
+            check_range(errors, format!("{prefix}.{name}"), v, lo, hi, unit);
+        }
         for (k, v) in self.plant_max_effort.iter().enumerate() {
             check_range(
                 errors,
@@ -247,6 +287,7 @@ impl HybridConfig {
             adapt_softest_n_per_m: (self.adapt_gains && !task.fixed_gains)
                 .then_some(self.softest_stiffness_n_per_m),
             slowdown_error_n: self.slowdown_error_n,
+            position_speed: (self.position_speed_m_s, self.position_speed_rad_s),
         })
     }
 
@@ -258,11 +299,73 @@ impl HybridConfig {
             TaskRobot::Arm => (&self.limits, "[control.hybrid.limits]"),
             TaskRobot::Plant => (&self.plant_limits, "[control.hybrid.plant_limits]"),
         };
-        task.limits
-            .within(ceiling)
-            .map_err(|problems| format!("refused: {} (ceilings: {table})", problems.join("; ")))
+        let limits = task.limits.within(ceiling);
+        let mut problems = limits.as_ref().err().cloned().unwrap_or_default();
+        problems.extend(self.beyond_ceilings(task));
+        match limits {
+            Ok(l) if problems.is_empty() => Ok(l),
+            _ => Err(format!(
+                "refused: {} (ceilings: {table}, [control.hybrid])",
+                problems.join("; ")
+            )),
+        }
+    }
+
+    /// What else in a task could weaken the cell's safety, each named with its value and the
+    /// ceiling: a duration past `max_duration_s`; an arm task's `[gains]` faster than the
+    /// cell allows — the position gain past `max_position_gain_per_s`, translational force
+    /// gains made for a surface softer than `softest_stiffness_n_per_m` (a higher loop gain
+    /// than any surface the cell declares can carry), their integral past
+    /// `MAX_FORCE_INTEGRAL_CORNER_PER_S` × that gain.
+    pub fn beyond_ceilings(&self, task: &HybridTask) -> Vec<String> {
+        let mut e = Vec::new();
+        if task.duration_s > self.max_duration_s {
+            e.push(format!(
+                "duration_s = {} exceeds the cell's ceiling {} (max_duration_s)",
+                task.duration_s, self.max_duration_s
+            ));
+        }
+        if let (Some(g), TaskRobot::Arm) = (&task.gains, task.robot) {
+            for (k, kp) in g.kp.iter().enumerate() {
+                if *kp > self.max_position_gain_per_s {
+                    e.push(format!(
+                        "gains.kp[{k}] = {kp} exceeds the cell's ceiling {} \
+                         (max_position_gain_per_s)",
+                        self.max_position_gain_per_s
+                    ));
+                }
+            }
+            let kp_f_max = hybrid::default_arm_gains(
+                [self.softest_stiffness_n_per_m; 3],
+                self.stiffness_nm_per_rad,
+                self.loop_delay_s,
+            )
+            .kp_f[0];
+            for k in 0..3 {
+                if g.kp_f[k] > kp_f_max {
+                    e.push(format!(
+                        "gains.kp_f[{k}] = {} exceeds the cell's ceiling {kp_f_max:.3e} (the \
+                         gain made for softest_stiffness_n_per_m = {} N/m)",
+                        g.kp_f[k], self.softest_stiffness_n_per_m
+                    ));
+                }
+                let ki_max = MAX_FORCE_INTEGRAL_CORNER_PER_S * kp_f_max;
+                if g.ki_f[k] > ki_max {
+                    e.push(format!(
+                        "gains.ki_f[{k}] = {} exceeds the cell's ceiling {ki_max:.3e} \
+                         ({MAX_FORCE_INTEGRAL_CORNER_PER_S}/s × the largest kp_f)",
+                        g.ki_f[k]
+                    ));
+                }
+            }
+        }
+        e
     }
 }
+
+/// The force integral's corner frequency an arm task's `[gains] ki_f / kp_f` may reach (1/s):
+/// the defaults use 2/s (`control::hybrid::default_arm_gains`).
+pub const MAX_FORCE_INTEGRAL_CORNER_PER_S: f64 = 10.0;
 
 /// `[control]` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -666,6 +769,15 @@ pub fn guide_above_ceilings(cell: &GuideParams, p: &GuideParams) -> Vec<String> 
                  session may only tighten it)"
             ));
         }
+    }
+    // The collision watch resets whenever the TCP moves this far: a smaller travel is the
+    // weaker watch (a tiny one never fires), so the cell's value is a floor (issue 41 item 5).
+    if p.collision_travel_m < cell.collision_travel_m {
+        e.push(format!(
+            "guide.collision_travel_m = {} is below the cell's floor {} ([control.guide]; a \
+             smaller travel weakens the collision watch, a session may only raise it)",
+            p.collision_travel_m, cell.collision_travel_m
+        ));
     }
     for k in 0..3 {
         if p.workspace_min_m[k] < cell.workspace_min_m[k]
@@ -1532,5 +1644,57 @@ mod tests {
         let ok = over("max_speed_m_s", serde_json::json!(0.1)).expect("tighter");
         assert_eq!(ok.max_speed_m_s, 0.1);
         assert!(over("workspace_max_m", serde_json::json!([0.5, 0.3, 0.5])).is_ok());
+        // Issue 41 item 5: the collision travel is a floor (a tiny one disables the watch).
+        let e = over(
+            "collision_travel_m",
+            serde_json::json!(cell.collision_travel_m * 0.1),
+        )
+        .expect_err("below the floor");
+        assert!(
+            e.contains("collision_travel_m") && e.contains("floor"),
+            "{e}"
+        );
+        assert!(over(
+            "collision_travel_m",
+            serde_json::json!(cell.collision_travel_m * 2.0)
+        )
+        .is_ok());
+    }
+
+    /// Issue 41 item 5: a task's duration and its `[gains]` are bounded by the cell, each
+    /// field beyond its ceiling named with both values, all of them in one refusal.
+    #[test]
+    fn a_task_cannot_ask_for_more_gain_or_time_than_the_cell_allows() {
+        let cfg = HybridConfig::default();
+        let rot = nalgebra::UnitQuaternion::identity();
+        let long = task_from(&PRESS.replace("duration_s = 5.0", "duration_s = 7200.0"));
+        let e = cfg.arm_setup(&long, &rot).expect_err("too long");
+        assert!(
+            e.contains("duration_s = 7200") && e.contains("max_duration_s"),
+            "{e}"
+        );
+        // Gains made for the softest declared surface are the ceiling; 10× them is refused,
+        // with the position gain and the integral, all named at once.
+        let soft = hybrid::default_arm_gains(
+            [cfg.softest_stiffness_n_per_m; 3],
+            cfg.stiffness_nm_per_rad,
+            cfg.loop_delay_s,
+        );
+        let mut hot = long.clone();
+        hot.duration_s = 5.0;
+        let mut g = soft;
+        g.kp_f[2] *= 10.0;
+        g.ki_f[2] = g.kp_f[2] * 20.0;
+        g.kp[0] = 50.0;
+        hot.gains = Some(g);
+        let e = cfg.arm_setup(&hot, &rot).expect_err("too fast");
+        for what in ["gains.kp_f[2]", "gains.ki_f[2]", "gains.kp[0]"] {
+            assert!(e.contains(what), "{what}: {e}");
+        }
+        // At the ceiling (and the configured surface's default gains): accepted.
+        hot.gains = Some(soft);
+        assert!(cfg.arm_setup(&hot, &rot).is_ok());
+        hot.gains = None;
+        assert!(cfg.arm_setup(&hot, &rot).is_ok());
     }
 }
