@@ -251,6 +251,9 @@ pub struct ControlCore {
     /// A motion coming to rest (issue 19 item 10), and what to start after it.
     ending: Option<(Ending, Option<Next>)>,
     end_clock: StepClock,
+    /// The force and torque limits (N, N·m) the ending motion ran under: still checked while
+    /// it comes to rest (issue 41 item 4), a protective stop beyond them.
+    end_limits: Option<(f64, f64)>,
     /// The motion's last command and its velocity, where an ending starts from.
     track: CmdTrack,
     /// The newest usable contact force on the tool (base, N): what an ending unloads.
@@ -601,6 +604,17 @@ impl ControlCore {
                 }
             }
         }
+        self.end_limits = match self.mode {
+            Mode::Hybrid => self
+                .hybrid
+                .as_ref()
+                .map(|r| (r.sup.limits.max_force_n, r.sup.limits.max_torque_nm)),
+            Mode::LeadThrough => self
+                .guide
+                .as_ref()
+                .map(|g| (g.params.max_force_n, g.params.max_torque_nm)),
+            _ => None,
+        };
         self.ending = Some((
             Ending::new(
                 self.end_params,
@@ -935,6 +949,12 @@ impl ControlCore {
     fn step_ending(&mut self, wrench: &WrenchInput, now_s: f64) -> Option<CartesianTarget> {
         let dt = self.end_clock.advance(self.cycle, now_s);
         let force = wrench.as_ref().ok().map(|(f, _)| *f);
+        if let Some(why) = self.over_end_limits(wrench) {
+            // Coming to rest is no licence to push: the motion's limits hold to its end.
+            self.ending = None;
+            self.end_motion_as(why.0, StopCategory::Protective(why.1));
+            return None;
+        }
         let (e, _) = self.ending.as_mut()?;
         let s = e.step(dt, force.as_ref());
         if s.done {
@@ -943,6 +963,37 @@ impl ControlCore {
             return None;
         }
         Some(CartesianTarget::Pose(to_msg_pose(&s.pose)))
+    }
+
+    /// The ending motion's force or torque limit exceeded (the unfiltered peak or the
+    /// estimate), or an impact or a saturated sensor: why, and the cause.
+    fn over_end_limits(&self, wrench: &WrenchInput) -> Option<(String, ProtectiveCause)> {
+        let (max_f, max_t) = self.end_limits?;
+        let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
+        match wrench {
+            Ok((f, t)) => {
+                let fp = f.norm().max(finite(self.wrench_peak.force_n));
+                let tp = t.norm().max(finite(self.wrench_peak.torque_nm));
+                if fp > max_f {
+                    Some((
+                        format!("while coming to rest: contact force {fp:.1} N > max {max_f:.1} N"),
+                        ProtectiveCause::ForceLimit,
+                    ))
+                } else if tp > max_t {
+                    Some((
+                        format!(
+                            "while coming to rest: contact torque {tp:.2} N·m > max {max_t:.2} N·m"
+                        ),
+                        ProtectiveCause::TorqueLimit,
+                    ))
+                } else {
+                    None
+                }
+            }
+            Err(e) => e
+                .protective_cause()
+                .map(|c| (format!("while coming to rest: wrench estimate {e}"), c)),
+        }
     }
 
     fn step_mode(

@@ -2443,12 +2443,12 @@ mod tests {
         let touch = (0.0, 1.0);
         // Seated 9.91 µm in: the true force 10.91 N, the filter still at 9.10 N.
         let x2 = 9.91e-6;
-        let lagging = seat_secant(touch, (x2, 9.10, 10.91)).unwrap();
+        let lagging = seat_secant(touch, (x2, 9.10, 10.91)).expect("a secant");
         assert!(lagging >= 0.99 * k, "{lagging:e}");
         // The peak errs high with the noise: the secant errs stiff.
-        assert!(seat_secant(touch, (x2, 9.10, 11.2)).unwrap() > k);
+        assert!(seat_secant(touch, (x2, 9.10, 11.2)).expect("a secant") > k);
         // Settled, both agree.
-        let settled = seat_secant(touch, (x2, 10.91, 10.91)).unwrap();
+        let settled = seat_secant(touch, (x2, 10.91, 10.91)).expect("a secant");
         assert!((settled / k - 1.0).abs() < 1e-9, "{settled:e}");
         // Too little travel or rise: no secant.
         assert_eq!(seat_secant(touch, (0.5e-6, 10.0, 10.0)), None);
@@ -2879,6 +2879,8 @@ mod tests {
             Switch,
             StaleWrench,
             Protective,
+            /// An operator's stop, and 3 cycles into the ending an obstacle (60 N).
+            ObstacleWhileEnding,
         }
         let ep = EndParams::default();
         for end in [
@@ -2886,6 +2888,7 @@ mod tests {
             End::Switch,
             End::StaleWrench,
             End::Protective,
+            End::ObstacleWhileEnding,
         ] {
             let k = 2e4;
             let mut cell = Cell::new(k, 0.0005);
@@ -2936,7 +2939,12 @@ mod tests {
                 cycle += 1;
                 core.set_cycle(cycle, dt);
                 let mut peak = cell.peak();
-                if end == End::Protective && at_end.is_some() {
+                let obstacle = match end {
+                    End::Protective => at_end.is_some(),
+                    End::ObstacleWhileEnding => at_end.is_some_and(|i| cmds.len() >= i + 3),
+                    _ => false,
+                };
+                if obstacle {
                     // The obstacle's 60 N stays on the sensor.
                     peak.force_n = 60.0;
                 }
@@ -2951,7 +2959,9 @@ mod tests {
                     at_end = Some(cmds.len());
                     assert!((cell.force().z - 10.0).abs() < 0.5, "{:?}", cell.force());
                     match end {
-                        End::Operator => core.request_mode(Mode::Idle).map_err(|e| e.to_string()),
+                        End::Operator | End::ObstacleWhileEnding => {
+                            core.request_mode(Mode::Idle).map_err(|e| e.to_string())
+                        }
                         End::Switch => core
                             .request_move(MoveTarget {
                                 tcp_in_base: pose_of(&tcp(cell.pos + Vector3::new(0.0, 0.0, 0.05))),
@@ -2972,7 +2982,7 @@ mod tests {
                     // the category is a type, not the message's first words).
                     assert_eq!(
                         stop,
-                        if end == End::Protective {
+                        if matches!(end, End::Protective | End::ObstacleWhileEnding) {
                             StopCategory::Protective(ProtectiveCause::ForceLimit)
                         } else {
                             StopCategory::Controlled
@@ -3030,6 +3040,17 @@ mod tests {
             );
             assert!(f_max <= f0 + 0.3, "{end:?}: the force rose to {f_max}");
             match end {
+                End::ObstacleWhileEnding => {
+                    // Issue 41 item 4: the limits hold while coming to rest.
+                    assert!(
+                        (3..=4).contains(&(i1 - i0)),
+                        "{end:?}: stopped {} cycles after the stop, the obstacle at 3",
+                        i1 - i0
+                    );
+                    assert!(core
+                        .stop_reason()
+                        .is_some_and(|r| r.contains("while coming to rest: contact force")));
+                }
                 End::Protective => {
                     assert!(
                         i1 - i0 <= 1,
