@@ -1123,6 +1123,30 @@ async fn plant_force_steps_hold_the_papers_floor() {
             failures.push(format!("{f} N @ {rate} Hz: C_y moved {dy}"));
         }
     }
+    // Issue 41 item 7: `cell estop` stops a plant task (before, the plant's tasks ran outside
+    // control's core: neither `cell mode idle` nor the e-stop stopped them), and a plant task
+    // is refused while the cell is stopped.
+    let (ok, out, err) = c.cli(&["sim-scenario", "{\"reset\":true}"]);
+    assert!(ok, "{out} {err}");
+    let task = repo_root().join("tasks/rc-fig7-force-step.toml");
+    let run = hybrid_in_background(&c, task.clone(), "fig7-estop");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (ok, out, err) = c.cli(&["estop"]);
+    assert!(ok, "cell estop: {out}{err}");
+    let stopped_at = std::time::Instant::now();
+    let out = run.await.expect("join");
+    let took = stopped_at.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("plant task after the e-stop: exited in {took:.2} s: {err}");
+    if out.status.success() || !err.contains("EmergencyStop") {
+        failures.push(format!("the plant task ran on through the e-stop: {err}"));
+    }
+    let (ok, _, err) = c.cli(&["hybrid", task.to_str().expect("path"), "--json"]);
+    if ok || !err.contains("the cell is stopped") {
+        failures.push(format!("a plant task started during the e-stop: {err}"));
+    }
+    let (ok, out, err) = c.cli(&["reset"]);
+    assert!(ok, "reset: {out}{err}");
     assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 

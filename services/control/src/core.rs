@@ -418,11 +418,17 @@ pub fn interpolate(from: &Isometry3<f64>, to: &Isometry3<f64>, tau: f64) -> Isom
     Isometry3::from_parts(p.into(), r)
 }
 
-fn is_stop(l: SafetyLevel) -> bool {
+pub fn is_stop(l: SafetyLevel) -> bool {
     matches!(l, SafetyLevel::ProtectiveStop | SafetyLevel::EmergencyStop)
 }
 
 impl ControlCore {
+    /// The cell is stopped (an e-stop or a protective stop latched at robot-io): no machine
+    /// of the cell may start moving, the 2-DOF plant included. Returns the level.
+    pub fn cell_stopped(&self) -> Option<SafetyLevel> {
+        self.safety.map(|s| s.level).filter(|l| is_stop(*l))
+    }
+
     /// A core whose motion ids start above `id_base` (give each process a different one).
     pub fn new(id_base: u64) -> Self {
         Self {

@@ -363,6 +363,22 @@ impl HybridConfig {
     }
 }
 
+/// Stops the 2-DOF plant's running task, if any: marks its last report `Aborted` and says
+/// why (the caller sends the plant a zero effort and the report).
+fn stop_plant(
+    plant: &mut Option<PlantRun>,
+    report: &mut Option<(String, StepReport)>,
+    why: &str,
+) -> Option<String> {
+    let run = plant.take()?;
+    if let Some((_, r)) = report.as_mut() {
+        r.phase = HybridPhase::Aborted;
+    }
+    let msg = format!("plant task {:?} ended: {why}", run.task.name);
+    tracing::warn!("{msg}");
+    Some(msg)
+}
+
 /// The force integral's corner frequency an arm task's `[gains] ki_f / kp_f` may reach (1/s):
 /// the defaults use 2/s (`control::hybrid::default_arm_gains`).
 pub const MAX_FORCE_INTEGRAL_CORNER_PER_S: f64 = 10.0;
@@ -1170,6 +1186,20 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 // A bare lead-through request is refused (`NeedsGuideRequest`): guiding starts
                 // by a guide request, whose reply carries the deadman's token.
                 let r = core.request_mode(m.msg.mode);
+                if m.msg.mode == Mode::Idle {
+                    // An operator's stop stops the plant's task too (issue 41 item 7).
+                    if let Some(why) =
+                        stop_plant(&mut plant, &mut plant_report, "operator stop (mode idle)")
+                    {
+                        let stamp = effort_pub.next_stamp();
+                        effort_pub.put(&PlantEffortCommand { stamp, effort: [0.0; 2] });
+                        if let Some((_, r)) = plant_report.as_ref() {
+                            let stamp = state_pub.next_stamp();
+                            state_pub.put(&hybrid_state(stamp, 0, r));
+                        }
+                        node.set_error(why);
+                    }
+                }
                 match r {
                     Ok(()) => tracing::info!("mode → {:?}", m.msg.mode),
                     Err(e) => node.set_error(e.to_string()),
@@ -1246,6 +1276,12 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     TaskRobot::Plant => {
                         let gains = task.gains.unwrap_or_else(hybrid::default_plant_gains);
                         let name = task.name.clone();
+                        if let Some(level) = core.cell_stopped() {
+                            node.set_error(format!(
+                                "plant task {name:?}: refused, the cell is stopped ({level:?})"
+                            ));
+                            continue;
+                        }
                         let limits = match hcfg.task_limits(&task) {
                             Ok(l) => l,
                             Err(e) => {
@@ -1301,6 +1337,20 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 let before = core.mode();
                 let motion_before = core.motion_tag().map_or(0, |m| m.motion_id);
                 core.on_safety(&s.msg);
+                if let Some(level) = core.cell_stopped() {
+                    // An e-stop or a protective stop stops every machine of the cell.
+                    if let Some(why) =
+                        stop_plant(&mut plant, &mut plant_report, &format!("robot-io {level:?}"))
+                    {
+                        let stamp = effort_pub.next_stamp();
+                        effort_pub.put(&PlantEffortCommand { stamp, effort: [0.0; 2] });
+                        if let Some((_, r)) = plant_report.as_ref() {
+                            let stamp = state_pub.next_stamp();
+                            state_pub.put(&hybrid_state(stamp, 0, r));
+                        }
+                        node.set_error(why);
+                    }
+                }
                 // The reason first (status' last_error), then the last state.
                 report_end(&node, &core, before);
                 if before == Mode::Playback && core.mode() != Mode::Playback {
