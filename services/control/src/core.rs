@@ -47,6 +47,8 @@ pub struct HybridSetup {
     /// The position axes' speed bound (m/s, rad/s; on the norm), `[control.hybrid]
     /// position_speed_m_s`, `position_speed_rad_s`.
     pub position_speed: (f64, f64),
+    /// `[control.hybrid] max_reference_lag_s`.
+    pub max_reference_lag_s: f64,
 }
 
 /// The contact wrench on the tool at the TCP in base axes, or why it cannot be used.
@@ -1057,10 +1059,8 @@ impl ControlCore {
                         Ok(run) => {
                             let run = run
                                 .with_speed_adaptation(setup.slowdown_error_n)
-                                .with_position_speed(
-                                    setup.position_speed.0,
-                                    setup.position_speed.1,
-                                );
+                                .with_position_speed(setup.position_speed.0, setup.position_speed.1)
+                                .with_max_lag(setup.max_reference_lag_s);
                             self.hybrid = Some(match setup.adapt_softest_n_per_m {
                                 Some(soft) => run.with_adaptation(
                                     crate::stiffness::StiffnessParams::default(),

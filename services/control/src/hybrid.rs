@@ -516,6 +516,10 @@ pub fn default_plant_gains() -> HybridGains {
 /// The stiffest contact a cell declares it may meet, by default (N/m): steel on steel through
 /// a stiff tool (`[control.hybrid] worst_case_stiffness_n_per_m`).
 pub const DEFAULT_WORST_CASE_STIFFNESS_N_PER_M: f64 = 1e6;
+/// How far speed adaptation may hold a task's reference clock behind by default (s;
+/// `[control.hybrid] max_reference_lag_s`): the pad → steel slide measured ≈ 15 s.
+pub const DEFAULT_MAX_REFERENCE_LAG_S: f64 = 60.0;
+
 /// The cell's speed bound on a task's translational position axes by default (m/s;
 /// `[control.hybrid] position_speed_m_s`).
 pub const DEFAULT_POSITION_SPEED_M_S: f64 = 0.25;
@@ -1113,6 +1117,9 @@ pub struct ArmRun {
     /// clock now (1: as planned), how far that clock has fallen behind task time (s), and a
     /// low-pass of the translational force axes' output (m/s).
     pub slowdown_error_n: f64,
+    /// The most the reference clock may fall behind task time (s; [`ArmRun::with_max_lag`]):
+    /// past it the task ends with a named fault instead of stretching without end.
+    pub max_lag_s: f64,
     speed: f64,
     lag_s: f64,
     u_lp: [f64; 3],
@@ -1359,6 +1366,7 @@ impl ArmRun {
             prefilter_s: FORCE_PREFILTER_S,
             pf_hist: std::collections::VecDeque::with_capacity(32),
             slowdown_error_n: 0.0,
+            max_lag_s: DEFAULT_MAX_REFERENCE_LAG_S,
             speed: 1.0,
             lag_s: 0.0,
             u_lp: [0.0; 3],
@@ -1387,6 +1395,13 @@ impl ArmRun {
                 self.law.out_limit[k] = if k < 3 { m_s } else { rad_s };
             }
         }
+        self
+    }
+
+    /// The most the reference clock may fall behind (s; `[control.hybrid]
+    /// max_reference_lag_s`).
+    pub fn with_max_lag(mut self, max_lag_s: f64) -> Self {
+        self.max_lag_s = max_lag_s;
         self
     }
 
@@ -2034,6 +2049,14 @@ impl ArmRun {
         // Sliding: a position axis' reference moving (the surface may change under the tool).
         let sliding = (0..6).any(|k| !sel[k] && rd[k].abs() > 1e-9);
         self.adapt_speed(&u, &f_ref, dt, tr, sliding);
+        if self.lag_s > self.max_lag_s {
+            return Err(Abort::controlled(format!(
+                "speed adaptation held the task {:.1} s behind its plan (more than \
+                 max_reference_lag_s {:.1} s): the surface stays stiffer or steeper than the \
+                 task's speed allows",
+                self.lag_s, self.max_lag_s
+            )));
+        }
         self.u_prev = u;
         let (ul, ua) = split(&u);
         let v_b = rc * ul;
@@ -2682,6 +2705,7 @@ mod tests {
         wall: Vector3<f64>,
         /// Speed adaptation's force bound (N; 0: off).
         slowdown_n: f64,
+        max_lag_s: f64,
     }
 
     impl Cell {
@@ -2702,6 +2726,7 @@ mod tests {
                 cmds: Vec::new(),
                 wall: Vector3::zeros(),
                 slowdown_n: 0.0,
+                max_lag_s: DEFAULT_MAX_REFERENCE_LAG_S,
             }
         }
         /// The surface's stiffness under the tool.
@@ -2838,7 +2863,9 @@ mod tests {
             }
         }
         run.prefilter_s = prefilter_s;
-        run = run.with_speed_adaptation(cell.slowdown_n);
+        run = run
+            .with_speed_adaptation(cell.slowdown_n)
+            .with_max_lag(cell.max_lag_s);
         let dt = 0.004;
         let mut t = 0.0;
         while t < seconds {
@@ -2917,6 +2944,7 @@ mod tests {
                 adapt_softest_n_per_m: None,
                 slowdown_error_n: 0.0,
                 position_speed: (DEFAULT_POSITION_SPEED_M_S, DEFAULT_POSITION_SPEED_RAD_S),
+                max_reference_lag_s: DEFAULT_MAX_REFERENCE_LAG_S,
             };
             core.request_hybrid(press_task(10.0, 60.0), setup, Some(WrenchFault::None))
                 .unwrap_or_else(|e| panic!("{e}"));
@@ -3966,7 +3994,8 @@ mod tests {
     /// tool meets the steel. Without the raise the loop, made for the pad, chatters on the
     /// steel and the task ends.
     fn pad_onto_steel(raise: bool) -> (Result<(), Abort>, f64, f64, f64) {
-        let (r, worst_in, rms, worst_out, _) = pad_onto_steel_with(raise, 0.0);
+        let (r, worst_in, rms, worst_out, _) =
+            pad_onto_steel_with(raise, 0.0, DEFAULT_MAX_REFERENCE_LAG_S);
         (r, worst_in, rms, worst_out)
     }
 
@@ -3976,6 +4005,7 @@ mod tests {
     fn pad_onto_steel_with(
         raise: bool,
         slowdown_n: f64,
+        max_lag_s: f64,
     ) -> (Result<(), Abort>, f64, f64, f64, bool) {
         let limits = default_limits();
         let mut cell = Cell::new(2e4, 0.0005);
@@ -3983,6 +4013,7 @@ mod tests {
         cell.filtered = true;
         cell.adapt = true;
         cell.slowdown_n = slowdown_n;
+        cell.max_lag_s = max_lag_s;
         cell.grade = Some((0.43, 0.45, 1e6));
         let mut task = press_task(10.0, 10.0);
         task.from_contact = true;
@@ -4026,13 +4057,24 @@ mod tests {
         (r, worst_in, rms, worst_out, lost)
     }
 
+    /// Issue 41 item 6: speed adaptation has a maximum lag. The pad → steel slide falls ≈ 15 s
+    /// behind its plan; with 2 s allowed it ends with a named fault instead of stretching.
+    #[test]
+    fn speed_adaptation_past_its_maximum_lag_ends_the_task_naming_it() {
+        let (r, ..) = pad_onto_steel_with(true, 2.0, 2.0);
+        let e = r.expect_err("past the lag");
+        assert!(e.why.contains("behind its plan"), "{e}");
+        assert!(!e.is_protective());
+    }
+
     /// Issue 20 item 4's ± 3 N through the taper, with speed adaptation: the tool slides
     /// slower where the loop carries the surface's motion on a stiff surface, so the taper's
     /// end costs at most ≈ 2 N. Without it (the test can fail) the end of the taper drops
     /// the force to 0.
     #[test]
     fn speed_adaptation_keeps_the_pad_to_steel_transition_within_3_n() {
-        let (r, worst_in, rms, worst_out, lost) = pad_onto_steel_with(true, 2.0);
+        let (r, worst_in, rms, worst_out, lost) =
+            pad_onto_steel_with(true, 2.0, DEFAULT_MAX_REFERENCE_LAG_S);
         assert!(r.is_ok(), "{r:?}");
         assert!(worst_in <= 3.0, "through the taper max |e| {worst_in:.2} N");
         assert!(!lost, "contact lost");
@@ -4040,7 +4082,7 @@ mod tests {
             rms <= 0.5 && worst_out <= 2.0,
             "outside RMS {rms:.3} N, max {worst_out:.2} N"
         );
-        let (_, worst_in, _, _, lost) = pad_onto_steel_with(true, 0.0);
+        let (_, worst_in, _, _, lost) = pad_onto_steel_with(true, 0.0, DEFAULT_MAX_REFERENCE_LAG_S);
         assert!(
             worst_in > 3.0 && lost,
             "without: {worst_in:.2} N, lost {lost}"

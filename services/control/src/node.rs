@@ -81,6 +81,9 @@ pub struct HybridConfig {
     /// The largest position-loop gain an arm task's `[gains] kp` may ask (1/s): the loop's
     /// bandwidth, well inside the delay's bound (≈ 1/(2·loop_delay_s)).
     pub max_position_gain_per_s: f64,
+    /// The most speed adaptation may hold an arm task behind its plan (s): past it the task
+    /// ends with a named fault.
+    pub max_reference_lag_s: f64,
 }
 
 impl Default for HybridConfig {
@@ -105,6 +108,7 @@ impl Default for HybridConfig {
             position_speed_m_s: hybrid::DEFAULT_POSITION_SPEED_M_S,
             position_speed_rad_s: hybrid::DEFAULT_POSITION_SPEED_RAD_S,
             max_position_gain_per_s: 10.0,
+            max_reference_lag_s: hybrid::DEFAULT_MAX_REFERENCE_LAG_S,
         }
     }
 }
@@ -216,6 +220,13 @@ impl Validate for HybridConfig {
         for (name, v, lo, hi, unit) in [
             ("max_duration_s", self.max_duration_s, 0.1, 86400.0, "s"),
             (
+                "max_reference_lag_s",
+                self.max_reference_lag_s,
+                0.1,
+                3600.0,
+                "s",
+            ),
+            (
                 "position_speed_m_s",
                 self.position_speed_m_s,
                 1e-4,
@@ -288,6 +299,7 @@ impl HybridConfig {
                 .then_some(self.softest_stiffness_n_per_m),
             slowdown_error_n: self.slowdown_error_n,
             position_speed: (self.position_speed_m_s, self.position_speed_rad_s),
+            max_reference_lag_s: self.max_reference_lag_s,
         })
     }
 
