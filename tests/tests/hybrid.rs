@@ -1010,6 +1010,197 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     );
 }
 
+/// Issue 41 item 1, through the processes: the shipped press (stiffness not identified,
+/// `max_force_n` 30 N) slides at 20 mm/s into a 3 mm step on the table — steel (10⁶ N/m)
+/// and a softer one (10⁵ N/m). The side face's force rises at `K·v` (20 N/ms on steel):
+/// control decides on the unfiltered peak, robot-io ends the motion as a protective stop
+/// and holds at the measured joints. What is measured on the simulator's truth, the figures
+/// reported: the true force at control's decision and its rise rate, the peak after it, the
+/// force 50 ms and 1 s after robot-io held, and how far the arm's true TCP went on into the
+/// edge after robot-io held. Asserted: the stop is protective at robot-io, the arm goes on
+/// into the edge by no more than the servo's stopping distance (`STOP_ADVANCE_MM`), and
+/// 50 ms after robot-io held the force is below the task's limit — robot-io holds back
+/// along the measured path (`[robot_io] protective_retrace_ms`), not clamped at the newest
+/// measurement. Not met (reported): the issue's peak ≤ force at the decision + its rise ×
+/// one robot cycle — the decision comes ≈ 6 ms after the limit and the simulated IRC5's
+/// servo moves on for 2 cycles of transport delay after robot-io's hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sliding_press_into_a_steel_edge_stops_where_the_arm_is() {
+    use common::msg::{HybridPhase, HybridState, SafetyLevel, SafetyReason, SafetyState, SimTruth};
+    type Log<T> = std::sync::Arc<std::sync::Mutex<Vec<(Instant, T)>>>;
+    /// The arm's true TCP may go on past where robot-io held by at most this (mm): the
+    /// simulated IRC5's servo (10 Hz, ζ = 1, 2 cycles of transport delay) stopping from
+    /// 20 mm/s, plus the measurement's own cycle of lag — `v·(3·4 ms + 1/ω)` ≈ 0.56 mm.
+    const STOP_ADVANCE_MM: f64 = 0.6;
+    let _cell = tests::cell_lock();
+    let c = table_cell("hy-edge");
+    let s = tests::up_all(&c).await;
+    let press =
+        std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).expect("press task");
+    let task = out_dir("hy-edge").with_extension("toml");
+    std::fs::write(&task, press + "\n[limits]\nmax_force_n = 30.0\n").expect("task file");
+    let mut failures = Vec::new();
+    for (i, k_edge) in [1e6, 1e5].into_iter().enumerate() {
+        let step = serde_json::json!({
+            "name": "step", "kind": "box",
+            "min_m": [0.40, -0.05, 0.15], "max_m": [0.50, 0.05, 0.203],
+            "stiffness_n_per_m": k_edge, "damping_n_s_per_m": 50.0, "mu": 0.2,
+        });
+        let set = if i == 0 {
+            serde_json::json!({ "set": { "surfaces.1": step } })
+        } else {
+            serde_json::json!({ "set": { "surfaces.1.stiffness_n_per_m": k_edge } })
+        };
+        let (ok, out, err) = c.cli(&["sim-scenario", &set.to_string()]);
+        assert!(ok, "{out} {err}");
+        place_and_tare(&c, [350.0, 0.0, 206.0]).await;
+        let truth: Log<SimTruth> = Default::default();
+        let safety: Log<SafetyState> = Default::default();
+        let states: Log<HybridState> = Default::default();
+        let (t1, s1, h1) = (truth.clone(), safety.clone(), states.clone());
+        let _t = s
+            .declare_subscriber(common::topic::SIM_TRUTH.key(&c.cell.id))
+            .callback(move |smp| {
+                if let Ok(m) = common::codec::decode::<SimTruth>(&smp.payload().to_bytes()) {
+                    if let Ok(mut g) = t1.lock() {
+                        g.push((Instant::now(), m));
+                    }
+                }
+            })
+            .await
+            .expect("truth");
+        let _s = s
+            .declare_subscriber(common::topic::SAFETY_STATE.key(&c.cell.id))
+            .callback(move |smp| {
+                if let Ok(m) = common::codec::decode::<SafetyState>(&smp.payload().to_bytes()) {
+                    if let Ok(mut g) = s1.lock() {
+                        g.push((Instant::now(), m));
+                    }
+                }
+            })
+            .await
+            .expect("safety");
+        let _h = s
+            .declare_subscriber(common::topic::HYBRID_STATE.key(&c.cell.id))
+            .callback(move |smp| {
+                if let Ok(m) = common::codec::decode::<HybridState>(&smp.payload().to_bytes()) {
+                    if let Ok(mut g) = h1.lock() {
+                        g.push((Instant::now(), m));
+                    }
+                }
+            })
+            .await
+            .expect("states");
+        let out = hybrid_in_background(&c, task.clone(), "edge")
+            .await
+            .expect("join");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        let st = tests::statuses(&s, &c.cell).await.unwrap_or_default();
+        let last_stop = st
+            .get("robot-io")
+            .map(|r| r["detail"]["safety"]["motion_ends"]["last_stop"].clone());
+        let truth = truth.lock().map(|g| g.clone()).unwrap_or_default();
+        let safety = safety.lock().map(|g| g.clone()).unwrap_or_default();
+        let states = states.lock().map(|g| g.clone()).unwrap_or_default();
+        let label = format!("edge {k_edge:e} N/m");
+        if out.status.success() || !err.contains("contact force") {
+            failures.push(format!(
+                "{label}: the press did not end on its force limit: {err}"
+            ));
+            continue;
+        }
+        if last_stop.as_ref().and_then(|v| v.as_str()) != Some("Protective(ForceLimit)") {
+            failures.push(format!("{label}: robot-io's last stop {last_stop:?}"));
+        }
+        let Some(decided) = states
+            .iter()
+            .find(|(_, h)| h.phase == HybridPhase::Aborted)
+            .map(|(t, _)| *t)
+        else {
+            failures.push(format!("{label}: no Aborted state"));
+            continue;
+        };
+        let Some(held) = safety
+            .iter()
+            .find(|(t, m)| {
+                *t >= decided
+                    && m.level == SafetyLevel::Hold
+                    && m.reason == SafetyReason::MotionEnded
+            })
+            .map(|(t, _)| *t)
+        else {
+            failures.push(format!("{label}: robot-io never held after the decision"));
+            continue;
+        };
+        let norm = |f: &[f64; 3]| (f[0] * f[0] + f[1] * f[1] + f[2] * f[2]).sqrt();
+        let at = |t: Instant| {
+            truth
+                .iter()
+                .rev()
+                .find(|(ta, _)| *ta <= t)
+                .or(truth.first())
+                .map(|(_, m)| *m)
+        };
+        let (Some(f_dec), Some(f_before), Some(at_hold), Some(f_50)) = (
+            at(decided),
+            at(decided - Duration::from_millis(8)),
+            at(held),
+            at(held + Duration::from_millis(50)),
+        ) else {
+            failures.push(format!("{label}: no truth around the stop"));
+            continue;
+        };
+        let rise_n_per_ms =
+            (norm(&f_dec.contact_force_base_n) - norm(&f_before.contact_force_base_n)) / 8.0;
+        let after: Vec<&SimTruth> = truth
+            .iter()
+            .filter(|(t, _)| *t >= decided)
+            .map(|(_, m)| m)
+            .collect();
+        let peak = after
+            .iter()
+            .map(|m| norm(&m.contact_force_base_n))
+            .fold(0.0, f64::max);
+        let x_hold = at_hold.tcp_in_base_m[0];
+        let advance_mm = truth
+            .iter()
+            .filter(|(t, _)| *t >= held)
+            .map(|(_, m)| (m.tcp_in_base_m[0] - x_hold) * 1e3)
+            .fold(0.0, f64::max);
+        let f_1s = after
+            .last()
+            .map_or(f64::NAN, |m| norm(&m.contact_force_base_n));
+        let line = format!(
+            "{label}: true force at control's decision {:.1} N (rising {rise_n_per_ms:.1} N/ms), \
+             peak after it {peak:.1} N, at robot-io's hold {:.1} N, 50 ms later {:.1} N, ≥ 1 s \
+             later {f_1s:.1} N; the TCP went on {advance_mm:.3} mm into the edge after the hold \
+             (decision → hold {:.1} ms)",
+            norm(&f_dec.contact_force_base_n),
+            norm(&at_hold.contact_force_base_n),
+            norm(&f_50.contact_force_base_n),
+            (held - decided).as_secs_f64() * 1e3,
+        );
+        eprintln!("{line}");
+        tests::report(Report::Figure, &line);
+        if !(advance_mm <= STOP_ADVANCE_MM) {
+            failures.push(format!(
+                "{label}: went on {advance_mm:.3} mm after the hold"
+            ));
+        }
+        // No clamp: 50 ms after the hold the arm is back off the edge, the force below the
+        // task's limit (only the table's press remains). Held at the newest measurement it
+        // stayed clamped: 194 N at 50 ms and 165 N after 1 s on steel (2026-12-05).
+        let f50 = norm(&f_50.contact_force_base_n);
+        if !(f50 < 30.0 && f_1s < 30.0) {
+            failures.push(format!(
+                "{label}: still {f50:.1} N 50 ms after the hold, {f_1s:.1} N after 1 s"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
+}
+
 /// The statuses once control is idle and robot-io holds: `cell hybrid` exits on the task's
 /// `Aborted` state, and robot-io turns to hold on the commands' end (its freshness rule) a
 /// few cycles later, so this waits up to 1 s (measured: 0.1–0.3 s, status queries included)

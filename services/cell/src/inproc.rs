@@ -246,6 +246,7 @@ pub fn run(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
             measured_limit_margin_rad: 0.05,
             command_lead_s: dt,
             resume_ramp_s: robot_io::supervisor::DEFAULT_RESUME_RAMP_S,
+            protective_retrace_s: robot_io::supervisor::DEFAULT_PROTECTIVE_RETRACE_S,
         }),
     );
     // The shipped IRC5 session (deploy/irc5): answered every cycle, it never times out.

@@ -67,6 +67,11 @@ pub struct RobotIoConfig {
     /// protective stop (ms of robot time): the next motion's reference leaves with its
     /// acceleration rising from 0 to the limit over this time (bounded jerk). 0: none.
     pub resume_ramp_ms: f64,
+    /// A protective end on a force, a torque, an impact, a saturated sensor or a collision
+    /// holds at the joints measured this long before (ms of robot time; 0: the newest), back
+    /// along the path the arm has just travelled (`supervisor::SupervisorParams::
+    /// protective_retrace_s`). At most 31 cycles.
+    pub protective_retrace_ms: f64,
     /// Where the e-stop and protective-stop latches are persisted so that they survive a
     /// crash and restart of robot-io (small JSON file, written atomically by rename). Empty:
     /// `<temp dir>/cell-<cell id>/robot-io-latch.json` (on a systemd host point it at
@@ -91,6 +96,7 @@ impl Default for RobotIoConfig {
             max_accel_deg_s2: None,
             measured_limit_margin_deg: 0.5,
             resume_ramp_ms: crate::supervisor::DEFAULT_RESUME_RAMP_S * 1e3,
+            protective_retrace_ms: crate::supervisor::DEFAULT_PROTECTIVE_RETRACE_S * 1e3,
             latch_file: String::new(),
             egm: EgmConfig::default(),
             rt: common::service::RtConfig::default(),
@@ -143,6 +149,14 @@ impl Validate for RobotIoConfig {
             self.resume_ramp_ms,
             0.0,
             1000.0,
+            "ms",
+        );
+        check_range(
+            errors,
+            format!("{prefix}.protective_retrace_ms"),
+            self.protective_retrace_ms,
+            0.0,
+            (crate::supervisor::RETRACE_RING - 1) as f64 * self.cycle_ms,
             "ms",
         );
         for (j, v) in self.initial_q_deg.iter().enumerate() {

@@ -335,6 +335,7 @@ pub async fn run(
         measured_limit_margin_rad: cfg.measured_limit_margin_deg.to_radians(),
         command_lead_s: cfg.cycle_ms * 1e-3,
         resume_ramp_s: cfg.resume_ramp_ms * 1e-3,
+        protective_retrace_s: cfg.protective_retrace_ms * 1e-3,
     });
     let latch_path = cfg.latch_path(&node.cell_id);
     let (restored, problem) = latch::load(&latch_path);

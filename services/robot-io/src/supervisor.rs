@@ -49,7 +49,8 @@
 //!   next motion starts from the then-measured position at rest.
 
 use common::msg::{
-    JointCommand, MotionTag, RobotStatus, SafetyLevel, SafetyReason, StopCategory, AXES,
+    JointCommand, MotionTag, ProtectiveCause, RobotStatus, SafetyLevel, SafetyReason, StopCategory,
+    AXES,
 };
 pub use kinematics::step_limit::{dv_span, irb120_max_accel};
 use kinematics::step_limit::{Binding, LimitKind, StepLimiter};
@@ -134,7 +135,20 @@ pub struct SupervisorParams {
     /// the reference leaves with bounded jerk ([`StepLimiter::arm_departure_ramp`]). A motion
     /// that starts from a controlled stop (braked to rest, or idle) does not ramp. 0: none.
     pub resume_ramp_s: f64,
+    /// A protective end for a force, a torque, an impact, a saturated sensor or a collision
+    /// holds at the joints measured this long before (s of robot time; 0: at the newest
+    /// measurement) — back along the arm's own measured path, which it has just travelled
+    /// free: the newest measurement is already past the first touch by the time a stop is
+    /// heard (the force service's and control's detection, one robot cycle to robot-io), and
+    /// held there the arm stays clamped against what it hit. At most [`RETRACE_RING`] cycles.
+    pub protective_retrace_s: f64,
 }
+
+/// Measured joints kept for the protective retrace (cycles).
+pub const RETRACE_RING: usize = 32;
+
+/// Default protective retrace (s): 6 EGM cycles (≈ 0.5 mm of path at 20 mm/s).
+pub const DEFAULT_PROTECTIVE_RETRACE_S: f64 = 0.024;
 
 impl SupervisorParams {
     /// The IRB 120 over EGM with robot-io's defaults: 8 ms command timeout (2 cycles), the
@@ -148,6 +162,7 @@ impl SupervisorParams {
             measured_limit_margin_rad: 0.5f64.to_radians(),
             command_lead_s: 0.004,
             resume_ramp_s: DEFAULT_RESUME_RAMP_S,
+            protective_retrace_s: DEFAULT_PROTECTIVE_RETRACE_S,
         }
     }
 }
@@ -250,6 +265,12 @@ pub struct Supervisor {
     robot_time_s: f64,
     /// (cycle, robot time) of recent cycles, indexed by cycle % TIME_RING.
     times: [(u64, f64); TIME_RING],
+    /// (robot time, measured joints) of recent cycles, newest at `measured_at - 1`.
+    measured_ring: [(f64, [f64; AXES]); RETRACE_RING],
+    measured_at: usize,
+    measured_n: usize,
+    /// The next hold goes back along the measured path (a protective end that hit something).
+    retrace: bool,
     trail: Option<CommandTrail>,
     /// A stale stream stopped a moving reference: the departure ramp is owed if that motion
     /// ends, not if the same motion resumes (a blip: the stream's own plan is already under
@@ -291,6 +312,10 @@ impl Supervisor {
             now_s: 0.0,
             robot_time_s: 0.0,
             times: [(u64::MAX, 0.0); TIME_RING],
+            measured_ring: [(0.0, [0.0; AXES]); RETRACE_RING],
+            measured_at: 0,
+            measured_n: 0,
+            retrace: false,
             trail: None,
             stale_stopped_moving: false,
         }
@@ -364,9 +389,18 @@ impl Supervisor {
         self.braking = self.level == SafetyLevel::Active
             && self.active_motion == Some(id)
             && !stop.is_protective();
-        if stop.is_protective() {
-            // The hold takes the position measured on the next cycle.
+        if let StopCategory::Protective(cause) = stop {
+            // The hold takes the position measured on the next cycle — or, for a stop on
+            // what the arm hit, the one measured `protective_retrace_s` before.
             self.hold_q = None;
+            self.retrace = matches!(
+                cause,
+                ProtectiveCause::ForceLimit
+                    | ProtectiveCause::TorqueLimit
+                    | ProtectiveCause::Impact
+                    | ProtectiveCause::Saturated
+                    | ProtectiveCause::Collision
+            );
         }
         true
     }
@@ -506,6 +540,26 @@ impl Supervisor {
             None => false,
         }
     }
+    /// The joints measured `protective_retrace_s` before the newest measurement (the oldest
+    /// kept when the ring is shorter), `None` when nothing was measured.
+    fn retraced(&self) -> Option<[f64; AXES]> {
+        let back = self.p.protective_retrace_s;
+        if !(back.is_finite() && back > 0.0) || self.measured_n == 0 {
+            return None;
+        }
+        let newest = (self.measured_at + RETRACE_RING - 1) % RETRACE_RING;
+        let t_newest = self.measured_ring[newest].0;
+        let mut pick = self.measured_ring[newest].1;
+        for j in 0..self.measured_n {
+            let (t, q) = self.measured_ring[(newest + RETRACE_RING - j) % RETRACE_RING];
+            pick = q;
+            if t_newest - t >= back - 1e-9 {
+                break;
+            }
+        }
+        Some(pick)
+    }
+
     /// A commander's protective stop (`EStopAction::Protective`): latched until a reset, the
     /// level changes at once (ending the motion) and the arm holds at the position measured
     /// on the next cycle, as every protective stop does (not braking from the reference,
@@ -597,6 +651,9 @@ impl Supervisor {
         let measured = i.q_measured.filter(all_finite);
         if let Some(q) = &measured {
             self.check_measured_limits(q);
+            self.measured_ring[self.measured_at] = (self.robot_time_s, *q);
+            self.measured_at = (self.measured_at + 1) % RETRACE_RING;
+            self.measured_n = (self.measured_n + 1).min(RETRACE_RING);
         }
         let (level, reason, target) = self.decide(i);
         if reason == SafetyReason::RobotNotReady && measured.is_some() {
@@ -684,7 +741,10 @@ impl Supervisor {
                         let h = match self.hold_q {
                             Some(h) => Some(h),
                             None => {
-                                let h = measured.or(self.last_ref);
+                                let back = std::mem::take(&mut self.retrace)
+                                    .then(|| self.retraced())
+                                    .flatten();
+                                let h = back.or(measured).or(self.last_ref);
                                 self.hold_q = h;
                                 h
                             }
@@ -1184,6 +1244,7 @@ mod tests {
             measured_limit_margin_rad: 0.0,
             command_lead_s: 0.004,
             resume_ramp_s: 0.0,
+            protective_retrace_s: DEFAULT_PROTECTIVE_RETRACE_S,
         });
         let q0 = [0.0; 6];
         s.step(&input(1, 0.0, q0, None));
@@ -1500,20 +1561,25 @@ mod tests {
         assert_eq!(out.level, SafetyLevel::Active);
     }
 
-    /// Issue 41 item 1: a motion its commander ends protectively (a force limit, an impact)
-    /// holds on the next cycle at the position measured then; the same end as a controlled
-    /// one brakes from the last reference (ahead of the arm by the servo's lag).
+    /// Issue 41 item 1: a motion its commander ends protectively holds on the next cycle:
+    /// at the position measured then (a deviation, a non-finite input), or — a stop on what
+    /// the arm hit (a force, an impact) — at the one measured `protective_retrace_s` (6
+    /// cycles) before, back along its own path; the same end as a controlled one brakes from
+    /// the last reference (ahead of the arm by the servo's lag).
     #[test]
-    fn a_protective_end_holds_where_the_arm_is_a_controlled_end_brakes_from_the_reference() {
+    fn a_protective_end_holds_where_the_arm_was_a_controlled_end_brakes_from_the_reference() {
+        use common::msg::ProtectiveCause;
         let run = |stop: StopCategory| {
             let mut s = sup();
             let mut q = [0.0; 6];
             let mut refs = Vec::new();
+            let mut measured = Vec::new();
             let mut seq = 0;
             for cyc in 1..=50u64 {
                 seq += 1;
                 let t = cyc as f64 * 0.004;
                 let c = cmd_m(seq, [0.3 * t + 0.001; 6], 7);
+                measured.push(q);
                 refs.push(qr(&s.step(&input(cyc, t, q, Some((&c, t))))));
                 q = refs[refs.len().saturating_sub(3)];
             }
@@ -1526,21 +1592,29 @@ mod tests {
                 stop
             ));
             let c = cmd_m(seq, last_ref, 7);
+            measured.push(q);
             let out = s.step(&input(51, 0.204, q, Some((&c, 0.204))));
             assert_eq!(
                 (out.level, out.reason),
                 (SafetyLevel::Hold, SafetyReason::MotionEnded)
             );
-            (qr(&out), q, last_ref)
+            (qr(&out), measured, last_ref)
         };
-        let (held, measured, last_ref) = run(StopCategory::Protective(
-            common::msg::ProtectiveCause::ForceLimit,
-        ));
-        assert_eq!(held, measured, "protective: held where the arm is");
+        let (held, measured, last_ref) = run(StopCategory::Protective(ProtectiveCause::Deviation));
+        let now = measured[measured.len() - 1];
+        assert_eq!(held, now, "a deviation: held where the arm is");
         assert!(held[0] < last_ref[0], "behind the reference it was given");
+        let (held, measured, _) = run(StopCategory::Protective(ProtectiveCause::ForceLimit));
+        let back = measured[measured.len() - 1 - 6];
+        assert_eq!(
+            held, back,
+            "a force limit: 24 ms back along the measured path"
+        );
+        assert!(held[0] < now[0]);
         let (braked, measured, last_ref) = run(StopCategory::Controlled);
+        let now = measured[measured.len() - 1];
         assert!(
-            braked[0] > last_ref[0] && braked[0] > measured[0],
+            braked[0] > last_ref[0] && braked[0] > now[0],
             "controlled: brakes on from the reference: {braked:?} {last_ref:?}"
         );
     }

@@ -33,6 +33,7 @@ fn supervisor() -> Supervisor {
         measured_limit_margin_rad: 0.01,
         command_lead_s: 0.004,
         resume_ramp_s: robot_io::supervisor::DEFAULT_RESUME_RAMP_S,
+        protective_retrace_s: robot_io::supervisor::DEFAULT_PROTECTIVE_RETRACE_S,
     })
 }
 
