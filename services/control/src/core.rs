@@ -260,7 +260,8 @@ pub struct ControlCore {
     track: CmdTrack,
     /// The newest usable contact force on the tool (base, N): what an ending unloads.
     last_force: Option<Vector3<f64>>,
-    /// Guiding ended on a protective stop: robot-io is to latch one (issue 19 item 6).
+    /// Guiding ended on a protective stop, or a task on an impact or a saturated sensor:
+    /// robot-io is to latch one (issue 19 item 6, issue 41 item 2).
     protective_request: bool,
     /// The tag reserved for the motion queued behind an ending (a request's reply names it).
     queued_tag: Option<MotionTag>,
@@ -1094,7 +1095,16 @@ impl ControlCore {
                         }
                         let reason = format!("hybrid task ended: {why}");
                         if why.is_protective() {
-                            // A stop at once: robot-io holds where the arm is measured.
+                            // A stop at once: robot-io holds where the arm is measured. An
+                            // impact or a saturated sensor is, for safety, a collision until
+                            // an operator has looked: latched at robot-io (`cell reset
+                            // --protective`), as guiding's protective stops are.
+                            self.protective_request |= matches!(
+                                why.stop,
+                                StopCategory::Protective(
+                                    ProtectiveCause::Impact | ProtectiveCause::Saturated
+                                )
+                            );
                             self.end_motion_as(reason, why.stop);
                         } else {
                             self.end_smoothly(Some(reason), None);

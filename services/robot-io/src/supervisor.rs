@@ -382,7 +382,13 @@ impl Supervisor {
         let id = motion.motion_id;
         let current =
             self.active_motion == Some(id) || self.stale_motion.is_some_and(|(m, _)| m == id);
-        if motion.robot_boot != self.p.robot_boot || id == 0 || !current {
+        // A commander's protective request for the same motion may come first (an impact
+        // latches): its end still says how to hold, until the hold has begun.
+        let just_stopped = stop.is_protective()
+            && self.ended_motion == Some(id)
+            && self.hold_q.is_none()
+            && !self.braking;
+        if motion.robot_boot != self.p.robot_boot || id == 0 || !(current || just_stopped) {
             return false;
         }
         self.ended_motion = Some(id);
@@ -1617,6 +1623,37 @@ mod tests {
             braked[0] > last_ref[0] && braked[0] > now[0],
             "controlled: brakes on from the reference: {braked:?} {last_ref:?}"
         );
+    }
+
+    /// An impact latches (a commander's protective request) and ends the motion as
+    /// `Protective(Impact)` in the same breath: the request comes first and drops robot-io
+    /// from Active, and the end still says how to hold — back along the measured path.
+    #[test]
+    fn a_latched_impact_still_holds_back_along_the_path() {
+        use common::msg::ProtectiveCause;
+        let mut s = sup();
+        let mut q = [0.0; 6];
+        let mut refs = Vec::new();
+        let mut measured = Vec::new();
+        for cyc in 1..=50u64 {
+            let t = cyc as f64 * 0.004;
+            let c = cmd_m(cyc, [0.3 * t + 0.001; 6], 7);
+            measured.push(q);
+            refs.push(qr(&s.step(&input(cyc, t, q, Some((&c, t))))));
+            q = refs[refs.len().saturating_sub(3)];
+        }
+        let tag = MotionTag {
+            robot_boot: BOOT,
+            motion_id: 7,
+        };
+        assert!(s.request_protective());
+        assert!(s.end_motion(tag, StopCategory::Protective(ProtectiveCause::Impact)));
+        measured.push(q);
+        let out = s.step(&input(51, 0.204, q, None));
+        assert_eq!(out.level, SafetyLevel::ProtectiveStop);
+        assert_eq!(qr(&out), measured[measured.len() - 1 - 6]);
+        // Once held, a late end changes nothing.
+        assert!(!s.end_motion(tag, StopCategory::Protective(ProtectiveCause::Impact)));
     }
 
     #[test]
