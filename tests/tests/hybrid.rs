@@ -1260,6 +1260,20 @@ async fn a_sliding_press_into_a_steel_edge_stops_where_the_arm_is() {
                 "{label}: went on {advance_mm:.3} mm after the hold"
             ));
         }
+        // `cell hybrid`'s own trace goes on through the stop for a second (issue 41): the
+        // estimate (1 kHz) and the truth (250 Hz) after the end, in metrics and after_end.csv.
+        let m: serde_json::Value = std::fs::read_to_string(out_dir("edge").join("metrics.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let ae = &m["after_end"];
+        let (n_est, n_truth) = (
+            ae["estimate"]["samples"].as_u64().unwrap_or(0),
+            ae["truth"]["samples"].as_u64().unwrap_or(0),
+        );
+        if n_est < 500 || n_truth < 150 || !out_dir("edge").join("after_end.csv").exists() {
+            failures.push(format!("{label}: the trace after the end: {ae}"));
+        }
         // No clamp: 50 ms after the hold the arm is back off the edge, the force below the
         // task's limit (only the table's press remains). Held at the newest measurement it
         // stayed clamped: 194 N at 50 ms and 165 N after 1 s on steel (2026-12-05).

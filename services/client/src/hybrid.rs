@@ -46,6 +46,25 @@ pub struct Outcome {
     pub truth: Vec<(f64, [f64; 2])>,
     pub aborted: Option<String>,
     pub metrics: serde_json::Value,
+    /// What the cell did for [`AFTER_END_S`] after the task's end — a stop and its coming to
+    /// rest (issue 41: the trace ended at the stop; what the force did after it was recorded
+    /// nowhere).
+    pub after: Vec<AfterRow>,
+}
+
+/// How long the trace goes on after a task's end (s).
+pub const AFTER_END_S: f64 = 1.0;
+
+/// One sample after a task's end: the force service's estimate (what control saw, base, at
+/// the TCP) or the simulator's truth (the surfaces' force on the tool, base, and the true
+/// TCP), `t_s` after the end (the estimate on the host's monotonic clock, the truth on the
+/// simulator's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AfterRow {
+    pub t_s: f64,
+    pub truth: bool,
+    pub force_base_n: [f64; 3],
+    pub tcp_m: Option<[f64; 3]>,
 }
 
 /// Options of a run.
@@ -83,6 +102,13 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
     let mut world_truth: Vec<(std::time::Instant, [f64; 3])> = Vec::new();
+    let mut world_t_s: Option<f64> = None;
+    // The force service's estimate, for the trace after the end.
+    let estimates = s
+        .declare_subscriber(topic::WRENCH_ESTIMATE.key(&cell.id))
+        .with(zenoh::handlers::RingChannel::new(4096))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
     let mut row_at: Vec<std::time::Instant> = Vec::new();
     task.stamp = crate::cli::stamp();
     let bytes = codec::encode(&task)?;
@@ -145,6 +171,7 @@ pub async fn run(
         while let Ok(Some(w)) = world.try_recv() {
             if let Ok(t) = codec::decode::<msg::SimTruth>(&w.payload().to_bytes()) {
                 world_truth.push((std::time::Instant::now(), t.contact_force_base_n));
+                world_t_s = Some(t.t_s);
             }
         }
         rows.push(Row {
@@ -166,6 +193,7 @@ pub async fn run(
             _ => {}
         }
     }
+    let after = trace_after_end(&world, &estimates, world_t_s).await;
     // The plant states' time is the law's clock (`clock_s`): task time = clock − (clock − t)
     // of the first row.
     let mut truth_task = Vec::new();
@@ -182,18 +210,97 @@ pub async fn run(
     if task.robot == TaskRobot::Arm && !world_truth.is_empty() {
         attach_world_truth(&mut rows, &row_at, &world_truth);
     }
-    let metrics = metrics(&task, &rows, &truth_task, aborted.as_deref());
+    let mut metrics = metrics(&task, &rows, &truth_task, aborted.as_deref());
+    if let Some(m) = metrics.as_object_mut() {
+        m.insert("after_end".into(), after_end_figures(&after));
+    }
     let out = Outcome {
         task,
         rows,
         truth: truth_task,
         aborted,
         metrics,
+        after,
     };
     if let Some(dir) = &opts.out {
         write(dir, &out)?;
     }
     Ok(out)
+}
+
+/// Records the force service's estimate and the simulator's truth for [`AFTER_END_S`] after
+/// the end (now): the estimates received before it are dropped, the truth is timed from the
+/// last sample seen before it (`world_t_s`).
+async fn trace_after_end(
+    world: &zenoh::pubsub::Subscriber<zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>>,
+    estimates: &zenoh::pubsub::Subscriber<
+        zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>,
+    >,
+    world_t_s: Option<f64>,
+) -> Vec<AfterRow> {
+    let end_ns = common::clock::mono_ns();
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(AFTER_END_S);
+    let mut after = Vec::new();
+    let mut t0 = world_t_s;
+    loop {
+        while let Ok(Some(w)) = world.try_recv() {
+            if let Ok(t) = codec::decode::<msg::SimTruth>(&w.payload().to_bytes()) {
+                let start = *t0.get_or_insert(t.t_s);
+                if t.t_s >= start {
+                    after.push(AfterRow {
+                        t_s: t.t_s - start,
+                        truth: true,
+                        force_base_n: t.contact_force_base_n,
+                        tcp_m: Some(t.tcp_in_base_m),
+                    });
+                }
+            }
+        }
+        while let Ok(Some(e)) = estimates.try_recv() {
+            if let Ok(w) = codec::decode::<msg::WrenchEstimate>(&e.payload().to_bytes()) {
+                let at = w.stamp.source_mono_ns;
+                if at >= end_ns {
+                    after.push(AfterRow {
+                        t_s: (at - end_ns) as f64 * 1e-9,
+                        truth: false,
+                        force_base_n: w.base.force_n,
+                        tcp_m: None,
+                    });
+                }
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    after.retain(|r| r.t_s <= AFTER_END_S);
+    after.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    after
+}
+
+/// The trace after the end in figures: peak and last force magnitude, of the estimate and
+/// of the truth (null without samples).
+fn after_end_figures(after: &[AfterRow]) -> serde_json::Value {
+    let norm = |f: &[f64; 3]| (f[0] * f[0] + f[1] * f[1] + f[2] * f[2]).sqrt();
+    let figs = |truth: bool| {
+        let v: Vec<f64> = after
+            .iter()
+            .filter(|r| r.truth == truth)
+            .map(|r| norm(&r.force_base_n))
+            .filter(|f| f.is_finite())
+            .collect();
+        serde_json::json!({
+            "samples": v.len(),
+            "peak_n": v.iter().copied().reduce(f64::max),
+            "last_n": v.last(),
+        })
+    };
+    serde_json::json!({
+        "seconds": AFTER_END_S,
+        "estimate": figs(false),
+        "truth": figs(true),
+    })
 }
 
 /// Hybrid states of a plant task carry the plant time of their step (`clock_s`), the clock of
@@ -558,6 +665,29 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
         writeln!(f, "t_s,truth_force_x,truth_force_y")?;
         for (t, [x, y]) in &out.truth {
             writeln!(f, "{t:.6},{x:.6},{y:.6}")?;
+        }
+        f.flush()?;
+    }
+    if !out.after.is_empty() {
+        let path = dir.join("after_end.csv");
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        writeln!(
+            f,
+            "t_after_end_s,source,force_base_x,force_base_y,force_base_z,tcp_x,tcp_y,tcp_z"
+        )?;
+        for r in &out.after {
+            let [x, y, z] = r.force_base_n;
+            let tcp = r.tcp_m.map_or(",,".to_string(), |p| {
+                format!("{:.7},{:.7},{:.7}", p[0], p[1], p[2])
+            });
+            writeln!(
+                f,
+                "{:.6},{},{x:.4},{y:.4},{z:.4},{tcp}",
+                r.t_s,
+                if r.truth { "truth" } else { "estimate" }
+            )?;
         }
         f.flush()?;
     }

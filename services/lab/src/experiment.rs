@@ -1619,6 +1619,7 @@ mod tests {
             truth,
             aborted: None,
             metrics: Value::Null,
+            after: Vec::new(),
         }
     }
 
@@ -1718,6 +1719,7 @@ mod tests {
             truth: Vec::new(),
             aborted: None,
             metrics: Value::Null,
+            after: Vec::new(),
         };
         let (mut m, _) = score(c, &o);
         assert_eq!(m["truth_coverage"], json!(0.0));
