@@ -920,16 +920,22 @@ pub const OSC_SWINGS: usize = 4;
 pub const OSC_WINDOW_S: f64 = 1.0;
 
 /// Observer of a force loop that oscillates (a limit cycle, a tool bouncing on a surface
-/// stiffer than the gains were made for): on each translational force axis with a non-zero
-/// reference, the force error's extrema are confirmed with a hysteresis of twice the amplitude
-/// `max(25 % of |F_ref|, 2 N)`; each confirmed extremum is a swing, and [`OSC_SWINGS`] swings
-/// within [`OSC_WINDOW_S`] on any axis mean the loop oscillates. A step's overshoot and one
+/// stiffer than the gains were made for): on every force axis, the force (torque) error's
+/// extrema are confirmed with a hysteresis of twice the amplitude `max(25 % of |F_ref|, 2 N)`
+/// (rotational: `max(25 % of |τ_ref|, 0.2 N·m)`; an axis with a zero reference — compliant,
+/// e.g. a peg's sides — with [`OSC_ZERO_REF_AMPLITUDE`]'s wider floor, as contact there comes
+/// and goes); each confirmed extremum is a swing, and [`OSC_SWINGS`] swings within
+/// [`OSC_WINDOW_S`] on any axis mean the loop oscillates (issue 41 item 8: the rotational and
+/// the zero-reference axes were not watched). A step's overshoot and one
 /// undershoot (the first contact on a stiff surface: 10 → −17 → +6 → −1 N of error) make at
 /// most three; a 5 Hz chatter makes four in 0.4 s. Pure, allocation-free; time is a parameter.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OscillationWatch {
-    axes: [SwingAxis; 3],
+    axes: [SwingAxis; 6],
 }
+
+/// The swing amplitude floor on a force axis whose reference is zero: (N, N·m).
+pub const OSC_ZERO_REF_AMPLITUDE: (f64, f64) = (5.0, 0.5);
 
 #[derive(Debug, Clone, Copy, Default)]
 struct SwingAxis {
@@ -1008,8 +1014,8 @@ impl SwingAxis {
 }
 
 impl OscillationWatch {
-    /// One cycle: the applied force and its reference in {C}. Returns the axis (0..3) that
-    /// oscillates and the swing amplitude band (N), if one does.
+    /// One cycle: the applied wrench and its reference in {C}. Returns the axis (0..6) that
+    /// oscillates and the swing amplitude band (N or N·m), if one does.
     pub fn step(
         &mut self,
         t: f64,
@@ -1017,11 +1023,20 @@ impl OscillationWatch {
         f_ref: &[f64; 6],
         sel: &[bool; 6],
     ) -> Option<(usize, f64)> {
-        for k in 0..3 {
-            if !sel[k] || f_ref[k] == 0.0 || !(f_c[k].is_finite() && f_ref[k].is_finite()) {
+        for k in 0..6 {
+            if !sel[k] || !(f_c[k].is_finite() && f_ref[k].is_finite()) {
                 continue;
             }
-            let band = 2.0 * (0.25 * f_ref[k].abs()).max(2.0);
+            let (floor, zero) = if k < 3 {
+                (2.0, OSC_ZERO_REF_AMPLITUDE.0)
+            } else {
+                (0.2, OSC_ZERO_REF_AMPLITUDE.1)
+            };
+            let band = if f_ref[k] == 0.0 {
+                2.0 * zero
+            } else {
+                2.0 * (0.25 * f_ref[k].abs()).max(floor)
+            };
             let a = &mut self.axes[k];
             if a.step(t, f_ref[k] - f_c[k], band) && a.recent(t) >= OSC_SWINGS {
                 return Some((k, band));
@@ -1910,8 +1925,9 @@ impl ArmRun {
             if let Some((k, band)) = self.osc.step(t, &fc, &f_ref, &sel) {
                 return Err(Abort::controlled(format!(
                     "force loop oscillating on {}: {OSC_SWINGS} swings of the force error of \
-                     ≥ {band:.1} N within {OSC_WINDOW_S} s (gains too high for this surface?)",
-                    AXES[k]
+                     ≥ {band:.1} {} within {OSC_WINDOW_S} s (gains too high for this surface?)",
+                    AXES[k],
+                    if k < 3 { "N" } else { "N·m" }
                 )));
             }
         }
@@ -2027,19 +2043,17 @@ impl ArmRun {
         if !self.done
             && ref_time(&self.task, t, self.contact_s) - self.lag_s >= self.task.duration_s
         {
-            // A task that ends pressing on nothing did not do its job (issue 41: a press
-            // that slid off its part's edge ended `Done` after 3.3 s in `ContactLost`).
+            // A task timed from its contact that ends pressing on nothing did not do its job
+            // (issue 41: a press that slid off its part's edge ended `Done` after 3.3 s in
+            // `ContactLost`). A task timed from its start may lose its contact on purpose (a
+            // peg's search step ends as the peg starts into the hole): its caller judges.
             let pressing = (0..6).any(|k| sel[k] && f_ref[k] != 0.0);
-            if pressing && !self.sup.in_contact() {
-                return Err(Abort::controlled(if self.contact_s.is_some() {
-                    format!(
-                        "contact lost at the end of the task ({:?}): the force axes pressed \
-                         on nothing",
-                        self.sup.phase
-                    )
-                } else {
-                    "contact never made within the task's duration".to_string()
-                }));
+            if pressing && self.task.from_contact && !self.sup.in_contact() {
+                return Err(Abort::controlled(format!(
+                    "contact lost at the end of the task ({:?}): the force axes pressed on \
+                     nothing",
+                    self.sup.phase
+                )));
             }
             self.done = true;
         }
@@ -3445,7 +3459,8 @@ mod tests {
     /// Issue 41: a press that slides off its part's edge near the end of its duration (the
     /// search not yet past its travel bound) does not end `Done`: it fails, naming the lost
     /// contact (before: `ContactLost` for the last seconds, then `Done`, and `cell hybrid`
-    /// exited 0 with the tool in the air). The same press ending on the table completes.
+    /// exited 0 with the tool in the air). The same press ending on the table completes. (Only
+    /// a task timed from its contact: a peg's search step may end as the peg drops.)
     #[test]
     fn a_press_that_ends_off_its_part_fails_naming_the_lost_contact() {
         let limits = default_limits();
@@ -3453,13 +3468,14 @@ mod tests {
             let mut cell = Cell::new(2e4, 0.0005);
             cell.edge_x = edge_x;
             let mut task = press_task(10.0, 9.0);
+            task.from_contact = true;
             task.reference[0] = Profile::Ramp {
                 from: 0.0,
                 to: 0.1,
                 start_s: 3.0,
                 duration_s: 5.0,
             };
-            run_arm(task, &mut cell, limits, 10.0, |_, _, _| {})
+            run_arm(task, &mut cell, limits, 12.0, |_, _, _| {})
         };
         let e = run(0.45).expect_err("off the edge");
         assert!(e.why.contains("contact lost at the end of the task"), "{e}");
@@ -3563,6 +3579,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Issue 41 item 8: a rotational force axis and a zero-reference force axis are watched
+    /// too — a torque chatter about x and a 6 N ↔ −6 N lateral chatter on a compliant axis
+    /// are found; a lateral force wandering within ±2 N is not.
+    #[test]
+    fn oscillation_watch_covers_rotational_and_zero_reference_axes() {
+        let dt = 0.004;
+        let chatter = |k: usize, amp: f64, f_ref: [f64; 6], sel: [bool; 6]| {
+            let mut w = OscillationWatch::default();
+            (0..500).find_map(|i| {
+                let t = i as f64 * dt;
+                let mut f = f_ref;
+                f[k] += amp * (2.0 * std::f64::consts::PI * 5.0 * t).sin();
+                w.step(t, &f, &f_ref, &sel).map(|(axis, _)| (axis, t))
+            })
+        };
+        let torque = chatter(
+            3,
+            1.0,
+            [0.0, 0.0, 10.0, 0.5, 0.0, 0.0],
+            [false, false, true, true, false, false],
+        );
+        assert_eq!(torque.map(|(a, _)| a), Some(3), "{torque:?}");
+        let sides = [true, true, true, false, false, false];
+        let lateral = chatter(0, 6.0, [0.0, 0.0, 5.0, 0.0, 0.0, 0.0], sides);
+        assert_eq!(lateral.map(|(a, _)| a), Some(0), "{lateral:?}");
+        assert_eq!(chatter(1, 2.0, [0.0, 0.0, 5.0, 0.0, 0.0, 0.0], sides), None);
     }
 
     /// Issue: a force loop that oscillates is noticed. The 10 N press on a surface much stiffer
