@@ -1024,7 +1024,7 @@ impl OscillationWatch {
         sel: &[bool; 6],
     ) -> Option<(usize, f64)> {
         for k in 0..6 {
-            if !sel[k] || !(f_c[k].is_finite() && f_ref[k].is_finite()) {
+            if !(sel[k] && f_c[k].is_finite() && f_ref[k].is_finite()) {
                 continue;
             }
             let (floor, zero) = if k < 3 {
