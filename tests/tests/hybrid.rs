@@ -881,37 +881,7 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     // departs from its level before the push by more than the limit, to robot-io's first
     // `Hold` state. Both stamps are this host's monotonic clock (sensor and robot-io
     // processes); the simulator's own crossing is < 1 ms earlier on loopback.
-    type Log<T> = std::sync::Arc<std::sync::Mutex<Vec<(u64, T)>>>;
-    let raw: Log<[f64; 3]> = Default::default();
-    let safety: Log<common::msg::SafetyLevel> = Default::default();
-    let r = raw.clone();
-    let _raw_sub = s
-        .declare_subscriber(common::topic::WRENCH_RAW.key(&c.cell.id))
-        .callback(move |smp| {
-            if let Ok(m) =
-                common::codec::decode::<common::msg::WrenchSample>(&smp.payload().to_bytes())
-            {
-                if let Ok(mut g) = r.lock() {
-                    g.push((m.stamp.source_mono_ns, m.wrench_sensor.force_n));
-                }
-            }
-        })
-        .await
-        .expect("raw subscriber");
-    let r = safety.clone();
-    let _safety_sub = s
-        .declare_subscriber(common::topic::SAFETY_STATE.key(&c.cell.id))
-        .callback(move |smp| {
-            if let Ok(m) =
-                common::codec::decode::<common::msg::SafetyState>(&smp.payload().to_bytes())
-            {
-                if let Ok(mut g) = r.lock() {
-                    g.push((m.stamp.source_mono_ns, m.level));
-                }
-            }
-        })
-        .await
-        .expect("safety subscriber");
+    let (raw, safety, _subs) = raw_and_safety(&s, &c).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pushed_at = common::clock::mono_ns();
     tests::sim_fault(
@@ -984,36 +954,7 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
     place_and_tare(&c, [350.0, 0.0, 206.0]).await;
     let run = hybrid_in_background(&c, task.clone(), "force");
     pressing_for(&states, 0.5, Duration::from_secs(20), &c).await;
-    let raw: Log<[f64; 3]> = Default::default();
-    let safety: Log<common::msg::SafetyLevel> = Default::default();
-    let r = raw.clone();
-    let _raw_sub = s
-        .declare_subscriber(common::topic::WRENCH_RAW.key(&c.cell.id))
-        .callback(move |smp| {
-            if let Ok(m) =
-                common::codec::decode::<common::msg::WrenchSample>(&smp.payload().to_bytes())
-            {
-                if let Ok(mut g) = r.lock() {
-                    g.push((m.stamp.source_mono_ns, m.wrench_sensor.force_n));
-                }
-            }
-        })
-        .await
-        .expect("raw subscriber");
-    let r = safety.clone();
-    let _safety_sub = s
-        .declare_subscriber(common::topic::SAFETY_STATE.key(&c.cell.id))
-        .callback(move |smp| {
-            if let Ok(m) =
-                common::codec::decode::<common::msg::SafetyState>(&smp.payload().to_bytes())
-            {
-                if let Ok(mut g) = r.lock() {
-                    g.push((m.stamp.source_mono_ns, m.level));
-                }
-            }
-        })
-        .await
-        .expect("safety subscriber");
+    let (raw, safety, _subs) = raw_and_safety(&s, &c).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     tests::sim_fault(
         &s,
@@ -1099,7 +1040,7 @@ async fn hybrid_refuses_untared_and_holds_on_stale_wrench_or_excess_force() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sliding_press_into_a_steel_edge_stops_where_the_arm_is() {
     use common::msg::{HybridPhase, HybridState, SafetyLevel, SafetyReason, SafetyState, SimTruth};
-    type Log<T> = std::sync::Arc<std::sync::Mutex<Vec<(Instant, T)>>>;
+    use common::topic::{HYBRID_STATE, SAFETY_STATE, SIM_TRUTH};
     /// The arm's true TCP may go on past where robot-io held by at most this (mm): the
     /// simulated IRC5's servo (10 Hz, ζ = 1, 2 cycles of transport delay) stopping from
     /// 20 mm/s, plus the measurement's own cycle of lag — `v·(3·4 ms + 1/ω)` ≈ 0.56 mm.
@@ -1126,43 +1067,17 @@ async fn a_sliding_press_into_a_steel_edge_stops_where_the_arm_is() {
         let (ok, out, err) = c.cli(&["sim-scenario", &set.to_string()]);
         assert!(ok, "{out} {err}");
         place_and_tare(&c, [350.0, 0.0, 206.0]).await;
-        let truth: Log<SimTruth> = Default::default();
-        let safety: Log<SafetyState> = Default::default();
-        let states: Log<HybridState> = Default::default();
-        let (t1, s1, h1) = (truth.clone(), safety.clone(), states.clone());
-        let _t = s
-            .declare_subscriber(common::topic::SIM_TRUTH.key(&c.cell.id))
-            .callback(move |smp| {
-                if let Ok(m) = common::codec::decode::<SimTruth>(&smp.payload().to_bytes()) {
-                    if let Ok(mut g) = t1.lock() {
-                        g.push((Instant::now(), m));
-                    }
-                }
-            })
-            .await
-            .expect("truth");
-        let _s = s
-            .declare_subscriber(common::topic::SAFETY_STATE.key(&c.cell.id))
-            .callback(move |smp| {
-                if let Ok(m) = common::codec::decode::<SafetyState>(&smp.payload().to_bytes()) {
-                    if let Ok(mut g) = s1.lock() {
-                        g.push((Instant::now(), m));
-                    }
-                }
-            })
-            .await
-            .expect("safety");
-        let _h = s
-            .declare_subscriber(common::topic::HYBRID_STATE.key(&c.cell.id))
-            .callback(move |smp| {
-                if let Ok(m) = common::codec::decode::<HybridState>(&smp.payload().to_bytes()) {
-                    if let Ok(mut g) = h1.lock() {
-                        g.push((Instant::now(), m));
-                    }
-                }
-            })
-            .await
-            .expect("states");
+        // Each message with its arrival here (one clock for all three).
+        let key = &c.cell.id;
+        let (truth, _t) = log_of(&s, SIM_TRUTH.key(key), |m: SimTruth| (Instant::now(), m)).await;
+        let (safety, _s) = log_of(&s, SAFETY_STATE.key(key), |m: SafetyState| {
+            (Instant::now(), m)
+        })
+        .await;
+        let (states, _h) = log_of(&s, HYBRID_STATE.key(key), |m: HybridState| {
+            (Instant::now(), m)
+        })
+        .await;
         let out = hybrid_in_background(&c, task.clone(), "edge")
             .await
             .expect("join");
@@ -1285,6 +1200,59 @@ async fn a_sliding_press_into_a_steel_edge_stops_where_the_arm_is() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
+}
+
+/// A callback subscriber on `key` that appends `entry(message)` for every message that
+/// decodes as `T`; the log grows while the subscriber lives.
+async fn log_of<T, E>(
+    s: &zenoh::Session,
+    key: String,
+    entry: impl Fn(T) -> E + Send + Sync + 'static,
+) -> (
+    std::sync::Arc<std::sync::Mutex<Vec<E>>>,
+    zenoh::pubsub::Subscriber<()>,
+)
+where
+    T: serde::de::DeserializeOwned,
+    E: Send + 'static,
+{
+    let log: std::sync::Arc<std::sync::Mutex<Vec<E>>> = Default::default();
+    let l = log.clone();
+    let sub = s
+        .declare_subscriber(key)
+        .callback(move |smp| {
+            if let Ok(m) = common::codec::decode::<T>(&smp.payload().to_bytes()) {
+                if let Ok(mut g) = l.lock() {
+                    g.push(entry(m));
+                }
+            }
+        })
+        .await
+        .expect("subscriber");
+    (log, sub)
+}
+
+/// The raw F/T samples' force and robot-io's safety levels, each on its sender's monotonic
+/// stamp (this host's clock on loopback).
+type RawAndSafety = (
+    std::sync::Arc<std::sync::Mutex<Vec<(u64, [f64; 3])>>>,
+    std::sync::Arc<std::sync::Mutex<Vec<(u64, common::msg::SafetyLevel)>>>,
+    [zenoh::pubsub::Subscriber<()>; 2],
+);
+async fn raw_and_safety(s: &zenoh::Session, c: &TestCell) -> RawAndSafety {
+    let (raw, a) = log_of(
+        s,
+        common::topic::WRENCH_RAW.key(&c.cell.id),
+        |m: common::msg::WrenchSample| (m.stamp.source_mono_ns, m.wrench_sensor.force_n),
+    )
+    .await;
+    let (safety, b) = log_of(
+        s,
+        common::topic::SAFETY_STATE.key(&c.cell.id),
+        |m: common::msg::SafetyState| (m.stamp.source_mono_ns, m.level),
+    )
+    .await;
+    (raw, safety, [a, b])
 }
 
 /// The statuses once control is idle and robot-io holds: `cell hybrid` exits on the task's

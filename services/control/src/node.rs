@@ -1169,6 +1169,24 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     let mut plant: Option<PlantRun> = None;
     let mut robot_clock = crate::core::RobotClock::default();
     let mut plant_report: Option<(String, StepReport)> = None;
+    // Ends the plant's running task, if any, with `why`: a zero effort to the plant, its last
+    // state `Aborted` on the bus, the reason in the status.
+    macro_rules! end_plant {
+        ($why:expr) => {
+            if let Some(why) = stop_plant(&mut plant, &mut plant_report, $why) {
+                let stamp = effort_pub.next_stamp();
+                effort_pub.put(&PlantEffortCommand {
+                    stamp,
+                    effort: [0.0; 2],
+                });
+                if let Some((_, r)) = plant_report.as_ref() {
+                    let stamp = state_pub.next_stamp();
+                    state_pub.put(&hybrid_state(stamp, 0, r));
+                }
+                node.set_error(why);
+            }
+        };
+    }
     let _presence = node.announce().await?;
 
     // Motion ids differ per process start (a restarted control never reuses an id).
@@ -1200,17 +1218,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 let r = core.request_mode(m.msg.mode);
                 if m.msg.mode == Mode::Idle {
                     // An operator's stop stops the plant's task too (issue 41 item 7).
-                    if let Some(why) =
-                        stop_plant(&mut plant, &mut plant_report, "operator stop (mode idle)")
-                    {
-                        let stamp = effort_pub.next_stamp();
-                        effort_pub.put(&PlantEffortCommand { stamp, effort: [0.0; 2] });
-                        if let Some((_, r)) = plant_report.as_ref() {
-                            let stamp = state_pub.next_stamp();
-                            state_pub.put(&hybrid_state(stamp, 0, r));
-                        }
-                        node.set_error(why);
-                    }
+                    end_plant!("operator stop (mode idle)");
                 }
                 match r {
                     Ok(()) => tracing::info!("mode → {:?}", m.msg.mode),
@@ -1332,17 +1340,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                             plant = None;
                         }
                     }
-                    Err(why) => {
-                        let stamp = effort_pub.next_stamp();
-                        effort_pub.put(&PlantEffortCommand { stamp, effort: [0.0; 2] });
-                        if let Some((_, r)) = plant_report.as_mut() {
-                            r.phase = HybridPhase::Aborted;
-                            let stamp = state_pub.next_stamp();
-                        state_pub.put(&hybrid_state(stamp, 0, r));
-                        }
-                        node.set_error(format!("plant task {name:?} ended: {why}"));
-                        plant = None;
-                    }
+                    Err(why) => end_plant!(&why.to_string()),
                 }
             }
             Some(s) = safety.rx.recv() => {
@@ -1351,17 +1349,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 core.on_safety(&s.msg);
                 if let Some(level) = core.cell_stopped() {
                     // An e-stop or a protective stop stops every machine of the cell.
-                    if let Some(why) =
-                        stop_plant(&mut plant, &mut plant_report, &format!("robot-io {level:?}"))
-                    {
-                        let stamp = effort_pub.next_stamp();
-                        effort_pub.put(&PlantEffortCommand { stamp, effort: [0.0; 2] });
-                        if let Some((_, r)) = plant_report.as_ref() {
-                            let stamp = state_pub.next_stamp();
-                            state_pub.put(&hybrid_state(stamp, 0, r));
-                        }
-                        node.set_error(why);
-                    }
+                    end_plant!(&format!("robot-io {level:?}"));
                 }
                 // The reason first (status' last_error), then the last state.
                 report_end(&node, &core, before);
