@@ -390,7 +390,12 @@ pub fn print_table(r: &Value) {
     if let (Some(x), Some(b)) = (r["ratio_p50"].as_f64(), r["in_process_us"]["p50"].as_f64()) {
         println!(
             "  headline: multi-process / in-process end to end (p50) {x:.2}× \
-             (this host's in-process p50 {b:.0} µs, measured alone after the cell stopped)"
+             (this host's in-process p50 {b:.0} µs, measured alone after the cell stopped{})",
+            r["fifo_priority"]
+                .as_i64()
+                .map_or(String::new(), |p| format!(
+                    ", under the same SCHED_FIFO {p}"
+                ))
         );
     }
     if r["missed_cycles"].as_u64().unwrap_or(0) > 0 {
@@ -537,7 +542,7 @@ pub async fn command(
                 "in-process baseline (the cell stopped): the same cores on in-memory channels"
             );
         }
-        let base = crate::inproc::run(req.rate_hz, req.seconds.min(30.0))?;
+        let base = crate::inproc::run(req.rate_hz, req.seconds.min(30.0), req.fifo)?;
         let p50 = r["end_to_end_us"]["p50"].as_f64().unwrap_or(f64::NAN);
         r["in_process_us"] = summary_json(&base.end_to_end);
         r["in_process_missed_cycles"] = json!(base.missed);
