@@ -424,6 +424,12 @@ pub struct HybridLimits {
     /// table's edge, into a hole) before the surface is found again: past it the task ends.
     #[serde(default = "default_reapproach_travel_m")]
     pub reapproach_travel_m: f64,
+    /// Largest net travel (m) along each translational force axis of {C} from the first
+    /// contact on (signed: the tool's motion along the axis, summed; sliding along a surface or
+    /// round a contour adds nothing): a surface that yields or moves away, or one axis sliding
+    /// off its edge while another still touches, ends the task there.
+    #[serde(default = "default_contact_travel_m")]
+    pub contact_travel_m: f64,
 }
 
 fn default_approach_travel_m() -> f64 {
@@ -432,6 +438,10 @@ fn default_approach_travel_m() -> f64 {
 
 fn default_reapproach_travel_m() -> f64 {
     0.005
+}
+
+fn default_contact_travel_m() -> f64 {
+    0.02
 }
 
 /// Raibert–Craig task in a constraint frame {C}. Starting one switches control to `Hybrid`.
@@ -488,11 +498,12 @@ pub struct LimitRequest {
     pub approach_timeout_s: Option<f64>,
     pub approach_travel_m: Option<f64>,
     pub reapproach_travel_m: Option<f64>,
+    pub contact_travel_m: Option<f64>,
 }
 
 impl LimitRequest {
     /// The fields by name, in [`HybridLimits::fields_mut`]'s order.
-    pub fn fields(&self) -> [(&'static str, Option<f64>); 11] {
+    pub fn fields(&self) -> [(&'static str, Option<f64>); 12] {
         [
             ("force_axis_speed_m_s", self.force_axis_speed_m_s),
             ("force_axis_speed_rad_s", self.force_axis_speed_rad_s),
@@ -505,6 +516,7 @@ impl LimitRequest {
             ("approach_timeout_s", self.approach_timeout_s),
             ("approach_travel_m", self.approach_travel_m),
             ("reapproach_travel_m", self.reapproach_travel_m),
+            ("contact_travel_m", self.contact_travel_m),
         ]
     }
 
@@ -522,6 +534,7 @@ impl LimitRequest {
             approach_timeout_s: Some(l.approach_timeout_s),
             approach_travel_m: Some(l.approach_travel_m),
             reapproach_travel_m: Some(l.reapproach_travel_m),
+            contact_travel_m: Some(l.contact_travel_m),
         }
     }
 
@@ -554,7 +567,7 @@ impl LimitRequest {
 
 impl HybridLimits {
     /// The fields by name, mutable, in [`LimitRequest::fields`]'s order.
-    pub fn fields_mut(&mut self) -> [(&'static str, &mut f64); 11] {
+    pub fn fields_mut(&mut self) -> [(&'static str, &mut f64); 12] {
         [
             ("force_axis_speed_m_s", &mut self.force_axis_speed_m_s),
             ("force_axis_speed_rad_s", &mut self.force_axis_speed_rad_s),
@@ -567,6 +580,7 @@ impl HybridLimits {
             ("approach_timeout_s", &mut self.approach_timeout_s),
             ("approach_travel_m", &mut self.approach_travel_m),
             ("reapproach_travel_m", &mut self.reapproach_travel_m),
+            ("contact_travel_m", &mut self.contact_travel_m),
         ]
     }
 }

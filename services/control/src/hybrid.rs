@@ -570,6 +570,9 @@ pub const STOP_LAG_FRACTION: f64 = 0.5;
 /// faults: issue 21); at 1 m/s² the IRB 120's joints stay well inside their limits over its
 /// workspace, and the pull-back of an approach's lag (≤ 0.1 mm) takes ≤ 20 ms.
 pub const SEATING_STOP_ACCEL_M_S2: f64 = 1.0;
+/// The angular deceleration a completed task's rotational position axes come to rest within
+/// (rad/s²; `[control.ending] max_rot_accel_rad_s2`'s default).
+pub const COMPLETION_ROT_ACCEL_RAD_S2: f64 = 2.0;
 /// The first contact's overshoot on the cell's worst-case surface, as a fraction of the
 /// setpoint: until the surface is known the approach moves no faster than
 /// `c·|F_d| / (K_wc·STOP_LAG_FRACTION·T)`.
@@ -615,6 +618,7 @@ pub fn default_limits() -> HybridLimits {
         approach_timeout_s: 120.0,
         approach_travel_m: 0.05,
         reapproach_travel_m: 0.005,
+        contact_travel_m: 0.02,
     }
 }
 
@@ -1067,6 +1071,17 @@ pub struct ArmRun {
     /// start before the first contact, the TCP when a contact was declared lost after it.
     /// `None` while in contact.
     approach_from: Option<Vector3<f64>>,
+    /// Net travel (m) along each translational axis of {C} since the first contact (the
+    /// measured TCP's steps, each resolved along {C} as it was then, summed), and the TCP of
+    /// the last step: bounded on the force axes by `limits.contact_travel_m`.
+    contact_travel: [f64; 3],
+    travel_prev: Option<Vector3<f64>>,
+    /// Reference time (s) held back while a contact made is lost: the reference clock stops
+    /// until the surface is found again (or the travel bound ends the search), so the
+    /// position axes do not run on with the tool off its part.
+    paused_s: f64,
+    /// Task time (s) the current `ContactLost` began.
+    lost_since: Option<f64>,
     /// The force loop's oscillation observer (from the first contact on).
     osc: OscillationWatch,
     /// Task time (s): the sum of the steps' dt.
@@ -1353,6 +1368,10 @@ impl ArmRun {
             law,
             sup: Supervision::new(limits),
             approach_from: None,
+            contact_travel: [0.0; 3],
+            travel_prev: None,
+            paused_s: 0.0,
+            lost_since: None,
             osc: OscillationWatch::default(),
             t_s: 0.0,
             last_s: None,
@@ -1662,6 +1681,7 @@ impl ArmRun {
     /// lost (off an edge, into a hole) until the surface is found again. Past it the task ends.
     /// (Rotational force axes are bounded by their speed and the task's duration only.)
     fn check_travel(&mut self, tcp: &Isometry3<f64>) -> Result<(), Abort> {
+        self.check_contact_travel(tcp)?;
         if self.sup.in_contact() || !self.task.force_axes[..3].iter().any(|s| *s) {
             self.approach_from = None;
             return Ok(());
@@ -1691,6 +1711,42 @@ impl ArmRun {
                 "{what} within {:.1} mm of travel along the force axes (limits.{name})",
                 bound * 1e3
             )));
+        }
+        Ok(())
+    }
+
+    /// The travel bound in contact: from the first contact on, the measured TCP's net travel
+    /// along each translational force axis of {C} (its steps resolved along {C} as it is at
+    /// each step, summed with their signs) stays within `contact_travel_m`. Pressing on a
+    /// still surface it stays at the surface's compliance; sliding along a surface or round a
+    /// contour (a tracking frame's normal turns with it) adds nothing; a surface that yields or
+    /// moves away, or one force axis sliding off its edge while another still touches (the
+    /// search bounds above run only while no axis touches), adds up to it, and the task ends
+    /// there, naming the axis.
+    fn check_contact_travel(&mut self, tcp: &Isometry3<f64>) -> Result<(), Abort> {
+        let p = tcp.translation.vector;
+        let Some(prev) = self.travel_prev.replace(p) else {
+            return Ok(());
+        };
+        if self.contact_s.is_none() {
+            return Ok(());
+        }
+        let d = self.frame.rotation.inverse() * (p - prev);
+        let bound = self.sup.limits.contact_travel_m;
+        for k in 0..3 {
+            if !self.task.force_axes[k] {
+                continue;
+            }
+            self.contact_travel[k] += d[k];
+            if self.contact_travel[k].abs() > bound {
+                return Err(Abort::controlled(format!(
+                    "{:.1} mm of travel along {} in contact (limits.contact_travel_m {:.1} mm): \
+                     the surface yields or moves away, or the tool slid off it",
+                    self.contact_travel[k] * 1e3,
+                    AXES[k],
+                    bound * 1e3
+                )));
+            }
         }
         Ok(())
     }
@@ -1796,13 +1852,20 @@ impl ArmRun {
         let fc = Self::applied_in_frame(&self.frame, i.tcp, &f, &tau);
         // The reference clock: task time (from contact for a task that starts there), less
         // what speed adaptation has held it back; its rates run at the clock's scale.
-        let tr = ref_time(&self.task, t, self.contact_s) - self.lag_s;
+        // While a contact made is lost, the reference clock stops (`paused_s`): the position
+        // axes wait where the surface was left (issue 41: a press that lost its contact ran
+        // its x reference on to 49.7 mm with the arm still).
+        let paused = self.sup.phase == HybridPhase::ContactLost && !self.done;
+        if paused {
+            self.paused_s += dt;
+        }
+        let tr = ref_time(&self.task, t, self.contact_s) - self.lag_s - self.paused_s;
         let shaped: [(f64, f64); 6] = std::array::from_fn(|k| {
             profile_blended_over(&self.task.reference[k], tr, self.ref_blend_s[k])
         });
         let r: [f64; 6] = std::array::from_fn(|k| shaped[k].0);
         let rd: [f64; 6] = std::array::from_fn(|k| {
-            if self.task.from_contact && self.contact_s.is_none() {
+            if (self.task.from_contact && self.contact_s.is_none()) || paused {
                 0.0
             } else {
                 shaped[k].1 * self.speed
@@ -1919,6 +1982,20 @@ impl ArmRun {
                 "no contact within {} s of approach",
                 self.sup.limits.approach_timeout_s
             )));
+        }
+        // A search for a lost surface that stalls (its travel bound not reached: a slow
+        // approach speed) ends like a first approach that stalls: the stopped reference clock
+        // no longer ends it by the task's duration.
+        if self.sup.phase == HybridPhase::ContactLost {
+            let since = *self.lost_since.get_or_insert(t);
+            if t - since > self.sup.limits.approach_timeout_s {
+                return Err(Abort::controlled(format!(
+                    "contact lost and not found again within {} s (limits.approach_timeout_s)",
+                    self.sup.limits.approach_timeout_s
+                )));
+            }
+        } else {
+            self.lost_since = None;
         }
         self.check_travel(i.tcp)?;
         if self.contact_s.is_some() && !self.done {
@@ -2041,7 +2118,8 @@ impl ArmRun {
         }
         clamp_norms(&mut u, &sel, &self.law.out_limit);
         if !self.done
-            && ref_time(&self.task, t, self.contact_s) - self.lag_s >= self.task.duration_s
+            && ref_time(&self.task, t, self.contact_s) - self.lag_s - self.paused_s
+                >= self.task.duration_s
         {
             // A task timed from its contact that ends pressing on nothing did not do its job
             // (issue 41: a press that slid off its part's edge ended `Done` after 3.3 s in
@@ -2058,7 +2136,23 @@ impl ArmRun {
             self.done = true;
         }
         if self.done {
-            u = [0.0; 6];
+            // A completed task holds its last command; its position references may still have
+            // been moving at the end (a sine, a path cut by the duration): those axes come to
+            // rest within the ending's deceleration (1 m/s², 2 rad/s²) instead of in one cycle.
+            // The force axes stop where they are (they hold the contact).
+            for k in 0..6 {
+                let a = if k < 3 {
+                    SEATING_STOP_ACCEL_M_S2
+                } else {
+                    COMPLETION_ROT_ACCEL_RAD_S2
+                };
+                let v0 = finite_or_zero(self.u_prev[k]);
+                u[k] = if sel[k] || dt <= 0.0 {
+                    0.0
+                } else {
+                    v0 - v0.signum() * (a * dt).min(v0.abs())
+                };
+            }
         }
         // Sliding: a position axis' reference moving (the surface may change under the tool).
         let sliding = (0..6).any(|k| !sel[k] && rd[k].abs() > 1e-9);
@@ -3475,12 +3569,156 @@ mod tests {
                 start_s: 3.0,
                 duration_s: 5.0,
             };
-            run_arm(task, &mut cell, limits, 12.0, |_, _, _| {})
+            run_arm(task, &mut cell, limits, 40.0, |_, _, _| {})
         };
         let e = run(0.45).expect_err("off the edge");
-        assert!(e.why.contains("contact lost at the end of the task"), "{e}");
+        // The reference clock stops while the contact is lost, so the search for the surface
+        // ends it (within its travel) before the task's duration can.
+        assert!(e.why.contains("contact lost"), "{e}");
         assert!(!e.is_protective(), "{e}");
         run(1.0).expect("on the table to the end");
+    }
+
+    /// Issue 41 item 4: a completed task's position axes come to rest within the deceleration
+    /// bound. A press whose x follows a sine (±10 mm at 0.5 Hz, 31 mm/s at its fastest) ends
+    /// at the sine's fastest point: the command's x velocity falls by at most 1 m/s² × one
+    /// cycle a cycle, to rest (before: 31 mm/s to 0 in one cycle, 7.9 m/s²).
+    #[test]
+    fn a_completed_task_comes_to_rest_within_its_deceleration() {
+        let mut cell = Cell::new(2e4, 0.0005);
+        let mut task = press_task(10.0, 4.0);
+        task.reference[0] = Profile::Sine {
+            offset: 0.0,
+            amplitude: 0.01,
+            freq_hz: 0.5,
+            phase_rad: 0.0,
+        };
+        let mut done_at: Option<usize> = None;
+        run_arm(task, &mut cell, default_limits(), 4.5, |_, r, c| {
+            if r.phase == HybridPhase::Done && done_at.is_none() {
+                done_at = Some(c.cmds.len() - 1);
+            }
+        })
+        .expect("the press completes");
+        let from = done_at.expect("completed");
+        let dt = 0.004;
+        let vx: Vec<f64> = cell.cmds[from - 2..]
+            .windows(2)
+            .map(|w| (w[1].0.x - w[0].0.x) / dt)
+            .collect();
+        assert!(vx[0].abs() > 0.02, "not moving at the end: {:?}", &vx[..3]);
+        let worst = vx
+            .windows(2)
+            .map(|w| (w[1] - w[0]).abs() / dt)
+            .fold(0.0, f64::max);
+        assert!(
+            worst <= SEATING_STOP_ACCEL_M_S2 * (1.0 + 1e-6),
+            "x decelerated at {worst:.2} m/s²"
+        );
+        assert!(vx.last().is_some_and(|v| v.abs() < 1e-12), "not at rest");
+    }
+
+    /// Issue 41: while a contact made is lost the reference clock stops: the position axes
+    /// wait where the surface was left instead of running on (a press that lost its contact ran
+    /// its x reference on to 49.7 mm with the arm still). Off a table's edge in the middle of
+    /// an x ramp: from the loss on, the x reference does not move; the task then ends by the
+    /// search's travel bound, naming the lost contact.
+    #[test]
+    fn the_reference_clock_stops_while_contact_is_lost() {
+        let mut cell = Cell::new(2e4, 0.0005);
+        cell.edge_x = 0.43;
+        let mut task = press_task(10.0, 60.0);
+        task.reference[0] = Profile::Ramp {
+            from: 0.0,
+            to: 0.1,
+            start_s: 3.0,
+            duration_s: 10.0,
+        };
+        let mut at_loss: Option<(f64, f64)> = None;
+        let mut moved_while_lost: f64 = 0.0;
+        let mut lost_cycles = 0;
+        let e = run_arm(task, &mut cell, default_limits(), 60.0, |_, r, _| {
+            if r.phase == HybridPhase::ContactLost {
+                lost_cycles += 1;
+                let (x0, clock0) = *at_loss.get_or_insert((r.position_ref[0], r.ref_time_s));
+                moved_while_lost = moved_while_lost.max((r.position_ref[0] - x0).abs());
+                assert!(
+                    r.ref_time_s <= clock0 + 1e-9,
+                    "the reference clock ran on while lost: {} > {clock0}",
+                    r.ref_time_s
+                );
+            }
+        })
+        .expect_err("off the edge");
+        assert!(lost_cycles > 10, "never lost: {e}");
+        assert!(e.why.contains("contact lost and not found again"), "{e}");
+        assert!(
+            moved_while_lost < 1e-9,
+            "x reference moved {moved_while_lost} m while the contact was lost"
+        );
+    }
+
+    /// Issue 41: travel in contact is bounded. A surface that gives way under the press (it
+    /// moves away at 5 mm/s from 1 s after the first contact: the tool follows it, pressing
+    /// 10 N) ends the task at `contact_travel_m`, naming the axis; a force axis pushing into
+    /// nothing while another axis still touches (before, the search bounds ran only while no
+    /// axis touched: it drove on for the task's whole duration) ends the same way.
+    #[test]
+    fn travel_in_contact_is_bounded_on_every_force_axis() {
+        let limits = default_limits();
+        let dt = 0.004;
+        let mut cell = Cell::new(2e4, 0.0005);
+        let mut contact_t: Option<f64> = None;
+        let mut lowest: f64 = 0.0;
+        let e = run_arm(
+            press_task(10.0, 60.0),
+            &mut cell,
+            limits,
+            60.0,
+            |t, r, c| {
+                if r.phase == HybridPhase::Contact && contact_t.is_none() {
+                    contact_t = Some(t);
+                }
+                if contact_t.is_some_and(|t0| t > t0 + 1.0) {
+                    c.surface_z -= 0.005 * dt;
+                }
+                lowest = lowest.min(c.pos.z);
+            },
+        )
+        .expect_err("a surface that gives way");
+        assert!(e.why.contains("limits.contact_travel_m"), "{e}");
+        assert!(e.why.contains("along z"), "{e}");
+        assert!(!e.is_protective(), "{e}");
+        // The tool sat 0.5 mm in the table at contact; it followed the surface no further than
+        // the bound (+ the servo's lag).
+        assert!(
+            -lowest <= 0.0005 + limits.contact_travel_m + 0.0005,
+            "followed {:.2} mm",
+            -lowest * 1e3
+        );
+        // z presses the table, x pushes 5 N into nothing (no wall): z's contact is the task's.
+        let mut cell = Cell::new(2e4, 0.0005);
+        let mut task = press_task(10.0, 60.0);
+        task.force_axes[0] = true;
+        task.reference[0] = Profile::Constant(5.0);
+        // (x moves at its approach speed before the contact too, bounded by the approach's
+        // travel: the contact travel counts from the first contact.)
+        let mut x_contact: Option<f64> = None;
+        let mut furthest: f64 = 0.0;
+        let e = run_arm(task, &mut cell, limits, 60.0, |_, r, c| {
+            if r.phase == HybridPhase::Contact {
+                let x0 = *x_contact.get_or_insert(c.pos.x);
+                furthest = furthest.max(c.pos.x - x0);
+            }
+        })
+        .expect_err("x drives into nothing");
+        assert!(e.why.contains("along x"), "{e}");
+        assert!(e.why.contains("limits.contact_travel_m"), "{e}");
+        assert!(
+            furthest <= limits.contact_travel_m + 0.0005,
+            "x went {:.2} mm",
+            furthest * 1e3
+        );
     }
 
     /// Issue: bounded approach. The press slides off a table's edge: the force axis searches

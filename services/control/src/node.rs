@@ -208,6 +208,7 @@ impl Validate for HybridConfig {
                 ("approach_timeout_s", l.approach_timeout_s, 600.0),
                 ("approach_travel_m", l.approach_travel_m, 1.0),
                 ("reapproach_travel_m", l.reapproach_travel_m, 0.1),
+                ("contact_travel_m", l.contact_travel_m, 0.5),
             ] {
                 if !(v.is_finite() && v > 0.0 && v <= hi) {
                     errors.push(

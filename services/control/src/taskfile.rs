@@ -145,6 +145,7 @@ struct LimitsFile {
     approach_timeout_s: Option<f64>,
     approach_travel_m: Option<f64>,
     reapproach_travel_m: Option<f64>,
+    contact_travel_m: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -261,6 +262,7 @@ pub fn parse(text: &str) -> Result<HybridTask, Vec<String>> {
             approach_timeout_s: l.approach_timeout_s,
             approach_travel_m: l.approach_travel_m,
             reapproach_travel_m: l.reapproach_travel_m,
+            contact_travel_m: l.contact_travel_m,
         })
         .unwrap_or_default();
     let task = HybridTask {
