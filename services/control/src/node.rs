@@ -52,6 +52,10 @@ pub struct HybridConfig {
     pub adapt_gains: bool,
     /// The softest contact the gains may be made for when they follow the estimate (N/m).
     pub softest_stiffness_n_per_m: f64,
+    /// The softest rotational contact a task's rotational force gains may be made for
+    /// (N·m/rad): their ceiling (a higher loop gain than any contact the cell declares can
+    /// carry is refused).
+    pub softest_stiffness_nm_per_rad: f64,
     /// Speed adaptation of an arm task in contact (`control::hybrid::ArmRun::
     /// with_speed_adaptation`): the task's reference clock slows down so that a sudden stop
     /// of the force axes' current motion (a surface rising, falling or stiffening under the
@@ -95,6 +99,7 @@ impl Default for HybridConfig {
             loop_delay_s: 0.03,
             adapt_gains: true,
             softest_stiffness_n_per_m: 2.0e3,
+            softest_stiffness_nm_per_rad: 5.0,
             slowdown_error_n: 2.0,
             limits: hybrid::default_limits(),
             plant_limits: HybridLimits {
@@ -158,6 +163,14 @@ impl Validate for HybridConfig {
             1.0,
             1e9,
             "N/m",
+        );
+        check_range(
+            errors,
+            format!("{prefix}.softest_stiffness_nm_per_rad"),
+            self.softest_stiffness_nm_per_rad,
+            0.01,
+            1e6,
+            "N·m/rad",
         );
         if self.softest_stiffness_n_per_m > self.worst_case_stiffness_n_per_m {
             errors.push(
@@ -348,18 +361,31 @@ impl HybridConfig {
                     ));
                 }
             }
-            let kp_f_max = hybrid::default_arm_gains(
+            let softest = hybrid::default_arm_gains(
                 [self.softest_stiffness_n_per_m; 3],
-                self.stiffness_nm_per_rad,
+                [self.softest_stiffness_nm_per_rad; 3],
                 self.loop_delay_s,
-            )
-            .kp_f[0];
-            for k in 0..3 {
+            );
+            for k in 0..6 {
+                let kp_f_max = softest.kp_f[k];
+                let (name, value, unit) = if k < 3 {
+                    (
+                        "softest_stiffness_n_per_m",
+                        self.softest_stiffness_n_per_m,
+                        "N/m",
+                    )
+                } else {
+                    (
+                        "softest_stiffness_nm_per_rad",
+                        self.softest_stiffness_nm_per_rad,
+                        "N·m/rad",
+                    )
+                };
                 if g.kp_f[k] > kp_f_max {
                     e.push(format!(
                         "gains.kp_f[{k}] = {} exceeds the cell's ceiling {kp_f_max:.3e} (the \
-                         gain made for softest_stiffness_n_per_m = {} N/m)",
-                        g.kp_f[k], self.softest_stiffness_n_per_m
+                         gain made for {name} = {value} {unit})",
+                        g.kp_f[k]
                     ));
                 }
                 let ki_max = MAX_FORCE_INTEGRAL_CORNER_PER_S * kp_f_max;
@@ -1737,9 +1763,23 @@ mod tests {
         g.kp_f[2] *= 10.0;
         g.ki_f[2] = g.kp_f[2] * 20.0;
         g.kp[0] = 50.0;
+        // A rotational force gain made for a contact 100× softer than the cell's softest.
+        g.kp_f[4] = 100.0
+            * hybrid::default_arm_gains(
+                [cfg.softest_stiffness_n_per_m; 3],
+                [cfg.softest_stiffness_nm_per_rad; 3],
+                cfg.loop_delay_s,
+            )
+            .kp_f[4];
         hot.gains = Some(g);
         let e = cfg.arm_setup(&hot, &rot).expect_err("too fast");
-        for what in ["gains.kp_f[2]", "gains.ki_f[2]", "gains.kp[0]"] {
+        for what in [
+            "gains.kp_f[2]",
+            "gains.ki_f[2]",
+            "gains.kp[0]",
+            "gains.kp_f[4]",
+            "softest_stiffness_nm_per_rad",
+        ] {
             assert!(e.contains(what), "{what}: {e}");
         }
         // At the ceiling (and the configured surface's default gains): accepted.
