@@ -475,7 +475,7 @@ pub fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> (f64, f64, S
     // span; `None`: it left rest).
     let mut last: Option<(f64, [f64; 6])> = None;
     let mut step: Option<([f64; 6], f64)> = None;
-    for t in truth {
+    for (i, t) in truth.iter().enumerate() {
         let Some((t0, q0)) = last else {
             last = Some((t.t_s, t.q_ref_rad));
             continue;
@@ -498,12 +498,20 @@ pub fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> (f64, f64, S
             };
             let (rv, ra) = (v[j].abs() / vmax[j], (v[j] - v0).abs() / (amax[j] * span));
             if rv > speed || ra > accel {
+                // The samples around it (sim time, this joint's reference), so a failure shows
+                // whether a cycle was skipped, doubled or mis-stamped.
+                let around: Vec<String> = truth[i.saturating_sub(4)..(i + 3).min(truth.len())]
+                    .iter()
+                    .map(|s| format!("{:.3}: {:.6}", s.t_s, s.q_ref_rad[j]))
+                    .collect();
                 at = format!(
-                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms",
+                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms; around it (t s: \
+                     q_ref rad) {}",
                     t.t_s,
                     v0,
                     v[j],
-                    dt * 1e3
+                    dt * 1e3,
+                    around.join(", ")
                 );
             }
             speed = speed.max(rv);
