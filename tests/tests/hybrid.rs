@@ -132,6 +132,16 @@ fn hybrid(
     (ok, metrics, dir)
 }
 
+/// The shipped press (`tasks/press-table.toml`) with `limits` added as its `[limits]` table,
+/// written next to the test's output; returns its path.
+fn shipped_press_with(name: &str, limits: &str) -> PathBuf {
+    let press =
+        std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).expect("press task");
+    let task = out_dir(name).with_extension("toml");
+    std::fs::write(&task, format!("{press}\n[limits]\n{limits}\n")).expect("task file");
+    task
+}
+
 /// (t, value) columns of a trace CSV.
 fn column(file: &std::path::Path, name: &str) -> Vec<(f64, f64)> {
     let text = std::fs::read_to_string(file).expect("trace");
@@ -1048,10 +1058,7 @@ async fn a_sliding_press_into_a_steel_edge_stops_where_the_arm_is() {
     let _cell = tests::cell_lock();
     let c = table_cell("hy-edge");
     let s = tests::up_all(&c).await;
-    let press =
-        std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).expect("press task");
-    let task = out_dir("hy-edge").with_extension("toml");
-    std::fs::write(&task, press + "\n[limits]\nmax_force_n = 30.0\n").expect("task file");
+    let task = shipped_press_with("hy-edge", "max_force_n = 30.0");
     let mut failures = Vec::new();
     for (i, k_edge) in [1e6, 1e5].into_iter().enumerate() {
         let step = serde_json::json!({
@@ -1222,10 +1229,7 @@ async fn a_surface_that_gives_way_ends_the_press_within_its_travel_bounds() {
     let _cell = tests::cell_lock();
     let c = table_cell("hy-yield");
     let s = tests::up_all(&c).await;
-    let press =
-        std::fs::read_to_string(repo_root().join("tasks/press-table.toml")).expect("press task");
-    let task = out_dir("hy-yield").with_extension("toml");
-    std::fs::write(&task, press + "\n[limits]\ncontact_travel_m = 0.005\n").expect("task file");
+    let task = shipped_press_with("hy-yield", "contact_travel_m = 0.005");
     let mut failures = Vec::new();
     let bound_mm = 5.0;
     for (speed_mm_s, bounds) in [

@@ -2908,6 +2908,19 @@ mod tests {
         }
     }
 
+    /// [`press_task`] at 10 N for `duration` with x ramping 0 → 100 mm over `ramp_s` from 3 s:
+    /// a press that slides (off a table's edge when the cell has one).
+    fn press_with_x_ramp(duration: f64, ramp_s: f64) -> HybridTask {
+        let mut task = press_task(10.0, duration);
+        task.reference[0] = Profile::Ramp {
+            from: 0.0,
+            to: 0.1,
+            start_s: 3.0,
+            duration_s: ramp_s,
+        };
+        task
+    }
+
     fn run_arm(
         task: HybridTask,
         cell: &mut Cell,
@@ -3561,14 +3574,8 @@ mod tests {
         let run = |edge_x: f64| {
             let mut cell = Cell::new(2e4, 0.0005);
             cell.edge_x = edge_x;
-            let mut task = press_task(10.0, 9.0);
+            let mut task = press_with_x_ramp(9.0, 5.0);
             task.from_contact = true;
-            task.reference[0] = Profile::Ramp {
-                from: 0.0,
-                to: 0.1,
-                start_s: 3.0,
-                duration_s: 5.0,
-            };
             run_arm(task, &mut cell, limits, 40.0, |_, _, _| {})
         };
         let e = run(0.45).expect_err("off the edge");
@@ -3627,13 +3634,7 @@ mod tests {
     fn the_reference_clock_stops_while_contact_is_lost() {
         let mut cell = Cell::new(2e4, 0.0005);
         cell.edge_x = 0.43;
-        let mut task = press_task(10.0, 60.0);
-        task.reference[0] = Profile::Ramp {
-            from: 0.0,
-            to: 0.1,
-            start_s: 3.0,
-            duration_s: 10.0,
-        };
+        let task = press_with_x_ramp(60.0, 10.0);
         let mut at_loss: Option<(f64, f64)> = None;
         let mut moved_while_lost: f64 = 0.0;
         let mut lost_cycles = 0;
@@ -3730,13 +3731,7 @@ mod tests {
         let limits = default_limits();
         let mut cell = Cell::new(2e4, 0.0005);
         cell.edge_x = 0.45;
-        let mut task = press_task(10.0, 60.0);
-        task.reference[0] = Profile::Ramp {
-            from: 0.0,
-            to: 0.1,
-            start_s: 3.0,
-            duration_s: 5.0,
-        };
+        let task = press_with_x_ramp(60.0, 5.0);
         let mut lowest: f64 = 0.0;
         let e = run_arm(task, &mut cell, limits, 60.0, |_, _, c| {
             lowest = lowest.min(c.pos.z)
