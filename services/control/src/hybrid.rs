@@ -3668,35 +3668,46 @@ mod tests {
     fn travel_in_contact_is_bounded_on_every_force_axis() {
         let limits = default_limits();
         let dt = 0.004;
-        let mut cell = Cell::new(2e4, 0.0005);
-        let mut contact_t: Option<f64> = None;
-        let mut lowest: f64 = 0.0;
-        let e = run_arm(
-            press_task(10.0, 60.0),
-            &mut cell,
-            limits,
-            60.0,
-            |t, r, c| {
-                if r.phase == HybridPhase::Contact && contact_t.is_none() {
-                    contact_t = Some(t);
-                }
-                if contact_t.is_some_and(|t0| t > t0 + 1.0) {
-                    c.surface_z -= 0.005 * dt;
-                }
-                lowest = lowest.min(c.pos.z);
-            },
-        )
-        .expect_err("a surface that gives way");
-        assert!(e.why.contains("limits.contact_travel_m"), "{e}");
-        assert!(e.why.contains("along z"), "{e}");
-        assert!(!e.is_protective(), "{e}");
-        // The tool sat 0.5 mm in the table at contact; it followed the surface no further than
-        // the bound (+ the servo's lag).
-        assert!(
-            -lowest <= 0.0005 + limits.contact_travel_m + 0.0005,
-            "followed {:.2} mm",
-            -lowest * 1e3
-        );
+        // Surfaces softer and stiffer than the table the limits were written for, each giving
+        // way at 5 mm/s.
+        for k in [5e3, 2e4, 1e5, 1e6] {
+            let mut cell = Cell::new(k, 0.0005);
+            let mut contact_t: Option<f64> = None;
+            let mut lowest: f64 = 0.0;
+            let e = run_arm(
+                press_task(10.0, 60.0),
+                &mut cell,
+                limits,
+                60.0,
+                |t, r, c| {
+                    if r.phase == HybridPhase::Contact && contact_t.is_none() {
+                        contact_t = Some(t);
+                    }
+                    if contact_t.is_some_and(|t0| t > t0 + 1.0) {
+                        c.surface_z -= 0.005 * dt;
+                    }
+                    lowest = lowest.min(c.pos.z);
+                },
+            )
+            .expect_err("a surface that gives way");
+            eprintln!("{k:e} N/m: {e}; lowest {:.2} mm", lowest * 1e3);
+            // Followed in contact, the travel bound ends it; on the softest the loop loses the
+            // receding surface (10 N of error drives the axis at about 5 mm/s there) and the
+            // search's travel after the loss does.
+            let in_contact = e.why.contains("limits.contact_travel_m") && e.why.contains("along z");
+            assert!(
+                in_contact || e.why.contains("limits.reapproach_travel_m"),
+                "{k:e}: {e}"
+            );
+            assert!(!e.is_protective(), "{e}");
+            // The tool sat 10 N / k in the surface at contact; it followed the surface no
+            // further than the bound (+ the servo's lag).
+            assert!(
+                -lowest <= 10.0 / k + limits.contact_travel_m + 0.0005,
+                "{k:e}: followed {:.2} mm",
+                -lowest * 1e3
+            );
+        }
         // z presses the table, x pushes 5 N into nothing (no wall): z's contact is the task's.
         let mut cell = Cell::new(2e4, 0.0005);
         let mut task = press_task(10.0, 60.0);
