@@ -337,9 +337,11 @@ pub fn hold_enable(
 
 /// One pull with the guide session of `p`, from the current TCP; returns its score and the
 /// record (truth time starts at 0 with the hand's reset). When the guide session ended
-/// during the pull on a proven host stall ([`crate::stall`]), the pull is repeated once from
-/// where the arm stands (`Pull::retried_after` names the first stop and the stall); any other
-/// end, or a second one, is returned in `Pull::ended` for the caller to judge.
+/// during the pull on a proven host stall ([`crate::stall`]), the arm is placed back where
+/// the first pull began (tool down, as every pull's placement) and the pull is repeated once
+/// from there, so the repeat asks the same of the cell (a pull into a wall repeated from the
+/// wall would ask nothing); `Pull::retried_after` names the first stop and the stall. Any
+/// other end, or a second one, is returned in `Pull::ended` for the caller to judge.
 /// The first pull's truth is written to `keep_first` when it is repeated.
 pub async fn pull(
     s: &Session,
@@ -358,6 +360,10 @@ pub async fn pull(
             write_truth_csv(keep_first, &data)?;
             retry.first_run = Some(keep_first.display().to_string());
             eprintln!("      {}", retry.describe());
+            let start_mm = score.from_m.map(|v| v * 1e3);
+            place(s, cell, start_mm, 150.0)
+                .await
+                .with_context(|| format!("{}: back to the first pull's start", p.label))?;
             (score, data) = pull_once(s, cell, rec, p).await?;
             score.retried_after = Some(retry);
         }
@@ -386,6 +392,10 @@ async fn pull_once(
     // Still guiding (the deadman keeps the session), or ended during the pull, and why.
     let ended = guide_ended(s, cell).await;
     let _ = en.send(());
+    // The operator lets go when the pull's time is over. A hand whose path waited on a
+    // lagging tool (a wall, a stop) never reaches its end and so never releases by itself: it
+    // would hang on the tool at its grip's limit through the next move and tare.
+    scenario(s, cell, json!({ "set": { "hand.enabled": false } })).await?;
     let mut score = score(&p.label, &data, &from, &p.dir, p.length_m)?;
     score.ended = ended;
     Ok((score, data))
