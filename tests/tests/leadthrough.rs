@@ -1024,8 +1024,31 @@ async fn a_wrench_above_the_guide_ceiling_is_a_protective_stop() {
     // Issue 41 item 2: an impact — 150 N on the tool within one sample, flagged `Spike` by
     // the force service (a jump > 100 N) and left out of the peak — is a protective stop in
     // guiding too, latched at robot-io (before: "wrench not usable: Spike", a smooth end).
-    let token = cell::lead::enable_token(r.as_ref().expect("guide")).expect("token");
-    let en = leadexp::hold_enable(&s, &c.cell, token);
+    // This session is the operator's `cell guide --trace` (its guide request replaces the one
+    // above, which never got an enable): it must exit non-zero naming control's stop, and its
+    // trace must go on through the stop for a second (issue 41: the trace ended at the stop).
+    let trace_dir = out_dir().join("impact-guide");
+    let _ = std::fs::remove_dir_all(&trace_dir);
+    let trace_arg = trace_dir.display().to_string();
+    let accepted = |st: &serde_json::Value| st["detail"]["deadman"]["enables_accepted"].as_u64();
+    let accepted_before = status(s.clone(), c.cell.clone())
+        .await
+        .and_then(|st| accepted(&st))
+        .expect("control's deadman counts");
+    let mut guide_cli = c.spawn_cli(&["guide", "--seconds", "20", "--trace", &trace_arg]);
+    let bound = wait_for(Duration::from_secs(5), || async {
+        let st = status(s.clone(), c.cell.clone()).await?;
+        (st["detail"]["mode"] == "LeadThrough"
+            && st["detail"]["deadman"]["bound"] == true
+            && accepted(&st)? > accepted_before)
+            .then_some(())
+    })
+    .await;
+    assert!(
+        bound.is_some(),
+        "`cell guide` did not start a held session\n{}",
+        c.log_text()
+    );
     tokio::time::sleep(Duration::from_millis(600)).await;
     tests::sim_fault(
         &s,
@@ -1039,13 +1062,70 @@ async fn a_wrench_above_the_guide_ceiling_is_a_protective_stop() {
     })
     .await
     .expect("guiding did not end on the impact");
+    // `cell guide` sees the end by itself (not at its 20 s), records a second more, exits.
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    let exited = loop {
+        match guide_cli.try_wait() {
+            Ok(Some(code)) => break Some(code),
+            _ if std::time::Instant::now() >= deadline => break None,
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
     tests::sim_fault(
         &s,
         &c,
         serde_json::json!({"external_force_base_n": [0.0, 0.0, 0.0]}),
     )
     .await;
-    let _ = en.send(());
+    let Some(code) = exited else {
+        let _ = guide_cli.kill();
+        panic!(
+            "`cell guide` still ran 8 s after control ended its session\n{}",
+            c.log_text()
+        );
+    };
+    assert!(
+        !code.success(),
+        "`cell guide` exited 0 after a protective stop\n{}",
+        c.log_text()
+    );
+    let metrics: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(trace_dir.join("metrics.json")).expect("guide metrics.json"),
+    )
+    .expect("metrics JSON");
+    eprintln!("cell guide --trace: {metrics}");
+    assert_eq!(metrics["ended_by"], "control", "{metrics}");
+    assert!(
+        metrics["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("protective stop")),
+        "{metrics}"
+    );
+    // The trace goes on after the end: the estimate over (nearly) the whole second after it,
+    // and the guide states recorded up to it.
+    let after = std::fs::read_to_string(trace_dir.join("after_end.csv")).expect("after_end.csv");
+    let last_estimate_s = after
+        .lines()
+        .skip(1)
+        .filter(|l| l.contains(",estimate,"))
+        .filter_map(|l| l.split(',').next()?.parse::<f64>().ok())
+        .fold(f64::NAN, f64::max);
+    assert!(
+        last_estimate_s >= 0.9,
+        "the estimate's trace after the end stops at {last_estimate_s} s"
+    );
+    assert!(
+        after.lines().any(|l| l.contains(",truth,")),
+        "no simulator truth after the end"
+    );
+    let guide_rows = std::fs::read_to_string(trace_dir.join("guide.csv")).expect("guide.csv");
+    let pushed = guide_rows
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(6)?.parse::<f64>().ok())
+        .filter(|fz| *fz < -100.0)
+        .count();
+    eprintln!("cell guide --trace: {pushed} guide state(s) with the impact's force");
     let why = format!("{} {}", ended["detail"]["stop_reason"], ended["last_error"]);
     assert!(
         why.contains("protective stop: wrench estimate Spike")

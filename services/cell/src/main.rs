@@ -261,7 +261,8 @@ enum Cmd {
     },
     /// Hand guiding (lead-through): starts guiding and streams the deadman keep-alive from this
     /// terminal until Ctrl-C or --seconds (then the arm decelerates and holds). Laws:
-    /// admittance (default), stiffness (Cai et al.), staircase (baseline).
+    /// admittance (default), stiffness (Cai et al.), staircase (baseline). Exits non-zero with
+    /// control's reason when control ends the session (a protective stop, a fault).
     Guide {
         #[arg(long)]
         law: Option<String>,
@@ -270,6 +271,11 @@ enum Cmd {
         params: Vec<String>,
         #[arg(long)]
         seconds: Option<f64>,
+        /// Record the session into DIR: guide.csv (control's guide states, through the end
+        /// and 1 s after it), after_end.csv (the force estimate, and the simulator's truth,
+        /// over the second after the end) and metrics.json (how it ended).
+        #[arg(long, value_name = "DIR")]
+        trace: Option<std::path::PathBuf>,
     },
     /// Stream the deadman keep-alive (20 Hz) until Ctrl-C or --seconds, for the guide session
     /// whose reply gave TOKEN (`enable_token`; `cell guide` streams its own). Enables without
@@ -715,21 +721,27 @@ async fn run(
             law,
             params,
             seconds,
+            trace,
         } => {
             let body = lead::overrides(law.as_deref(), &params)?;
-            let r = lead::rpc(&s, &cell, serde_json::json!({ "guide": body })).await?;
-            eprintln!(
-                "guiding ({}): this terminal holds the enable; Ctrl-C releases it",
-                r["guiding"].as_str().unwrap_or("?")
-            );
             let stop = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            let token = lead::enable_token(&r)?;
-            let n = lead::stream_enable(&s, &cell, token, seconds, stop).await?;
+            let run = client::guide::run(&s, &cell, body, seconds, stop, trace.is_some()).await?;
+            if let Some(dir) = &trace {
+                run.write(dir)?;
+                eprintln!("trace written to {}", dir.display());
+            }
+            if let Some(why) = &run.ended_by_control {
+                anyhow::bail!(
+                    "guiding ended by control after {} keep-alives: {why}",
+                    run.enables_sent
+                );
+            }
             eprintln!(
-                "enable released after {n} keep-alives: the arm stops and holds; guiding \
-                 resumes only by a new `cell guide`"
+                "enable released after {} keep-alives: the arm stops and holds; guiding \
+                 resumes only by a new `cell guide`",
+                run.enables_sent
             );
         }
         Cmd::Enable { token, seconds } => {

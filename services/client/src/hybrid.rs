@@ -231,7 +231,7 @@ pub async fn run(
 /// Records the force service's estimate and the simulator's truth for [`AFTER_END_S`] after
 /// the end (now): the estimates received before it are dropped, the truth is timed from the
 /// last sample seen before it (`world_t_s`).
-async fn trace_after_end(
+pub(crate) async fn trace_after_end(
     world: &zenoh::pubsub::Subscriber<zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>>,
     estimates: &zenoh::pubsub::Subscriber<
         zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>,
@@ -281,7 +281,7 @@ async fn trace_after_end(
 
 /// The trace after the end in figures: peak and last force magnitude, of the estimate and
 /// of the truth (null without samples).
-fn after_end_figures(after: &[AfterRow]) -> serde_json::Value {
+pub(crate) fn after_end_figures(after: &[AfterRow]) -> serde_json::Value {
     let norm = |f: &[f64; 3]| (f[0] * f[0] + f[1] * f[1] + f[2] * f[2]).sqrt();
     let figs = |truth: bool| {
         let v: Vec<f64> = after
@@ -668,31 +668,37 @@ pub fn write(dir: &Path, out: &Outcome) -> anyhow::Result<()> {
         }
         f.flush()?;
     }
-    if !out.after.is_empty() {
-        let path = dir.join("after_end.csv");
-        let mut f = std::io::BufWriter::new(
-            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
-        );
-        writeln!(
-            f,
-            "t_after_end_s,source,force_base_x,force_base_y,force_base_z,tcp_x,tcp_y,tcp_z"
-        )?;
-        for r in &out.after {
-            let [x, y, z] = r.force_base_n;
-            let tcp = r.tcp_m.map_or(",,".to_string(), |p| {
-                format!("{:.7},{:.7},{:.7}", p[0], p[1], p[2])
-            });
-            writeln!(
-                f,
-                "{:.6},{},{x:.4},{y:.4},{z:.4},{tcp}",
-                r.t_s,
-                if r.truth { "truth" } else { "estimate" }
-            )?;
-        }
-        f.flush()?;
-    }
+    write_after_end(&dir.join("after_end.csv"), &out.after)?;
     let m = dir.join("metrics.json");
     std::fs::write(&m, serde_json::to_string_pretty(&out.metrics)?)
         .with_context(|| format!("writing {}", m.display()))?;
+    Ok(())
+}
+
+/// Writes the trace after an end (`after_end.csv`); nothing when there is none.
+pub(crate) fn write_after_end(path: &Path, after: &[AfterRow]) -> anyhow::Result<()> {
+    if after.is_empty() {
+        return Ok(());
+    }
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    writeln!(
+        f,
+        "t_after_end_s,source,force_base_x,force_base_y,force_base_z,tcp_x,tcp_y,tcp_z"
+    )?;
+    for r in after {
+        let [x, y, z] = r.force_base_n;
+        let tcp = r.tcp_m.map_or(",,".to_string(), |p| {
+            format!("{:.7},{:.7},{:.7}", p[0], p[1], p[2])
+        });
+        writeln!(
+            f,
+            "{:.6},{},{x:.4},{y:.4},{z:.4},{tcp}",
+            r.t_s,
+            if r.truth { "truth" } else { "estimate" }
+        )?;
+    }
+    f.flush()?;
     Ok(())
 }

@@ -12,7 +12,9 @@
 //!   accelerates to the task's force-axis speed, and brakes to rest once the measured force
 //!   along that direction is below [`EndParams::release_force_n`] (or, without a usable
 //!   wrench, once it has backed off the blind distance the last force implies), and never
-//!   farther than [`EndParams::max_release_m`]: the force decays, it cannot rise;
+//!   farther than [`EndParams::max_release_m`]: the force decays, it cannot rise; braking
+//!   and backing off are one velocity under the one bound `max_accel_m_s2` (issue 41 item 4:
+//!   each at that rate made up to twice);
 //! - the final pose is then held for [`EndParams::settle_s`], so the robot's measured joints
 //!   reach the reference before robot-io holds them (the hold is then no step);
 //! - whatever happens, the end is over after [`EndParams::timeout_s`].
@@ -126,7 +128,6 @@ impl Unload {
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Unloading {
     u: Unload,
-    speed: f64,
     travelled: f64,
     limit_m: f64,
     released: bool,
@@ -152,6 +153,17 @@ pub struct EndStep {
     pub done: bool,
     /// Unloading travel so far (m).
     pub unloaded_m: f64,
+}
+
+/// `v` moved towards `target` by at most `dv` (norm).
+fn toward(v: &Vector3<f64>, target: &Vector3<f64>, dv: f64) -> Vector3<f64> {
+    let d = target - v;
+    let n = d.norm();
+    if n <= dv || !n.is_finite() {
+        *target
+    } else {
+        v + d * (dv / n)
+    }
 }
 
 fn toward_zero(v: &Vector3<f64>, dv: f64) -> Vector3<f64> {
@@ -186,7 +198,6 @@ impl Ending {
             w: finite(w_rad_s),
             unload: unload.map(|u| Unloading {
                 u,
-                speed: 0.0,
                 travelled: 0.0,
                 limit_m: p.max_release_m,
                 released: false,
@@ -210,10 +221,11 @@ impl Ending {
             0.0
         };
         self.elapsed_s += dt;
-        self.v = toward_zero(&self.v, self.p.max_accel_m_s2 * dt);
         self.w = toward_zero(&self.w, self.p.max_rot_accel_rad_s2 * dt);
         let a = self.p.max_accel_m_s2;
-        let mut back = Vector3::zeros();
+        // Where the command's velocity goes: to rest, or backing off along the unloading
+        // direction while the tool still presses.
+        let mut target = Vector3::zeros();
         let mut unloading = false;
         if let Some(un) = self.unload.as_mut() {
             let pressing = match force_on_tool_n {
@@ -224,25 +236,31 @@ impl Ending {
                 un.released = true;
             }
             let left = (un.limit_m - un.travelled).max(0.0);
-            let want = if un.released || left <= 0.0 {
-                0.0
-            } else {
+            if !(un.released || left <= 0.0) {
                 // Never faster than it can stop within the travel that is left.
-                un.u.speed_m_s.min((2.0 * a * left).sqrt())
-            };
-            un.speed = if want > un.speed {
-                (un.speed + a * dt).min(want)
-            } else {
-                (un.speed - a * dt).max(want)
-            };
-            let step = (un.speed * dt).min(left);
-            un.travelled += step;
-            back = un.u.dir * step;
-            unloading = un.speed > 0.0 || !(un.released || left <= 0.0);
+                target = un.u.dir * un.u.speed_m_s.min((2.0 * a * left).sqrt());
+                unloading = true;
+            }
+        }
+        // One velocity under one acceleration bound (issue 41 item 4): braking the motion and
+        // backing off share it, so the command's acceleration never exceeds `max_accel_m_s2`
+        // (braking at that rate while unloading accelerated at it again made up to twice).
+        self.v = toward(&self.v, &target, a * dt);
+        let mut step = self.v * dt;
+        if let Some(un) = self.unload.as_mut() {
+            // Net travel along the unloading direction (braking into the surface first counts
+            // against it), never past the release limit.
+            let left = (un.limit_m - un.travelled).max(0.0);
+            let along = step.dot(&un.u.dir);
+            if along > left {
+                step -= un.u.dir * (along - left);
+                self.v = step / dt.max(f64::MIN_POSITIVE);
+            }
+            un.travelled += step.dot(&un.u.dir);
         }
         let moving = self.v.norm() > 0.0 || self.w.norm() > 0.0 || unloading;
         self.pose = Isometry3::from_parts(
-            Translation3::from(self.pose.translation.vector + self.v * dt + back),
+            Translation3::from(self.pose.translation.vector + step),
             UnitQuaternion::from_scaled_axis(self.w * dt) * self.pose.rotation,
         );
         if moving {
@@ -254,7 +272,7 @@ impl Ending {
             pose: self.pose,
             done: (!moving && self.still_s >= self.p.settle_s)
                 || self.elapsed_s >= self.p.timeout_s,
-            unloaded_m: self.unload.map_or(0.0, |u| u.travelled),
+            unloaded_m: self.unload.map_or(0.0, |u| u.travelled.max(0.0)),
         }
     }
 }
@@ -366,7 +384,7 @@ mod tests {
         assert!(last.unloaded_m < 0.0005 + 0.00005 && last.unloaded_m <= p.max_release_m);
         let (vmax, amax) = kinematics(&start, Vector3::new(0.02, 0.0, 0.0), &steps);
         assert!(
-            vmax <= 0.02 + 1e-9 && amax <= 2.0 * p.max_accel_m_s2 + 1e-6,
+            vmax <= 0.02 + 1e-9 && amax <= p.max_accel_m_s2 * 1.0001,
             "{vmax} {amax}"
         );
     }
