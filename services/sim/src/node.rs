@@ -452,26 +452,31 @@ impl PlantIo {
 }
 
 /// Sends `EgmRobot` datagrams off the tick loop when they are delayed (jitter), in order.
+/// Each delayed datagram leaves at its own deadline (when it was built + its delay) or right
+/// after the one before it, whichever is later: late by at most its delay plus what the one
+/// before it was, so never by more than the largest delay. (Until 2026-12-06 the sender slept
+/// each delay *after* the previous datagram had gone: the delays added up, and at
+/// `jitter_ms` = 8 — a mean of 4 ms per 4 ms cycle — the queue grew without bound, the
+/// datagrams arriving seconds late; at 6 ms, mean 3 ms, it queued up at times.)
 struct EgmSender {
     sock: Arc<UdpSocket>,
     target: SocketAddr,
-    delayed: tokio::sync::mpsc::UnboundedSender<(Vec<u8>, Duration)>,
+    delayed: tokio::sync::mpsc::UnboundedSender<(Vec<u8>, tokio::time::Instant)>,
     in_flight: Arc<AtomicUsize>,
     sent: Arc<AtomicU64>,
 }
 
 impl EgmSender {
     fn new(sock: Arc<UdpSocket>, target: SocketAddr) -> (Self, tokio::task::JoinHandle<()>) {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Vec<u8>, Duration)>();
+        let (tx, mut rx) =
+            tokio::sync::mpsc::unbounded_channel::<(Vec<u8>, tokio::time::Instant)>();
         let in_flight = Arc::new(AtomicUsize::new(0));
         let sent = Arc::new(AtomicU64::new(0));
         let task = {
             let (sock, in_flight, sent) = (sock.clone(), in_flight.clone(), sent.clone());
             tokio::spawn(async move {
-                while let Some((bytes, delay)) = rx.recv().await {
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
-                    }
+                while let Some((bytes, deadline)) = rx.recv().await {
+                    tokio::time::sleep_until(deadline).await;
                     if sock.send_to(&bytes, target).await.is_ok() {
                         sent.fetch_add(1, Ordering::Relaxed);
                     }
@@ -508,7 +513,8 @@ impl EgmSender {
             }
         }
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        if self.delayed.send((bytes, delay)).is_err() {
+        let deadline = tokio::time::Instant::now() + delay;
+        if self.delayed.send((bytes, deadline)).is_err() {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -983,4 +989,53 @@ pub fn service_main(
         },
         crate::node::run,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream of delayed datagrams is late by at most the largest delay, however many
+    /// follow each other: with every datagram 7 ms late and one built every 4 ms, the old
+    /// sender (each delay slept after the previous datagram had gone) delivered the 100th
+    /// ≈ 300 ms late.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delayed_datagrams_are_late_by_their_delay_not_by_the_sum_of_delays() {
+        let rx = UdpSocket::bind("127.0.0.1:0").await.expect("bind rx");
+        let tx = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("bind tx"));
+        let target = rx.local_addr().expect("rx addr");
+        let (sender, task) = EgmSender::new(tx, target);
+        let n = 100u32;
+        let start = tokio::time::Instant::now();
+        let recv = tokio::spawn(async move {
+            let mut late_ms = Vec::new();
+            let mut buf = [0u8; 16];
+            for _ in 0..n {
+                let Ok(Ok((len, _))) =
+                    tokio::time::timeout(Duration::from_secs(5), rx.recv_from(&mut buf)).await
+                else {
+                    break;
+                };
+                let i = u32::from_le_bytes(buf[..len.min(4)].try_into().unwrap_or([0; 4]));
+                let built = start + Duration::from_millis(4 * u64::from(i));
+                late_ms.push(built.elapsed().as_secs_f64() * 1e3);
+            }
+            late_ms
+        });
+        let mut tick = tokio::time::interval_at(start, Duration::from_millis(4));
+        for i in 0..n {
+            tick.tick().await;
+            sender.send(i.to_le_bytes().to_vec(), Duration::from_millis(7));
+        }
+        let late_ms = recv.await.expect("receiver");
+        task.abort();
+        assert_eq!(late_ms.len(), n as usize, "datagrams lost on loopback");
+        let worst = late_ms.iter().copied().fold(0.0f64, f64::max);
+        // 7 ms of delay, plus this host's timer and scheduling slack (generous: the failure
+        // this guards against is hundreds of ms).
+        assert!(
+            worst < 7.0 + 40.0,
+            "a datagram arrived {worst:.1} ms after it was built"
+        );
+    }
 }
