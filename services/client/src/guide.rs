@@ -37,7 +37,8 @@ pub struct GuideRun {
     /// stop, a fault, another mode); `None`: the operator released the enable (Ctrl-C,
     /// `--seconds`).
     pub ended_by_control: Option<String>,
-    /// Host monotonic time of the end (ns): the release, or when control's end was seen.
+    /// Host monotonic time of the end (ns): the release, or control's stop (its last guide
+    /// state; without a trace, when the end was seen).
     pub end_mono_ns: u64,
     /// With a trace: control's guide states from the request to [`AFTER_END_S`] after the end.
     pub states: Vec<GuideState>,
@@ -160,6 +161,50 @@ async fn control_end(
     }
 }
 
+/// The force service's estimate and the simulator's truth from `end_ns` (host monotonic) to
+/// [`AFTER_END_S`] after it, timed from it (both stamped on the host's monotonic clock). The
+/// rings were not drained during the session: they still hold the samples since `end_ns`
+/// (4096 estimates, 8192 truth samples: seconds at their rates).
+async fn after_end(world: &Ring, estimates: &Ring, end_ns: u64) -> Vec<AfterRow> {
+    let until_ns = end_ns + (AFTER_END_S * 1e9) as u64;
+    let mut after = Vec::new();
+    loop {
+        let now = common::clock::mono_ns();
+        while let Ok(Some(w)) = world.try_recv() {
+            if let Ok(t) = codec::decode::<common::msg::SimTruth>(&w.payload().to_bytes()) {
+                let at = t.stamp.source_mono_ns;
+                if (end_ns..=until_ns).contains(&at) {
+                    after.push(AfterRow {
+                        t_s: (at - end_ns) as f64 * 1e-9,
+                        truth: true,
+                        force_base_n: t.contact_force_base_n,
+                        tcp_m: Some(t.tcp_in_base_m),
+                    });
+                }
+            }
+        }
+        while let Ok(Some(e)) = estimates.try_recv() {
+            if let Ok(w) = codec::decode::<common::msg::WrenchEstimate>(&e.payload().to_bytes()) {
+                let at = w.stamp.source_mono_ns;
+                if (end_ns..=until_ns).contains(&at) {
+                    after.push(AfterRow {
+                        t_s: (at - end_ns) as f64 * 1e-9,
+                        truth: false,
+                        force_base_n: w.base.force_n,
+                        tcp_m: None,
+                    });
+                }
+            }
+        }
+        if now >= until_ns {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    after.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    after
+}
+
 /// Starts guiding with the `body` overrides and holds the enable until `stop` resolves,
 /// `seconds` pass or control ends the session; with `trace`, records the session and the
 /// second after its end.
@@ -200,21 +245,21 @@ pub async fn run(
         };
         lead::stream_enable(s, cell, token, seconds, until).await?
     };
-    let end_mono_ns = common::clock::mono_ns();
+    let mut end_mono_ns = common::clock::mono_ns();
     let mut after = Vec::new();
     if let (Some(sub), Some(world), Some(est)) = (&states_sub, &world, &estimates) {
         drain_states(sub, &mut states);
-        // Only what follows the end goes into the trace after it.
-        let mut world_t_s = None;
-        while let Ok(Some(w)) = world.try_recv() {
-            if let Ok(t) = codec::decode::<common::msg::SimTruth>(&w.payload().to_bytes()) {
-                world_t_s = Some(t.t_s);
+        // This session's states only (an earlier session's last ones may be in the ring).
+        states.retain(|g| g.stamp.source_mono_ns >= requested_ns);
+        if ended_by_control.is_some() {
+            // Control stopped publishing guide states at its stop, up to a status poll before
+            // the end was seen: the trace after the end starts at the stop.
+            if let Some(last) = states.last() {
+                end_mono_ns = end_mono_ns.min(last.stamp.source_mono_ns);
             }
         }
-        after = hybrid::trace_after_end(world, est, world_t_s).await;
+        after = after_end(world, est, end_mono_ns).await;
         drain_states(sub, &mut states);
-        // This session's states: from its request (an earlier session's last states may be in
-        // the ring) to the end of the trace after it.
         let last_ns = end_mono_ns + (AFTER_END_S * 1e9) as u64;
         states.retain(|g| (requested_ns..=last_ns).contains(&g.stamp.source_mono_ns));
     }
