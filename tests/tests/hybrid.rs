@@ -1934,3 +1934,74 @@ async fn transitions_in_contact_keep_the_references_continuous_and_the_force_bou
     }
     assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
+
+/// Issue 41 item 10: the shipped press (stiffness not identified) with every EGM datagram of
+/// the emulated IRC5 up to two robot cycles late (`sim.egm.jitter_ms = 8`, in order) declares
+/// contact only where the true force exists (≥ 0.5 N at the first non-approach state), loses
+/// no contact, and no position axis leaves its reference by more than 2 mm. Seen failing on
+/// the simulator before a206005: its delayed sender added the delays up, the datagrams came
+/// seconds late (robot-io's `robot_to_reply_ms` up to 5341 ms) and the placing move did not
+/// arrive within 15.8 s — the "wander" the issue saw under this jitter was that queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_under_two_cycles_of_egm_jitter_keeps_its_path_and_meets_a_true_contact() {
+    let _cell = tests::cell_lock();
+    let c = TestCell::start(
+        "hy-jitter",
+        &[
+            "sim.scenario=\"scenarios/table-contact.toml\"",
+            "sim.egm.jitter_ms=8",
+        ],
+    );
+    let _s = tests::up_all(&c).await;
+    place_and_tare(&c, [350.0, 0.0, 206.0]).await;
+    let name = "hy-jitter";
+    let since = common::clock::mono_ns();
+    let (mut ok, mut m, mut dir) = hybrid(&c, "tasks/press-table.toml", &[], name);
+    if !ok && host_stall_hold(&c, name, m["aborted"].as_str().unwrap_or(""), since) {
+        let kept = cell::stall::keep_first_run(&dir).expect("keep the first run");
+        eprintln!("{name}: first run kept in {}", kept.display());
+        place_and_tare(&c, [350.0, 0.0, 206.0]).await;
+        (ok, m, dir) = hybrid(&c, "tasks/press-table.toml", &[], name);
+    }
+    assert!(ok, "the press under 8 ms jitter: {m}\n{}", c.log_text());
+    assert_eq!(m["contact_losses"].as_u64(), Some(0), "{m}");
+    let text = std::fs::read_to_string(dir.join("trace.csv")).expect("trace");
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |n: &str| head.iter().position(|h| *h == n).expect("column");
+    let (phase, truth_z) = (col("phase"), col("truth_force_z"));
+    let axes = [
+        (col("position_x"), col("position_ref_x")),
+        (col("position_y"), col("position_ref_y")),
+    ];
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let num = |r: &[&str], i: usize| r.get(i).and_then(|v| v.parse::<f64>().ok());
+    let contact = rows
+        .iter()
+        .find(|r| r.get(phase).is_some_and(|p| *p != "Approach"))
+        .expect("a contact");
+    let truth_at_contact = num(contact, truth_z).expect("truth at the contact");
+    let deviation_m = rows
+        .iter()
+        .flat_map(|r| {
+            axes.iter()
+                .filter_map(|(p, rf)| Some((num(r, *p)? - num(r, *rf)?).abs()))
+        })
+        .fold(0.0f64, f64::max);
+    tests::report(
+        Report::Figure,
+        &format!(
+            "{name}: contact declared at a true force of {truth_at_contact:.2} N; largest position \
+             deviation {:.3} mm (bound 2 mm)",
+            deviation_m * 1e3
+        ),
+    );
+    assert!(
+        truth_at_contact >= 0.5,
+        "contact declared at a true force of {truth_at_contact} N"
+    );
+    assert!(
+        deviation_m <= 0.002,
+        "a position axis left its reference by {deviation_m} m"
+    );
+}
