@@ -161,50 +161,6 @@ async fn control_end(
     }
 }
 
-/// The force service's estimate and the simulator's truth from `end_ns` (host monotonic) to
-/// [`AFTER_END_S`] after it, timed from it (both stamped on the host's monotonic clock). The
-/// rings were not drained during the session: they still hold the samples since `end_ns`
-/// (4096 estimates, 8192 truth samples: seconds at their rates).
-async fn after_end(world: &Ring, estimates: &Ring, end_ns: u64) -> Vec<AfterRow> {
-    let until_ns = end_ns + (AFTER_END_S * 1e9) as u64;
-    let mut after = Vec::new();
-    loop {
-        let now = common::clock::mono_ns();
-        while let Ok(Some(w)) = world.try_recv() {
-            if let Ok(t) = codec::decode::<common::msg::SimTruth>(&w.payload().to_bytes()) {
-                let at = t.stamp.source_mono_ns;
-                if (end_ns..=until_ns).contains(&at) {
-                    after.push(AfterRow {
-                        t_s: (at - end_ns) as f64 * 1e-9,
-                        truth: true,
-                        force_base_n: t.contact_force_base_n,
-                        tcp_m: Some(t.tcp_in_base_m),
-                    });
-                }
-            }
-        }
-        while let Ok(Some(e)) = estimates.try_recv() {
-            if let Ok(w) = codec::decode::<common::msg::WrenchEstimate>(&e.payload().to_bytes()) {
-                let at = w.stamp.source_mono_ns;
-                if (end_ns..=until_ns).contains(&at) {
-                    after.push(AfterRow {
-                        t_s: (at - end_ns) as f64 * 1e-9,
-                        truth: false,
-                        force_base_n: w.base.force_n,
-                        tcp_m: None,
-                    });
-                }
-            }
-        }
-        if now >= until_ns {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    after.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-    after
-}
-
 /// Starts guiding with the `body` overrides and holds the enable until `stop` resolves,
 /// `seconds` pass or control ends the session; with `trace`, records the session and the
 /// second after its end.
@@ -258,7 +214,7 @@ pub async fn run(
                 end_mono_ns = end_mono_ns.min(last.stamp.source_mono_ns);
             }
         }
-        after = after_end(world, est, end_mono_ns).await;
+        after = hybrid::trace_after_end(world, est, end_mono_ns).await;
         drain_states(sub, &mut states);
         let last_ns = end_mono_ns + (AFTER_END_S * 1e9) as u64;
         states.retain(|g| (requested_ns..=last_ns).contains(&g.stamp.source_mono_ns));

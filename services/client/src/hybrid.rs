@@ -102,7 +102,6 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
     let mut world_truth: Vec<(std::time::Instant, [f64; 3])> = Vec::new();
-    let mut world_t_s: Option<f64> = None;
     // The force service's estimate, for the trace after the end.
     let estimates = s
         .declare_subscriber(topic::WRENCH_ESTIMATE.key(&cell.id))
@@ -171,7 +170,6 @@ pub async fn run(
         while let Ok(Some(w)) = world.try_recv() {
             if let Ok(t) = codec::decode::<msg::SimTruth>(&w.payload().to_bytes()) {
                 world_truth.push((std::time::Instant::now(), t.contact_force_base_n));
-                world_t_s = Some(t.t_s);
             }
         }
         rows.push(Row {
@@ -193,7 +191,7 @@ pub async fn run(
             _ => {}
         }
     }
-    let after = trace_after_end(&world, &estimates, world_t_s).await;
+    let after = trace_after_end(&world, &estimates, common::clock::mono_ns()).await;
     // The plant states' time is the law's clock (`clock_s`): task time = clock − (clock − t)
     // of the first row.
     let mut truth_task = Vec::new();
@@ -228,27 +226,27 @@ pub async fn run(
     Ok(out)
 }
 
-/// Records the force service's estimate and the simulator's truth for [`AFTER_END_S`] after
-/// the end (now): the estimates received before it are dropped, the truth is timed from the
-/// last sample seen before it (`world_t_s`).
+/// The force service's estimate and the simulator's truth from `end_ns` (host monotonic) to
+/// [`AFTER_END_S`] after it, timed from it (both stamped on the host's monotonic clock). The
+/// rings must still hold the samples since `end_ns` (`cell hybrid` drains them through the
+/// task; `cell guide` does not, its rings hold seconds of samples).
 pub(crate) async fn trace_after_end(
     world: &zenoh::pubsub::Subscriber<zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>>,
     estimates: &zenoh::pubsub::Subscriber<
         zenoh::handlers::RingChannelHandler<zenoh::sample::Sample>,
     >,
-    world_t_s: Option<f64>,
+    end_ns: u64,
 ) -> Vec<AfterRow> {
-    let end_ns = common::clock::mono_ns();
-    let deadline = std::time::Instant::now() + Duration::from_secs_f64(AFTER_END_S);
+    let until_ns = end_ns + (AFTER_END_S * 1e9) as u64;
     let mut after = Vec::new();
-    let mut t0 = world_t_s;
     loop {
+        let now = common::clock::mono_ns();
         while let Ok(Some(w)) = world.try_recv() {
-            if let Ok(t) = codec::decode::<msg::SimTruth>(&w.payload().to_bytes()) {
-                let start = *t0.get_or_insert(t.t_s);
-                if t.t_s >= start {
+            if let Ok(t) = codec::decode::<common::msg::SimTruth>(&w.payload().to_bytes()) {
+                let at = t.stamp.source_mono_ns;
+                if (end_ns..=until_ns).contains(&at) {
                     after.push(AfterRow {
-                        t_s: t.t_s - start,
+                        t_s: (at - end_ns) as f64 * 1e-9,
                         truth: true,
                         force_base_n: t.contact_force_base_n,
                         tcp_m: Some(t.tcp_in_base_m),
@@ -257,9 +255,9 @@ pub(crate) async fn trace_after_end(
             }
         }
         while let Ok(Some(e)) = estimates.try_recv() {
-            if let Ok(w) = codec::decode::<msg::WrenchEstimate>(&e.payload().to_bytes()) {
+            if let Ok(w) = codec::decode::<common::msg::WrenchEstimate>(&e.payload().to_bytes()) {
                 let at = w.stamp.source_mono_ns;
-                if at >= end_ns {
+                if (end_ns..=until_ns).contains(&at) {
                     after.push(AfterRow {
                         t_s: (at - end_ns) as f64 * 1e-9,
                         truth: false,
@@ -269,12 +267,11 @@ pub(crate) async fn trace_after_end(
                 }
             }
         }
-        if std::time::Instant::now() >= deadline {
+        if now >= until_ns {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    after.retain(|r| r.t_s <= AFTER_END_S);
     after.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     after
 }
