@@ -602,13 +602,25 @@ pub fn seat_secant(touch: (f64, f64), seated: (f64, f64, f64)) -> Option<f64> {
 /// `v ≤ c·max_force_n/(K_wc·T)`.
 pub const APPROACH_MAX_FORCE_FRACTION: f64 = 0.5;
 
-/// Default limits (UR `force_mode`-like): approach at 5 mm/s, 5 cm deviation, 50 N.
+/// The cell's default ceiling on an arm task's position deviation (m): see [`default_limits`].
+pub const DEFAULT_DEVIATION_M: f64 = 0.005;
+/// The same about rotational position axes (rad, ≈ 2.9°).
+pub const DEFAULT_DEVIATION_RAD: f64 = 0.05;
+/// The 2-DOF R&C plant's default ceiling (m): Fig. 9's 30 cm sine on the plant's boom leads
+/// its hand by up to 8.4 mm (measured) before the paper's contact bounce ends it.
+pub const DEFAULT_PLANT_DEVIATION_M: f64 = 0.02;
+
+/// Default limits (UR `force_mode`-like): approach at 5 mm/s, 50 N; a position axis more
+/// than 5 mm (0.05 rad) off its reference is a protective stop. The deviation bound is a few
+/// millimetres (issue 41): the shipped arm tasks reach 0.7 mm (press), 1.9 mm (contour), 0.05
+/// mm (peg), 0.7 mm under two cycles of EGM jitter — a task that leaves its path by more is
+/// no longer doing what it was written for, and 50 mm of wander is a collision.
 pub fn default_limits() -> HybridLimits {
     HybridLimits {
         force_axis_speed_m_s: 0.005,
         force_axis_speed_rad_s: 0.05,
-        deviation_m: 0.05,
-        deviation_rad: 0.2,
+        deviation_m: DEFAULT_DEVIATION_M,
+        deviation_rad: DEFAULT_DEVIATION_RAD,
         max_force_n: 50.0,
         max_torque_nm: 5.0,
         contact_threshold_n: 1.0,
@@ -3601,7 +3613,13 @@ mod tests {
             phase_rad: 0.0,
         };
         let mut done_at: Option<usize> = None;
-        run_arm(task, &mut cell, default_limits(), 4.5, |_, r, c| {
+        // The sine starts at its full speed (a velocity step the model arm lags by 5.1 mm):
+        // this test is about its end, so the deviation bound is widened.
+        let limits = HybridLimits {
+            deviation_m: 0.02,
+            ..default_limits()
+        };
+        run_arm(task, &mut cell, limits, 4.5, |_, r, c| {
             if r.phase == HybridPhase::Done && done_at.is_none() {
                 done_at = Some(c.cmds.len() - 1);
             }

@@ -104,6 +104,8 @@ impl Default for HybridConfig {
             limits: hybrid::default_limits(),
             plant_limits: HybridLimits {
                 force_axis_speed_m_s: 0.05,
+                deviation_m: hybrid::DEFAULT_PLANT_DEVIATION_M,
+                deviation_rad: 0.2,
                 ..hybrid::default_limits()
             },
             wrench_stale_ms: 50.0,

@@ -21,7 +21,8 @@ use common::{
 use kinematics::{node::from_msg_pose, Arm};
 use zenoh::query::Query;
 
-use crate::pipeline::{to_msg, Pipeline, PipelineParams, PoseInput, WindowOutcome};
+use crate::pipeline::{to_msg, AccelEstimator, Pipeline, PipelineParams, PoseInput, WindowOutcome};
+use nalgebra::Vector3;
 
 /// `[force]` table.
 pub type ForceConfig = PipelineParams;
@@ -95,6 +96,7 @@ pub async fn run(
     let mut stale_tick = tokio::time::interval(Duration::from_millis(1));
     let mut status_tick = tokio::time::interval(Duration::from_millis(250));
     let mut last_fault = WrenchFault::None;
+    let mut accel = AccelEstimator::default();
 
     loop {
         tokio::select! {
@@ -107,10 +109,12 @@ pub async fn run(
                 let pose = poses.get().filter(|p| p.at.elapsed() <= pose_max_age).map(|p| {
                     let t = p.msg.tcp_twist_base;
                     let n = |v: [f64; 3]| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
+                    let a = accel.push(p.msg.cycle, Vector3::from(t.linear_m_s), p.msg.period_s);
                     PoseInput {
                         tcp_in_base: from_msg_pose(&p.msg.tcp_in_base),
                         linear_speed_m_s: n(t.linear_m_s),
                         angular_speed_rad_s: n(t.angular_rad_s),
+                        tcp_accel_base_m_s2: a,
                     }
                 });
                 let w = s.msg.wrench_sensor;

@@ -56,6 +56,12 @@ pub struct PipelineParams {
     /// Joint poses (deg) the robot visits for `cell payload identify` (≥ 6, distinct tool
     /// orientations).
     pub identification_poses_deg: Vec<[f64; 6]>,
+    /// Remove the tool's own inertia (`m·a`, the identified payload's mass times the TCP's
+    /// measured acceleration, [`AccelEstimator`]) from the filtered estimate, as its weight is
+    /// removed: an arm that jerks (EGM jitter, a stop) then shows no force that is not
+    /// contact, so control declares no contact on it (issue 41). The limits' unfiltered peak
+    /// keeps only the weight removed: an estimate of motion never lowers what they see.
+    pub compensate_inertia: bool,
 }
 
 impl Default for PipelineParams {
@@ -76,6 +82,7 @@ impl Default for PipelineParams {
             stale_ms: 9.0,
             pose_max_age_ms: 50.0,
             identification_poses_deg: default_identification_poses(),
+            compensate_inertia: true,
         }
     }
 }
@@ -161,6 +168,47 @@ pub struct PoseInput {
     pub tcp_in_base: Isometry3<f64>,
     pub linear_speed_m_s: f64,
     pub angular_speed_rad_s: f64,
+    /// The TCP's measured linear acceleration (m/s², base axes; [`AccelEstimator`]), `None`
+    /// when it is not known (no two consecutive robot cycles): then only the weight is
+    /// compensated.
+    pub tcp_accel_base_m_s2: Option<Vector3<f64>>,
+}
+
+/// An acceleration above this (m/s²) is not the arm's (an IRB 120's TCP reaches ≈ 30 m/s² at
+/// most): a glitch in the feedback, so no inertia is compensated on it.
+pub const MAX_PLAUSIBLE_ACCEL_M_S2: f64 = 50.0;
+
+/// The TCP's linear acceleration from the tool poses' twists: the difference of two
+/// consecutive robot cycles' measured velocity over the cycle period (kinematics computes the
+/// twist from robot-io's joint velocities, themselves measured on the robot's clock). Pure: the
+/// cycle number and period come with each pose. Unknown after a gap in the cycles, a
+/// non-finite or non-positive period, or an implausible value.
+#[derive(Debug, Clone, Default)]
+pub struct AccelEstimator {
+    last: Option<(u64, Vector3<f64>)>,
+    accel: Option<Vector3<f64>>,
+}
+
+impl AccelEstimator {
+    /// Feeds the pose of robot cycle `cycle` (its TCP velocity, base axes, m/s); a pose already
+    /// seen changes nothing. Returns the current estimate.
+    pub fn push(&mut self, cycle: u64, v: Vector3<f64>, period_s: f64) -> Option<Vector3<f64>> {
+        if self.last.is_some_and(|(c, _)| c == cycle) {
+            return self.accel;
+        }
+        self.accel = match self.last {
+            Some((c, v0))
+                if c.checked_add(1) == Some(cycle) && period_s.is_finite() && period_s > 0.0 =>
+            {
+                let a = (v - v0) / period_s;
+                (a.iter().all(|x| x.is_finite()) && a.norm() <= MAX_PLAUSIBLE_ACCEL_M_S2)
+                    .then_some(a)
+            }
+            _ => None,
+        };
+        self.last = v.iter().all(|x| x.is_finite()).then_some((cycle, v));
+        self.accel
+    }
 }
 
 /// One processed sample.
@@ -448,8 +496,13 @@ impl Pipeline {
     }
 
     fn gravity_sensor(&self, pose: &PoseInput) -> Vector3<f64> {
+        self.to_sensor(pose, Vector3::from(self.p.gravity_base))
+    }
+
+    /// A base-axes vector in sensor axes at this pose.
+    fn to_sensor(&self, pose: &PoseInput, v_base: Vector3<f64>) -> Vector3<f64> {
         let r_bs = pose.tcp_in_base.rotation * self.sensor_in_tcp.rotation;
-        r_bs.inverse() * Vector3::from(self.p.gravity_base)
+        r_bs.inverse() * v_base
     }
 
     /// The sample's own fault, if any (precedence: non-finite, then saturated, device error,
@@ -539,8 +592,25 @@ impl Pipeline {
         };
         let g_s = self.gravity_sensor(pose);
         let (fc, tc) = self.p.payload.compensate(&f_raw, &t_raw, &g_s);
-        let comp = [fc.x, fc.y, fc.z, tc.x, tc.y, tc.z];
-        if !(comp.iter().all(|v| v.is_finite()) && g_s.iter().all(|v| v.is_finite())) {
+        // The estimate's input: the tool's inertia removed too — the sensor reads the tool as
+        // m·(g − a) (its weight less what accelerating it takes), so gravity is replaced by
+        // g − a. The TCP's acceleration stands for the centre of mass's (a few cm away; the
+        // rotational terms are left in).
+        let (fd, td) = match pose
+            .tcp_accel_base_m_s2
+            .filter(|_| self.p.compensate_inertia)
+        {
+            Some(a) => {
+                let g_dyn = self.to_sensor(pose, Vector3::from(self.p.gravity_base) - a);
+                self.p.payload.compensate(&f_raw, &t_raw, &g_dyn)
+            }
+            None => (fc, tc),
+        };
+        let comp = [fd.x, fd.y, fd.z, td.x, td.y, td.z];
+        if !(comp.iter().all(|v| v.is_finite())
+            && g_s.iter().all(|v| v.is_finite())
+            && fc.iter().chain(tc.iter()).all(|v| v.is_finite()))
+        {
             return self.faulted(WrenchFault::NonFinite, &raw);
         }
 
@@ -755,6 +825,7 @@ mod tests {
             tcp_in_base: Isometry3::from_parts(Translation3::new(0.4, 0.0, 0.5), r),
             linear_speed_m_s: 0.0,
             angular_speed_rad_s: 0.0,
+            tcp_accel_base_m_s2: None,
         }
     }
 
@@ -783,6 +854,70 @@ mod tests {
             deadband_torque_nm: 0.0,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn accel_from_consecutive_cycles_and_unknown_after_a_gap() {
+        let mut a = AccelEstimator::default();
+        let v = |x: f64| Vector3::new(x, 0.0, 0.0);
+        assert_eq!(a.push(10, v(0.0), 0.004), None);
+        let got = a.push(11, v(0.02), 0.004).expect("consecutive");
+        assert!((got.x - 5.0).abs() < 1e-9, "{got}");
+        // The same cycle again (a force sample between poses): unchanged.
+        assert_eq!(a.push(11, v(0.5), 0.004), Some(got));
+        // A gap: unknown until two consecutive cycles again.
+        assert_eq!(a.push(13, v(0.02), 0.004), None);
+        assert!(a.push(14, v(0.02), 0.004).is_some());
+        // Implausible (a glitch: 1 m/s in one cycle) or a bad period: unknown.
+        assert_eq!(a.push(15, v(1.02), 0.004), None);
+        assert_eq!(a.push(16, v(1.02), 0.0), None);
+        assert_eq!(a.push(17, v(f64::NAN), 0.004), None);
+        assert_eq!(a.push(18, v(0.0), 0.004), None);
+    }
+
+    /// Issue 41: the tool's own inertia is not contact. A 0.8 kg tool accelerating at 5 m/s²
+    /// with nothing touching it reads 4 N more than its weight; with the measured acceleration
+    /// compensated the estimate stays at zero (without: 4 N, four times the contact threshold),
+    /// while the limits' peak still sees the 4 N (only the weight removed from it).
+    #[test]
+    fn the_tools_inertia_is_compensated_in_the_estimate_not_in_the_peak() {
+        let run = |compensate: bool| {
+            let mut pl = Pipeline::new(
+                PipelineParams {
+                    payload: truth(),
+                    compensate_inertia: compensate,
+                    ..params()
+                },
+                Isometry3::identity(),
+            )
+            .expect("pipeline");
+            pl.tared = true;
+            let r = UnitQuaternion::from_euler_angles(0.3, -0.5, 0.2);
+            let a_base = Vector3::new(3.0, -4.0, 0.0);
+            let pose = PoseInput {
+                tcp_accel_base_m_s2: Some(a_base),
+                ..still(r)
+            };
+            // The sensor reads the tool as m·(g − a): its weight less what accelerating it
+            // takes (the simulator's `ToolParams::inertial_wrench`, point mass).
+            let inertial = -(r.inverse() * a_base) * truth().mass_kg;
+            let mut raw = reading(&truth(), &pose, inertial);
+            let com = Vector3::from(truth().com_m);
+            let t_in = com.cross(&inertial);
+            for k in 0..3 {
+                raw[3 + k] += t_in[k];
+            }
+            let mut e = Estimate::default();
+            for _ in 0..2000 {
+                e = pl.step(raw, 0, Some(&pose));
+            }
+            (e.base.force.norm(), e.peak_force_n)
+        };
+        let (with, peak_with) = run(true);
+        let (without, peak_without) = run(false);
+        assert!(with < 1e-6, "compensated: {with} N");
+        assert!((without - 4.0).abs() < 1e-6, "uncompensated: {without} N");
+        assert!((peak_with - 4.0).abs() < 1e-6 && (peak_without - 4.0).abs() < 1e-6);
     }
 
     #[test]
@@ -1208,6 +1343,7 @@ mod tests {
             ),
             linear_speed_m_s: 0.0,
             angular_speed_rad_s: 0.0,
+            tcp_accel_base_m_s2: None,
         };
         let msg_pose = common::msg::Pose {
             position_m: [1e308, 0.0, 0.0],

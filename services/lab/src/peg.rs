@@ -197,7 +197,7 @@ fn task(
          frame_origin_m = [{}, {}, {}]\nframe_rpy_deg = [180.0, 0.0, 0.0]\n\
          force_axes = [{force_axes}]\nfrom_contact = {from_contact}\nduration_s = {duration_s}\n\
          fixed_gains = true\n[reference]\n{reference}\n[gains]\nstiffness_n_per_m = {STIFFNESS_N_PER_M}\n\
-         [limits]\nmax_force_n = 40.0\ndeviation_m = 0.01\n",
+         [limits]\nmax_force_n = 40.0\ndeviation_m = 0.002\n",
         origin[0], origin[1], origin[2]
     );
     control::taskfile::parse(&text).map_err(|e| anyhow::anyhow!("task: {}", e.join("; ")))
