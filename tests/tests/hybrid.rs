@@ -1209,6 +1209,131 @@ async fn a_sliding_press_into_a_steel_edge_stops_where_the_arm_is() {
     assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
 }
 
+/// Issue 41: a clamp after a protective stop is released along the force. The shipped press
+/// (10 N, `max_force_n` 30 N) on the un-identified table; 1 s after the first touch the
+/// simulator raises the table at 20 mm/s for 0.25 s (physics: the surface's own motion, faster
+/// than the force loop follows — a fixture closing on the tool). The force limit stops the
+/// task; robot-io holds, and the table goes on rising into the held tool: a clamp. robot-io's
+/// `[robot_io.clamp_release]` moves the held TCP along the measured force (up) until it is
+/// below `release_force_n` (20 N), within 10 mm. Asserted on the simulator's truth: the stop
+/// is `Protective(ForceLimit)`, the TCP never moves down into the table after the stop, and
+/// 1.5 s after the table stopped the true force is below 22 N (the release threshold plus
+/// the estimate's filter lag) — with the release off (`enabled = false`, the old hold) it
+/// stays clamped at ≈ 100 N.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clamp_after_a_protective_stop_is_released_along_the_force() {
+    use common::{msg::SimTruth, topic::SIM_TRUTH};
+    let _cell = tests::cell_lock();
+    let release_off = std::env::var("HYBRID_CLAMP_RELEASE_OFF").is_ok();
+    let c = if release_off {
+        TestCell::start(
+            "hy-clamp",
+            &[
+                "sim.scenario=\"scenarios/table-contact.toml\"",
+                "robot_io.clamp_release.enabled=false",
+            ],
+        )
+    } else {
+        table_cell("hy-clamp")
+    };
+    let s = tests::up_all(&c).await;
+    let task = shipped_press_with("hy-clamp", "max_force_n = 30.0");
+    let rises = serde_json::json!({ "set": { "surfaces.0.motion": {
+        "velocity_m_s": [0.0, 0.0, 0.02], "start_s": 1.0, "duration_s": 0.25,
+        "trigger": "contact",
+    } } });
+    let (ok, out, err) = c.cli(&["sim-scenario", &rises.to_string()]);
+    assert!(ok, "{out} {err}");
+    place_and_tare(&c, [350.0, 0.0, 206.0]).await;
+    let (ok, out, err) = c.cli(&["sim-scenario", r#"{"arm": true}"#]);
+    assert!(ok, "{out} {err}");
+    let (truth, _t) = log_of(&s, SIM_TRUTH.key(&c.cell.id), |m: SimTruth| m).await;
+    let dir = out_dir("clamp");
+    let (ok, out, err) = c.cli(&[
+        "hybrid",
+        task.to_str().expect("path"),
+        "--out",
+        dir.to_str().expect("path"),
+    ]);
+    // The table has stopped by now (it rose 0.25 s from 1 s after the touch); 1.5 s more.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let st = tests::statuses(&s, &c.cell).await.unwrap_or_default();
+    let rio = st.get("robot-io").map(|r| r["detail"]["safety"].clone());
+    let truth = truth.lock().map(|g| g.clone()).unwrap_or_default();
+    let norm = |f: &[f64; 3]| (f[0] * f[0] + f[1] * f[1] + f[2] * f[2]).sqrt();
+    let mut failures = Vec::new();
+    if ok || !err.contains("contact force") {
+        failures.push(format!(
+            "the press did not end on its force limit:\nstdout {out}\nstderr {err}"
+        ));
+    }
+    let last_stop = rio
+        .as_ref()
+        .and_then(|r| r["motion_ends"]["last_stop"].as_str().map(str::to_string));
+    if last_stop.as_deref() != Some("Protective(ForceLimit)") {
+        failures.push(format!("robot-io's last stop {last_stop:?}"));
+    }
+    // The stop: the first truth sample above the limit; from there on the TCP only rises.
+    let stop_at = truth
+        .iter()
+        .position(|m| norm(&m.contact_force_base_n) > 30.0);
+    let (peak, last, rose_mm, dropped_mm) = match stop_at {
+        Some(i) => {
+            let after = &truth[i..];
+            let peak = after
+                .iter()
+                .map(|m| norm(&m.contact_force_base_n))
+                .fold(0.0, f64::max);
+            let last = after
+                .last()
+                .map_or(f64::NAN, |m| norm(&m.contact_force_base_n));
+            let z0 = after[0].tcp_in_base_m[2];
+            let z_end = after.last().map_or(z0, |m| m.tcp_in_base_m[2]);
+            // The most the TCP went down from its highest point so far (into the table).
+            let mut high = f64::NEG_INFINITY;
+            let mut dropped: f64 = 0.0;
+            for m in after {
+                high = high.max(m.tcp_in_base_m[2]);
+                dropped = dropped.max(high - m.tcp_in_base_m[2]);
+            }
+            (peak, last, (z_end - z0) * 1e3, dropped * 1e3)
+        }
+        None => {
+            failures.push("the true force never exceeded 30 N".into());
+            (f64::NAN, f64::NAN, f64::NAN, f64::NAN)
+        }
+    };
+    let release = rio.as_ref().map(|r| r["clamp_release"].clone());
+    let line = format!(
+        "a table rising 5 mm into the held tool after a protective stop (release {}): true \
+         force peak {peak:.1} N, 1.5 s after the table stopped {last:.1} N; the TCP rose \
+         {rose_mm:.2} mm from the stop, went down at most {dropped_mm:.3} mm; robot-io's \
+         release {release:?}",
+        if release_off { "OFF" } else { "on" }
+    );
+    eprintln!("{line}");
+    tests::report(Report::Figure, &line);
+    if !(last < 22.0) {
+        failures.push(format!(
+            "still clamped: {last:.1} N 1.5 s after the table stopped"
+        ));
+    }
+    // The servo settles the first cycles after the hold; into the table is what it must not.
+    if !(dropped_mm < 0.05) {
+        failures.push(format!(
+            "the TCP went {dropped_mm:.3} mm down after the stop"
+        ));
+    }
+    let travelled = release
+        .as_ref()
+        .and_then(|r| r["travelled_mm"].as_f64())
+        .unwrap_or(f64::NAN);
+    if !(travelled <= 10.0 + 1e-6) {
+        failures.push(format!("released over {travelled} mm (bound 10 mm)"));
+    }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.log_text());
+}
+
 /// Issue 41: travel in contact is bounded. The shipped press (10 N, from contact) on a table
 /// that gives way: the simulator moves the table down from 1 s after the tool first touches
 /// it (physics: the surface's own motion, nothing control can read). Before, the tool followed

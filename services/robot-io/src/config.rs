@@ -72,6 +72,10 @@ pub struct RobotIoConfig {
     /// along the path the arm has just travelled (`supervisor::SupervisorParams::
     /// protective_retrace_s`). At most 31 cycles.
     pub protective_retrace_ms: f64,
+    /// `[robot_io.clamp_release]`: after such a stop, a force still above `release_force_n`
+    /// (the force service's estimate) is released by moving the held TCP along it, slowly and
+    /// within a travel bound ([`crate::clamp`]).
+    pub clamp_release: crate::clamp::ClampParams,
     /// Where the e-stop and protective-stop latches are persisted so that they survive a
     /// crash and restart of robot-io (small JSON file, written atomically by rename). Empty:
     /// `<temp dir>/cell-<cell id>/robot-io-latch.json` (on a systemd host point it at
@@ -97,6 +101,7 @@ impl Default for RobotIoConfig {
             measured_limit_margin_deg: 0.5,
             resume_ramp_ms: crate::supervisor::DEFAULT_RESUME_RAMP_S * 1e3,
             protective_retrace_ms: crate::supervisor::DEFAULT_PROTECTIVE_RETRACE_S * 1e3,
+            clamp_release: crate::clamp::ClampParams::default(),
             latch_file: String::new(),
             egm: EgmConfig::default(),
             rt: common::service::RtConfig::default(),
@@ -159,6 +164,9 @@ impl Validate for RobotIoConfig {
             (crate::supervisor::RETRACE_RING - 1) as f64 * self.cycle_ms,
             "ms",
         );
+        for (k, why) in self.clamp_release.problems() {
+            errors.push(format!("{prefix}.clamp_release.{k}"), why);
+        }
         for (j, v) in self.initial_q_deg.iter().enumerate() {
             check_range(
                 errors,

@@ -14,6 +14,7 @@
 //!
 //! It does not compute kinematics or control laws.
 
+pub mod clamp;
 pub mod config;
 pub mod egm;
 pub mod ideal;

@@ -111,6 +111,8 @@ struct Shell {
     node: Node,
     js_pub: Publisher<JointState>,
     commands: Latest<JointCommand>,
+    /// The force service's estimates: a clamp release's input.
+    wrenches: Latest<common::msg::WrenchEstimate>,
     estops: Events<EStop>,
     motion_ends: Events<MotionEnd>,
     /// Motion ends received, and those that ended the motion being executed.
@@ -131,6 +133,18 @@ struct Shell {
 impl Shell {
     fn secs(&self, t: Instant) -> f64 {
         t.duration_since(self.epoch).as_secs_f64()
+    }
+
+    /// The contact force on the tool (N, base axes) from the newest estimate, when it is
+    /// fresh (≤ [`CLAMP_FORCE_MAX_AGE`]) and usable (no fault): a clamp release's input.
+    fn contact_force(&self) -> Option<[f64; 3]> {
+        self.wrenches
+            .get()
+            .filter(|w| {
+                w.at.elapsed() <= CLAMP_FORCE_MAX_AGE
+                    && w.msg.fault == common::msg::WrenchFault::None
+            })
+            .map(|w| w.msg.base.force_n)
     }
 
     /// Applies every pending e-stop request, persists the latches if they changed, then
@@ -212,6 +226,7 @@ impl Shell {
             q_measured: Some(q),
             robot,
             command: cmd,
+            contact_force_base_n: self.contact_force(),
         });
         log_limited(cycle, out.limited.as_ref());
         if out.changed {
@@ -276,6 +291,12 @@ impl Shell {
             "ended_motion": sup.ended_motion(),
             "latch_file": self.latch_path.display().to_string(),
             "latch_write_errors": self.latch_errors,
+            "clamp_release": sup.clamp_release().map(|c| serde_json::json!({
+                "state": format!("{:?}", c.state()),
+                "travelled_mm": c.travelled_m() * 1e3,
+                "peak_force_n": c.peak_n(),
+                "release_force_n": c.params().release_force_n,
+            })),
             "limited_cycles": sup.limited_cycles(),
             "per_joint_limited_cycles": sup.per_joint_cycles(),
             "aligned_cycles": sup.aligned_cycles(),
@@ -314,11 +335,12 @@ impl Shell {
 
 pub async fn run(
     node: Node,
-    cfg: (RobotIoConfig, JointLimits),
+    cfg: (RobotIoConfig, JointLimits, Option<kinematics::Arm>),
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let (cfg, limits) = cfg;
+    let (cfg, limits, arm) = cfg;
     let commands = node.latest(topic::JOINT_COMMAND).await?;
+    let wrenches = node.latest(topic::WRENCH_ESTIMATE).await?;
     // Lossless: an e-stop is never shed by a full queue.
     let estops = node.events_unbounded(topic::ESTOP).await?;
     let motion_ends = node.events_unbounded(topic::MOTION_END).await?;
@@ -327,7 +349,7 @@ pub async fn run(
     let presence = node.announce().await?;
 
     let robot_boot = new_boot_id();
-    let mut sup = Supervisor::new(SupervisorParams {
+    let sup = Supervisor::new(SupervisorParams {
         command_timeout_s: cfg.command_timeout_ms * 1e-3,
         limits,
         max_accel: cfg.max_accel_rad_s2(),
@@ -337,6 +359,10 @@ pub async fn run(
         resume_ramp_s: cfg.resume_ramp_ms * 1e-3,
         protective_retrace_s: cfg.protective_retrace_ms * 1e-3,
     });
+    let mut sup = match arm {
+        Some(arm) => sup.with_clamp_release(arm, cfg.clamp_release),
+        None => sup,
+    };
     let latch_path = cfg.latch_path(&node.cell_id);
     let (restored, problem) = latch::load(&latch_path);
     if let Some(p) = problem {
@@ -358,6 +384,7 @@ pub async fn run(
         node,
         js_pub,
         commands,
+        wrenches,
         estops,
         motion_ends,
         motion_end_counts: (0, 0),
@@ -480,6 +507,7 @@ impl EgmShell {
         sh.drain_estops(&mut self.core.sup);
         let latest = sh.commands.get();
         let cmd = latest.as_ref().map(|r| (&r.msg, sh.secs(r.at)));
+        self.core.set_contact_force(sh.contact_force());
         let h = self.core.on_datagram(bytes, rx_s, cmd);
         if let Some(r) = &h.reply {
             self.send(sh, r, from).await;
@@ -706,12 +734,17 @@ pub fn service_main(
                 .params()
                 .map(|p| p.limits)
                 .unwrap_or(kinematics::JointLimits::irb120());
+            // The clamp release's Jacobian (the kinematics service refuses a bad `[arm]`).
+            let model = arm.build().ok();
             let rt = rio.rt.clone();
-            ((rio, limits), rt)
+            ((rio, limits, model), rt)
         },
         crate::node::run,
     )
 }
+
+/// A force estimate older than this is not a clamp release's input (the release holds).
+const CLAMP_FORCE_MAX_AGE: Duration = Duration::from_millis(50);
 
 /// A JSON number, or null when not finite (JSON has no NaN).
 fn finite_or_null(v: f64) -> serde_json::Value {

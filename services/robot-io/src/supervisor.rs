@@ -55,6 +55,9 @@ use common::msg::{
 pub use kinematics::step_limit::{dv_span, irb120_max_accel};
 use kinematics::step_limit::{Binding, LimitKind, StepLimiter};
 use kinematics::JointLimits;
+use nalgebra::Vector3;
+
+use crate::clamp::{ClampParams, ClampRelease};
 
 /// A command computed from one of the last this-many robot cycles is fresh however late the
 /// current datagram came (within [`STALE_BACKSTOP`] × the command timeout).
@@ -190,6 +193,10 @@ pub struct CycleInput<'a> {
     pub robot: RobotStatus,
     /// Newest command and its local arrival time (s, same epoch as `now_s`).
     pub command: Option<(&'a JointCommand, f64)>,
+    /// The contact force on the tool (N, base axes, at the TCP): the force service's newest
+    /// estimate when it is fresh and usable, else `None`. Only a clamp release reads it
+    /// ([`crate::clamp`]).
+    pub contact_force_base_n: Option<[f64; 3]>,
 }
 
 /// One cycle's output.
@@ -271,6 +278,11 @@ pub struct Supervisor {
     measured_n: usize,
     /// The next hold goes back along the measured path (a protective end that hit something).
     retrace: bool,
+    /// The arm model: the retrace's direction check and the clamp release's Jacobian.
+    arm: Option<kinematics::Arm>,
+    /// After such a hold, a clamp is released along the measured force ([`crate::clamp`]).
+    /// `None`: off.
+    clamp: Option<ClampRelease>,
     trail: Option<CommandTrail>,
     /// A stale stream stopped a moving reference: the departure ramp is owed if that motion
     /// ends, not if the same motion resumes (a blip: the stream's own plan is already under
@@ -316,9 +328,25 @@ impl Supervisor {
             measured_at: 0,
             measured_n: 0,
             retrace: false,
+            arm: None,
+            clamp: None,
             trail: None,
             stale_stopped_moving: false,
         }
+    }
+
+    /// With the arm model (the robot's kinematics with its tool): a retrace that would go
+    /// against the measured force is not taken, and — when `p.enabled` — a clamp after a
+    /// protective stop on what the arm hit is released along the force.
+    pub fn with_clamp_release(mut self, arm: kinematics::Arm, p: ClampParams) -> Self {
+        self.arm = Some(arm);
+        self.clamp = p.enabled.then(|| ClampRelease::new(p));
+        self
+    }
+
+    /// The clamp release's state, when one is configured.
+    pub fn clamp_release(&self) -> Option<&ClampRelease> {
+        self.clamp.as_ref()
     }
 
     pub fn params(&self) -> &SupervisorParams {
@@ -407,6 +435,13 @@ impl Supervisor {
                     | ProtectiveCause::Saturated
                     | ProtectiveCause::Collision
             );
+            if let Some(c) = self.clamp.as_mut() {
+                if self.retrace {
+                    c.arm();
+                } else {
+                    c.disarm();
+                }
+            }
         }
         true
     }
@@ -511,6 +546,9 @@ impl Supervisor {
     /// is acknowledged even between robot cycles; returns true when the state changed.
     pub fn engage_estop(&mut self) -> bool {
         self.estop = true;
+        if let Some(c) = self.clamp.as_mut() {
+            c.disarm();
+        }
         self.set_state(
             SafetyLevel::EmergencyStop,
             SafetyReason::EStop,
@@ -546,6 +584,60 @@ impl Supervisor {
             None => false,
         }
     }
+    /// Whether retracing to `back` moves the TCP away from what the arm hit: not against the
+    /// measured contact force by more than 10 µm. The path just travelled leads back off an
+    /// obstacle the arm drove into, but into a surface that was pushing the arm away (a part
+    /// rising into the tool while the force loop backed off). Without the arm model, a
+    /// measurement or a usable force: the retrace stands.
+    fn retrace_is_away(
+        &self,
+        back: &[f64; AXES],
+        measured: Option<[f64; AXES]>,
+        force: Option<[f64; 3]>,
+    ) -> bool {
+        let (Some(arm), Some(now), Some(f)) = (self.arm.as_ref(), measured, force) else {
+            return true;
+        };
+        let f = Vector3::from(f);
+        let n = f.norm();
+        let (Ok(a), Ok(b)) = (arm.fk(&now), arm.fk(back)) else {
+            return true;
+        };
+        if !(n.is_finite() && n > 0.0) {
+            return true;
+        }
+        (b.translation.vector - a.translation.vector).dot(&(f / n)) >= -1e-5
+    }
+
+    /// One cycle of a clamp release from the held joints: their velocity (rad/s), `None`
+    /// when nothing moves — no release armed, an e-stop, a controller not following, no
+    /// usable force, the force below the threshold, the travel spent, or no joint velocity
+    /// for the TCP's (a singular or invalid pose).
+    fn release_step(&mut self, i: &CycleInput, level: SafetyLevel) -> Option<[f64; AXES]> {
+        let hold = self.hold_q?;
+        let (Some(arm), Some(c)) = (self.arm.as_ref(), self.clamp.as_mut()) else {
+            return None;
+        };
+        if !c.armed() {
+            return None;
+        }
+        let following = i.robot.motors_on && i.robot.external_control_active;
+        if self.estop || level == SafetyLevel::EmergencyStop || !following {
+            c.disarm();
+            return None;
+        }
+        let v = c.step(i.contact_force_base_n.map(Vector3::from), i.dt_s);
+        if v == Vector3::zeros() {
+            return None;
+        }
+        let twist = kinematics::wrench::Twist {
+            linear: v,
+            angular: Vector3::zeros(),
+        };
+        let qd = arm.joint_velocity_dls(&hold, &twist).ok()?.qdot;
+        qd.iter().all(|x| x.is_finite()).then_some(qd)
+    }
+
     /// The joints measured `protective_retrace_s` before the newest measurement (the oldest
     /// kept when the ring is shorter), `None` when nothing was measured.
     fn retraced(&self) -> Option<[f64; AXES]> {
@@ -676,6 +768,9 @@ impl Supervisor {
             (Some(t), Some(prev)) => {
                 self.hold_q = None;
                 self.braking = false;
+                if let Some(c) = self.clamp.as_mut() {
+                    c.disarm();
+                }
                 let r = self.lim.step(prev, t, i.dt_s);
                 self.limited_cycles += u64::from(r.limited);
                 self.per_joint_cycles += u64::from(r.per_joint);
@@ -749,13 +844,27 @@ impl Supervisor {
                             None => {
                                 let back = std::mem::take(&mut self.retrace)
                                     .then(|| self.retraced())
-                                    .flatten();
+                                    .flatten()
+                                    .filter(|b| {
+                                        self.retrace_is_away(b, measured, i.contact_force_base_n)
+                                    });
                                 let h = back.or(measured).or(self.last_ref);
                                 self.hold_q = h;
                                 h
                             }
                         };
-                        (h, [0.0; AXES], level, reason)
+                        match (h, self.release_step(i, level)) {
+                            (Some(h), Some(qd)) => {
+                                let mut q = h;
+                                for k in 0..AXES {
+                                    q[k] = (h[k] + qd[k] * i.dt_s)
+                                        .clamp(self.p.limits.min[k], self.p.limits.max[k]);
+                                }
+                                self.hold_q = Some(q);
+                                (Some(q), qd, level, reason)
+                            }
+                            _ => (h, [0.0; AXES], level, reason),
+                        }
                     }
                 }
             }
@@ -1056,6 +1165,7 @@ mod tests {
             q_measured: Some(q),
             robot: READY,
             command: c,
+            contact_force_base_n: None,
         }
     }
 
@@ -1625,6 +1735,122 @@ mod tests {
         );
     }
 
+    /// Issue 41: a clamp after a protective stop on a force is released along the force.
+    /// The arm presses a spring surface 3 mm (60 N on 2·10⁴ N/m, its force on the tool along
+    /// base +z) and stops protectively there (the path was still: the retrace is the same
+    /// pose). The held reference then moves the TCP up, along the force, until the force is
+    /// below `release_force_n` (20 N), within the travel bound; nothing else moves. The same
+    /// hold without a release (the old behaviour, or after an e-stop, or with no fresh force)
+    /// stays clamped at 60 N.
+    #[test]
+    fn a_clamp_after_a_protective_force_stop_is_released_along_the_force() {
+        use crate::clamp::ClampParams;
+        use common::msg::ProtectiveCause;
+        let arm = kinematics::Arm::irb120();
+        let q0 = [0.0, 0.3, 0.2, 0.0, 1.07, 0.0];
+        let z_surface = arm.fk(&q0).expect("fk").translation.vector.z + 0.003;
+        let k = 2e4;
+        let force_at = |q: &[f64; 6]| {
+            let p = arm.fk(q).expect("fk").translation.vector;
+            [0.0, 0.0, (z_surface - p.z).max(0.0) * k]
+        };
+        // `estop`: engaged after the stop; `fresh`: the force estimate reaches robot-io.
+        let run = |release: bool, estop: bool, fresh: bool| {
+            let mut s = sup();
+            if release {
+                s = s.with_clamp_release(arm.clone(), ClampParams::default());
+            }
+            let mut q = q0;
+            for cyc in 1..=10u64 {
+                let t = cyc as f64 * 0.004;
+                let c = cmd_m(cyc, q0, 7);
+                q = qr(&s.step(&input(cyc, t, q, Some((&c, t)))));
+            }
+            let tag = MotionTag {
+                robot_boot: BOOT,
+                motion_id: 7,
+            };
+            assert!(s.end_motion(tag, StopCategory::Protective(ProtectiveCause::ForceLimit)));
+            if estop {
+                s.engage_estop();
+            }
+            let mut moved_sideways: f64 = 0.0;
+            for cyc in 11..=600u64 {
+                let t = cyc as f64 * 0.004;
+                let mut i = input(cyc, t, q, None);
+                i.contact_force_base_n = fresh.then(|| force_at(&q));
+                let out = s.step(&i);
+                assert_ne!(out.level, SafetyLevel::Active);
+                let before = arm.fk(&q).expect("fk").translation.vector;
+                q = qr(&out);
+                let after = arm.fk(&q).expect("fk").translation.vector;
+                moved_sideways = moved_sideways.max((after.xy() - before.xy()).norm());
+                assert!(after.z >= before.z - 1e-9, "moved into the surface");
+            }
+            (force_at(&q)[2], moved_sideways, s)
+        };
+        let (f, side, s) = run(true, false, true);
+        assert!(f <= 20.0 && f > 15.0, "released to {f} N");
+        assert!(
+            side < 1e-5,
+            "the release moved sideways by {side} m a cycle"
+        );
+        let c = s.clamp_release().expect("configured");
+        assert!((c.peak_n() - 60.0).abs() < 0.5, "{}", c.peak_n());
+        assert!(c.travelled_m() <= 0.01);
+        for (release, estop, fresh, what) in [
+            (false, false, true, "no release"),
+            (true, true, true, "an e-stop"),
+            (true, false, false, "no fresh force"),
+        ] {
+            let (f, _, _) = run(release, estop, fresh);
+            assert!((f - 60.0).abs() < 0.5, "{what}: {f} N");
+        }
+    }
+
+    /// The retrace goes back along the path only when that is away from what the arm hit: an
+    /// arm that was moving up, off a surface pushing it (force on the tool along +z), holds at
+    /// its newest measurement; the same path with the force against it (the arm drove into
+    /// it) retraces 24 ms.
+    #[test]
+    fn the_retrace_never_goes_back_into_a_surface_that_pushed_the_arm_away() {
+        use crate::clamp::ClampParams;
+        use common::msg::ProtectiveCause;
+        let arm = kinematics::Arm::irb120();
+        let run = |force: [f64; 3]| {
+            let mut s = sup().with_clamp_release(arm.clone(), ClampParams::default());
+            let mut q = [0.0, 0.3, 0.2, 0.0, 1.07, 0.0];
+            let mut measured = Vec::new();
+            for cyc in 1..=50u64 {
+                let t = cyc as f64 * 0.004;
+                // Joint 2 back: the TCP rises.
+                let target = [0.0, 0.3 - 0.05 * t, 0.2, 0.0, 1.07, 0.0];
+                let c = cmd_m(cyc, target, 7);
+                measured.push(q);
+                let mut i = input(cyc, t, q, Some((&c, t)));
+                i.contact_force_base_n = Some(force);
+                q = qr(&s.step(&i));
+            }
+            let tag = MotionTag {
+                robot_boot: BOOT,
+                motion_id: 7,
+            };
+            assert!(s.end_motion(tag, StopCategory::Protective(ProtectiveCause::ForceLimit)));
+            measured.push(q);
+            let mut i = input(51, 0.204, q, None);
+            i.contact_force_base_n = Some(force);
+            (qr(&s.step(&i)), measured)
+        };
+        let z = |q: &[f64; 6]| arm.fk(q).expect("fk").translation.vector.z;
+        // Pushed up by a surface below (force +z, 15 N: below the release threshold).
+        let (held, measured) = run([0.0, 0.0, 15.0]);
+        assert_eq!(held, measured[measured.len() - 1], "held where it is");
+        assert!(z(&measured[measured.len() - 7]) < z(&held) - 1e-5);
+        // Driven up into a surface above (force −z on the tool): back down along the path.
+        let (held, measured) = run([0.0, 0.0, -15.0]);
+        assert_eq!(held, measured[measured.len() - 7], "retraced 24 ms");
+    }
+
     /// An impact latches (a commander's protective request) and ends the motion as
     /// `Protective(Impact)` in the same breath: the request comes first and drops robot-io
     /// from Active, and the end still says how to hold — back along the measured path.
@@ -1832,6 +2058,7 @@ mod tests {
                 q_measured: Some(q_robot),
                 robot: READY,
                 command: newest.as_ref().map(|(c, at)| (c, *at)),
+                contact_force_base_n: None,
             });
             if let Some((c, at)) = arriving_now {
                 newest = Some((c, at));
@@ -2082,6 +2309,7 @@ mod tests {
                 q_measured: Some(q_robot),
                 robot: READY,
                 command: newest.as_ref().map(|(c, at)| (c, *at)),
+                contact_force_base_n: None,
             });
             if out.level != SafetyLevel::Active {
                 hold_end = t;

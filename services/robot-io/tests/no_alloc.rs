@@ -72,6 +72,7 @@ fn the_supervisor_step_and_the_latency_bookkeeping_do_not_allocate() {
             q_measured: Some(*q),
             robot: ready(),
             command: Some((&c, k as f64 * 0.004 - 0.001)),
+            contact_force_base_n: None,
         });
         if let Some(r) = out.q_ref {
             *q = r;

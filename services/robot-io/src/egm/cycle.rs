@@ -100,6 +100,7 @@ pub struct EgmCore {
     cycle: u64,
     q_meas: Option<[f64; AXES]>,
     refs: ReferenceStats,
+    contact_force: Option<[f64; 3]>,
 }
 
 impl EgmCore {
@@ -110,6 +111,7 @@ impl EgmCore {
             cycle: 0,
             q_meas: None,
             refs: ReferenceStats::default(),
+            contact_force: None,
         }
     }
 
@@ -174,6 +176,12 @@ impl EgmCore {
             }
         }
         self.refs.prev = Some((q, v, measured, dt));
+    }
+
+    /// The contact force the next cycles hand the supervisor (a clamp release's input,
+    /// [`CycleInput::contact_force_base_n`]).
+    pub fn set_contact_force(&mut self, f: Option<[f64; 3]>) {
+        self.contact_force = f;
     }
 
     /// robot-io's cycle counter (+1 per controller cycle).
@@ -249,6 +257,7 @@ impl EgmCore {
             q_measured,
             robot,
             command,
+            contact_force_base_n: self.contact_force,
         });
         let reply = match out.q_ref {
             Some(q) => self.session.reply(&q, &out.qd_ref, rx_s),
