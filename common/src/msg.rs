@@ -271,6 +271,13 @@ pub struct WrenchEstimate {
     /// sample since its previous read is in it (wire v8). Zero when none is known.
     pub peak_force_n: f64,
     pub peak_torque_nm: f64,
+    /// The fast band of the oscillation watch (issue 41; wire v16): a force oscillating faster
+    /// than the 12 Hz estimate shows, measured on what the filter removes — the smallest
+    /// peak-to-peak amplitude (N) of the last swings of the unfiltered force when they all fall
+    /// within a short window (the force service's `[force.fast_swing]`: 6 within 0.25 s), the
+    /// largest over the axes; 0 when there is none. Control ends a task whose pressing force
+    /// swings by its oscillation band.
+    pub fast_swing_n: f64,
 }
 
 /// The window of [`WrenchEstimate::peak_force_n`] (s): longer than two robot cycles of the
@@ -1099,6 +1106,7 @@ impl Check for WrenchEstimate {
         for (name, v) in [
             ("peak_force_n", self.peak_force_n),
             ("peak_torque_nm", self.peak_torque_nm),
+            ("fast_swing_n", self.fast_swing_n),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{name} {v} must be finite and ≥ 0"));

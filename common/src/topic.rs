@@ -119,7 +119,7 @@ topics! {
     },
     /// Processed wrench estimate (bias, gravity, filter) in sensor, tool and base frames.
     WRENCH_ESTIMATE: msg::WrenchEstimate = {
-        suffix: "force/wrench", publisher: "force", subscribers: "control",
+        suffix: "force/wrench", publisher: "force", subscribers: "control; robot-io (a clamp release's input, newest only)",
         rate: "per raw sample", qos: QOS_HOT, frame: "sensor, tool, base",
     },
     /// Cartesian reference for the kinematics service's servo (control on the kinematics

@@ -148,6 +148,7 @@ fn bus_codec() -> Vec<Seed> {
                     base: wrench,
                     peak_force_n: 10.1,
                     peak_torque_nm: 0.02,
+                    fast_swing_n: 0.0,
                 },
             ),
         ),

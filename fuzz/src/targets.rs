@@ -528,6 +528,7 @@ fn run_task(task: HybridTask) {
                         force_n: f.norm(),
                         torque_nm: 0.0,
                         bridged: false,
+                        fast_swing_n: 0.0,
                     },
                     wrench_base: Ok((-f, Vector3::zeros())),
                     now_s: k as f64 * 0.004,

@@ -329,6 +329,7 @@ impl WrenchGate {
             .map_or(WrenchPeak::default(), |(w, _)| WrenchPeak {
                 force_n: w.peak_force_n,
                 torque_nm: w.peak_torque_nm,
+                fast_swing_n: w.fast_swing_n,
                 bridged: self.bridging,
             })
     }

@@ -920,6 +920,7 @@ mod tests {
                 force_n: peak.0,
                 torque_nm: peak.1,
                 bridged: false,
+                fast_swing_n: 0.0,
             },
         })
     }

@@ -1071,6 +1071,31 @@ pub struct WrenchPeak {
     /// The wrench is the last usable estimate bridged over a gap in the samples (the force
     /// service flags `Stale`): force axes hold their command, the force integral stops.
     pub bridged: bool,
+    /// The fast band of the oscillation watch (`WrenchEstimate::fast_swing_n`, N peak to
+    /// peak; 0: none).
+    pub fast_swing_n: f64,
+}
+
+/// The fast band of the oscillation watch for a task's force axes (N peak to peak): the
+/// force service measures swings of the unfiltered force faster than the 12 Hz estimate
+/// shows (`WrenchEstimate::fast_swing_n`); a task ends when they reach twice the slow watch's
+/// amplitude on its translational force reference — `2·max(25 % of |F_ref|, 2 N)`, or
+/// `2·OSC_ZERO_REF_AMPLITUDE` when that reference is zero. `None` without a translational
+/// force axis.
+pub fn fast_swing_band(f_ref: &[f64; 6], sel: &[bool; 6]) -> Option<f64> {
+    if !sel[..3].iter().any(|s| *s) {
+        return None;
+    }
+    let fr = (0..3)
+        .filter(|k| sel[*k])
+        .map(|k| f_ref[k] * f_ref[k])
+        .sum::<f64>()
+        .sqrt();
+    Some(if fr == 0.0 {
+        2.0 * OSC_ZERO_REF_AMPLITUDE.0
+    } else {
+        2.0 * (0.25 * fr).max(2.0)
+    })
 }
 
 /// A hybrid task on the position-controlled arm.
@@ -2019,6 +2044,14 @@ impl ArmRun {
                     if k < 3 { "N" } else { "N·m" }
                 )));
             }
+            let fast = finite_or_zero(i.peak.fast_swing_n);
+            if let Some(band) = fast_swing_band(&f_ref, &sel).filter(|b| fast >= *b) {
+                return Err(Abort::controlled(format!(
+                    "force oscillating fast: the unfiltered force swings by {fast:.1} N peak to \
+                     peak (band {band:.1} N), faster than the 12 Hz estimate shows (a tool \
+                     chattering on a stiff surface?)"
+                )));
+            }
         }
         if !self.done && !i.peak.bridged {
             // The spring model needs a still surface under a still tool: while the position
@@ -2826,6 +2859,8 @@ mod tests {
         /// Speed adaptation's force bound (N; 0: off).
         slowdown_n: f64,
         max_lag_s: f64,
+        /// What the force service's fast oscillation watch reports (N peak to peak).
+        fast_swing_n: f64,
     }
 
     impl Cell {
@@ -2847,6 +2882,7 @@ mod tests {
                 wall: Vector3::zeros(),
                 slowdown_n: 0.0,
                 max_lag_s: DEFAULT_MAX_REFERENCE_LAG_S,
+                fast_swing_n: 0.0,
             }
         }
         /// The surface's stiffness under the tool.
@@ -2888,6 +2924,7 @@ mod tests {
                 force_n: self.force().norm(),
                 torque_nm: 0.0,
                 bridged: false,
+                fast_swing_n: self.fast_swing_n,
             }
         }
         /// Contact force on the tool (base axes).
@@ -3876,6 +3913,57 @@ mod tests {
     /// bouncing to the task's end (before: it ran its whole duration). This model (no 12 Hz
     /// estimate filter, a 28 ms lag) is still stable at 5× the stiffness, so it is pressed on
     /// 50×; the 10⁵ N/m case of the issue runs through the processes (`tests/hybrid.rs`).
+    /// Issue 41 item 8: the fast band. A press in contact whose unfiltered force swings faster
+    /// than the 12 Hz estimate shows (the force service's `fast_swing_n`) ends naming it once
+    /// the swing reaches the band (10 N press: 2·max(2.5, 2) = 5 N peak to peak); below the
+    /// band, or before contact, it runs on. Without a translational force axis there is no band.
+    #[test]
+    fn a_fast_oscillation_of_the_unfiltered_force_ends_the_task() {
+        let run = |swing: f64, from_s: f64| {
+            let mut cell = Cell::new(2e4, 0.0005);
+            run_arm(
+                press_task(10.0, 3.0),
+                &mut cell,
+                default_limits(),
+                3.5,
+                |t, _, c| {
+                    if t >= from_s {
+                        c.fast_swing_n = swing;
+                    }
+                },
+            )
+        };
+        let e = run(6.0, 2.0).expect_err("fast oscillation");
+        assert!(e.why.contains("force oscillating fast"), "{e}");
+        assert!(!e.is_protective(), "{e}");
+        run(4.0, 2.0).expect("below the band");
+        assert_eq!(
+            fast_swing_band(
+                &[0.0, 0.0, 10.0, 0.0, 0.0, 0.0],
+                &[false, false, true, false, false, false]
+            ),
+            Some(5.0)
+        );
+        assert_eq!(
+            fast_swing_band(
+                &[0.0, 0.0, 40.0, 0.0, 0.0, 0.0],
+                &[false, false, true, false, false, false]
+            ),
+            Some(20.0)
+        );
+        assert_eq!(
+            fast_swing_band(&[0.0; 6], &[true, true, false, false, false, false]),
+            Some(10.0)
+        );
+        assert_eq!(
+            fast_swing_band(
+                &[0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+                &[false, false, false, false, false, true]
+            ),
+            None
+        );
+    }
+
     #[test]
     fn a_press_whose_loop_oscillates_ends_with_its_reason() {
         let mut cell = Cell::new(1e6, 0.002);
@@ -3925,6 +4013,7 @@ mod tests {
                 force_n: f,
                 torque_nm: 0.0,
                 bridged,
+                fast_swing_n: 0.0,
             },
             tcp: &tcp,
             wrench_base: Ok((Vector3::new(0.0, 0.0, f), Vector3::zeros())),
@@ -3970,6 +4059,7 @@ mod tests {
                 force_n: peak,
                 torque_nm: 0.0,
                 bridged: false,
+                fast_swing_n: 0.0,
             },
             tcp: &tcp,
             wrench_base: Ok((Vector3::new(0.0, 0.0, 10.0), Vector3::zeros())),

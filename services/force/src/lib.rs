@@ -16,3 +16,4 @@ pub mod filter;
 pub mod node;
 pub mod payload;
 pub mod pipeline;
+pub mod swing;

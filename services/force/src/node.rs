@@ -132,6 +132,7 @@ pub async fn run(
                     base: to_msg(&e.base),
                     peak_force_n: e.peak_force_n,
                     peak_torque_nm: e.peak_torque_nm,
+                    fast_swing_n: e.fast_swing_n,
                 };
                 est_pub.put(&msg);
                 if let Some(outcome) = pl.take_outcome() {

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     filter::{smooth_deadband, Biquad, LowPass},
     payload::{identify, Identification, IdentifyError, Payload, PoseSample},
+    swing::{FastSwingParams, FastSwingWatch},
 };
 
 /// Pipeline parameters (the `[force]` table feeds these).
@@ -62,6 +63,9 @@ pub struct PipelineParams {
     /// contact, so control declares no contact on it (issue 41). The limits' unfiltered peak
     /// keeps only the weight removed: an estimate of motion never lowers what they see.
     pub compensate_inertia: bool,
+    /// `[force.fast_swing]`: the fast band of the oscillation watch, on what the filter
+    /// removes ([`crate::swing`]; `WrenchEstimate::fast_swing_n`).
+    pub fast_swing: FastSwingParams,
 }
 
 impl Default for PipelineParams {
@@ -83,6 +87,7 @@ impl Default for PipelineParams {
             pose_max_age_ms: 50.0,
             identification_poses_deg: default_identification_poses(),
             compensate_inertia: true,
+            fast_swing: FastSwingParams::default(),
         }
     }
 }
@@ -149,6 +154,9 @@ impl PipelineParams {
         range("tare_max_contact_n", self.tare_max_contact_n, 0.0, 1000.0);
         range("stale_ms", self.stale_ms, 1.0, 10_000.0);
         range("pose_max_age_ms", self.pose_max_age_ms, 1.0, 10_000.0);
+        for (k, why) in self.fast_swing.problems() {
+            p.push((format!("fast_swing.{k}"), why));
+        }
         if self.identification_poses_deg.len() < 6 {
             p.push((
                 "identification_poses_deg".into(),
@@ -229,6 +237,8 @@ pub struct Estimate {
     /// its torque at the TCP (N·m); zero on a faulted estimate.
     pub peak_force_n: f64,
     pub peak_torque_nm: f64,
+    /// [`FastSwingWatch`]'s measure (N peak to peak, 0: none); zero on a faulted estimate.
+    pub fast_swing_n: f64,
 }
 
 /// Samples the peak window can hold (7 kHz × 12 ms = 84 for an ATI Net F/T at full rate).
@@ -387,6 +397,7 @@ pub struct Pipeline {
     outcome: Option<WindowOutcome>,
     captures: Vec<PoseSample>,
     peak: PeakTracker,
+    swing: FastSwingWatch,
 }
 
 fn finite(w: &Wrench) -> bool {
@@ -403,6 +414,7 @@ impl Pipeline {
             )
         })?;
         let peak = PeakTracker::new(p.sample_rate_hz);
+        let swing = FastSwingWatch::new(p.fast_swing, p.sample_rate_hz);
         Ok(Self {
             filt: [LowPass::new(c); 6],
             settle_n: c.settle_samples(SETTLE_TOLERANCE),
@@ -416,6 +428,7 @@ impl Pipeline {
             outcome: None,
             captures: Vec::new(),
             peak,
+            swing,
         })
     }
 
@@ -487,6 +500,7 @@ impl Pipeline {
     /// Re-initialise the filter from the next sample that enters it, and flag `fault` until
     /// it has re-settled.
     fn resettle(&mut self, fault: WrenchFault) {
+        self.swing.reset();
         self.settling = Some(Settling {
             fault,
             remaining: self.settle_n.max(1),
@@ -627,8 +641,12 @@ impl Pipeline {
             s.reinit = false;
         }
         let mut out = [0.0; 6];
+        let mut residual = [0.0; 3];
         for i in 0..6 {
             let y = self.filt[i].step(comp[i]);
+            if i < 3 {
+                residual[i] = comp[i] - y;
+            }
             let d = if i < 3 {
                 self.p.deadband_force_n
             } else {
@@ -646,6 +664,7 @@ impl Pipeline {
             self.filt = before;
             return self.faulted(WrenchFault::NonFinite, &raw);
         }
+        let fast_swing_n = self.swing.push(residual);
         self.gap = (0, WrenchFault::None);
 
         let mut fault = WrenchFault::None;
@@ -676,6 +695,7 @@ impl Pipeline {
             base,
             peak_force_n,
             peak_torque_nm,
+            fast_swing_n,
         }
     }
 
