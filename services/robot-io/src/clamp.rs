@@ -10,6 +10,11 @@
 //! bound; like a robot controller's collision back-off that relieves the forces after a
 //! collision stop.
 //!
+//! Only a task's unlatched protective end (its force or torque limit) is released: a latched
+//! stop (an e-stop, an impact, a saturated sensor, a guide session's stop) holds still until
+//! it is reset — in guiding the force after a stop is the operator's hand ([`crate::supervisor`]
+//! disarms the release there).
+//!
 //! Pure: the force (base axes, at the TCP, the force service's filtered estimate; `None` when
 //! there is no fresh, usable one) and the cycle's duration come in, a TCP velocity goes out.
 //! Without a usable force nothing moves (hold); past the travel bound nothing moves again

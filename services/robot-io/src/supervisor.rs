@@ -621,8 +621,18 @@ impl Supervisor {
         if !c.armed() {
             return None;
         }
+        // A latched stop (an e-stop, a protective request: an impact, a saturated sensor, a
+        // guide session's stop) holds still until it is reset — in guiding the force after a
+        // stop is the operator's hand, which a release would follow. The release acts on a
+        // task's unlatched protective end (a force or torque over its limit).
         let following = i.robot.motors_on && i.robot.external_control_active;
-        if self.estop || level == SafetyLevel::EmergencyStop || !following {
+        let latched = self.estop
+            || self.protective.is_some()
+            || matches!(
+                level,
+                SafetyLevel::EmergencyStop | SafetyLevel::ProtectiveStop
+            );
+        if latched || !following {
             c.disarm();
             return None;
         }
@@ -1754,8 +1764,10 @@ mod tests {
             let p = arm.fk(q).expect("fk").translation.vector;
             [0.0, 0.0, (z_surface - p.z).max(0.0) * k]
         };
-        // `estop`: engaged after the stop; `fresh`: the force estimate reaches robot-io.
-        let run = |release: bool, estop: bool, fresh: bool| {
+        // `estop`: engaged after the stop (`Some(true)`), or a protective request latched
+        // (`Some(false)`: an impact, a guide session's stop); `fresh`: the force estimate
+        // reaches robot-io.
+        let run = |release: bool, estop: Option<bool>, fresh: bool| {
             let mut s = sup();
             if release {
                 s = s.with_clamp_release(arm.clone(), ClampParams::default());
@@ -1771,8 +1783,14 @@ mod tests {
                 motion_id: 7,
             };
             assert!(s.end_motion(tag, StopCategory::Protective(ProtectiveCause::ForceLimit)));
-            if estop {
-                s.engage_estop();
+            match estop {
+                Some(true) => {
+                    s.engage_estop();
+                }
+                Some(false) => {
+                    s.request_protective();
+                }
+                None => {}
             }
             let mut moved_sideways: f64 = 0.0;
             for cyc in 11..=600u64 {
@@ -1789,7 +1807,7 @@ mod tests {
             }
             (force_at(&q)[2], moved_sideways, s)
         };
-        let (f, side, s) = run(true, false, true);
+        let (f, side, s) = run(true, None, true);
         assert!(f <= 20.0 && f > 15.0, "released to {f} N");
         assert!(
             side < 1e-5,
@@ -1799,9 +1817,10 @@ mod tests {
         assert!((c.peak_n() - 60.0).abs() < 0.5, "{}", c.peak_n());
         assert!(c.travelled_m() <= 0.01);
         for (release, estop, fresh, what) in [
-            (false, false, true, "no release"),
-            (true, true, true, "an e-stop"),
-            (true, false, false, "no fresh force"),
+            (false, None, true, "no release"),
+            (true, Some(true), true, "an e-stop"),
+            (true, Some(false), true, "a latched protective stop"),
+            (true, None, false, "no fresh force"),
         ] {
             let (f, _, _) = run(release, estop, fresh);
             assert!((f - 60.0).abs() < 0.5, "{what}: {f} N");
