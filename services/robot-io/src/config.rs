@@ -72,9 +72,10 @@ pub struct RobotIoConfig {
     /// along the path the arm has just travelled (`supervisor::SupervisorParams::
     /// protective_retrace_s`). At most 31 cycles.
     pub protective_retrace_ms: f64,
-    /// `[robot_io.clamp_release]`: after such a stop, a force still above `release_force_n`
-    /// (the force service's estimate) is released by moving the held TCP along it, slowly and
-    /// within a travel bound ([`crate::clamp`]).
+    /// `[robot_io.clamp_release]`: after a task's unlatched protective end on its force or
+    /// torque limit, a force still above `release_force_n` (the force service's estimate) is
+    /// released by moving the held TCP along it, slowly and within a travel bound
+    /// ([`crate::clamp`]); a latched stop holds still until reset.
     pub clamp_release: crate::clamp::ClampParams,
     /// Where the e-stop and protective-stop latches are persisted so that they survive a
     /// crash and restart of robot-io (small JSON file, written atomically by rename). Empty:
