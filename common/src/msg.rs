@@ -54,6 +54,26 @@ impl Default for Pose {
 }
 
 impl Pose {
+    /// From a nalgebra rigid transform.
+    pub fn from_isometry(p: &nalgebra::Isometry3<f64>) -> Pose {
+        let t = p.translation.vector;
+        let q = p.rotation.quaternion();
+        Pose {
+            position_m: [t.x, t.y, t.z],
+            quat_wxyz: [q.w, q.i, q.j, q.k],
+        }
+    }
+
+    /// As a nalgebra rigid transform (the quaternion renormalised; the bus has already checked
+    /// it is finite and unit).
+    pub fn to_isometry(&self) -> nalgebra::Isometry3<f64> {
+        let [w, x, y, z] = self.quat_wxyz;
+        nalgebra::Isometry3::from_parts(
+            nalgebra::Translation3::new(self.position_m[0], self.position_m[1], self.position_m[2]),
+            nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(w, x, y, z)),
+        )
+    }
+
     pub const IDENTITY: Pose = Pose {
         position_m: [0.0; 3],
         quat_wxyz: [1.0, 0.0, 0.0, 0.0],

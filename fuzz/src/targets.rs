@@ -305,7 +305,13 @@ pub fn sri_frames(data: &[u8]) {
         DataFormat::Calibrated
     };
     let read = usize::from(mode >> 1) + 1;
-    let params = sim::sensor::sri::default_params();
+    let cal = sim::sensor::sri::default_params();
+    let params = sri::SriParams {
+        amp_zero: cal.amp_zero,
+        gain: cal.gain,
+        excitation_v: cal.excitation_v,
+        decoupling: cal.decoupling,
+    };
     let flen = fmt.frame_len();
     let mut p = FrameParser::new(fmt);
     let mut frames = 0u64;
@@ -394,9 +400,7 @@ pub fn sri_text(data: &[u8]) {
             excitation_v,
             decoupling,
         };
-        let mut errors = ConfigErrors::default();
-        p.check("box", &mut errors);
-        if errors.is_empty() {
+        if p.problems("box").is_empty() {
             let _ = p.counts_to_wrench(&[0; 6]);
             let _ = p.counts_to_wrench(&[u16::MAX; 6]);
         }

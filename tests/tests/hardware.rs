@@ -338,7 +338,7 @@ async fn payload_identification_and_gravity_compensation() {
         let argv: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
         let (ok, _, err) = c.cli(&argv);
         assert!(ok, "{err}");
-        let target = kinematics::node::to_msg_pose(&pose);
+        let target = common::msg::Pose::from_isometry(&pose);
         let cli_s = c.client().await;
         cell_wait(&cli_s, &c, &target).await;
         let (_, f, t) = mean_estimate(&est, 200).await;

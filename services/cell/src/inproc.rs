@@ -30,7 +30,6 @@ use common::{
 use robot_io::{
     egm::{
         cycle::{Datagram, EgmCore},
-        proto,
         session::{EgmSession, SessionParams},
     },
     latency::{CycleLatency, LatestCommand},
@@ -223,7 +222,7 @@ fn run_here(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
                         let Ok(p) = codec::decode::<ToolPose>(&b) else {
                             continue;
                         };
-                        let tcp = kinematics::node::from_msg_pose(&p.tcp_in_base);
+                        let tcp = p.tcp_in_base.to_isometry();
                         let now_s = t0.elapsed().as_secs_f64();
                         core.set_cycle(p.cycle, dt);
                         if let Some(t) = task.take() {
@@ -308,7 +307,7 @@ fn run_here(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
         }
         ctl_sim.step(dt);
         tm_ms = tm_ms.wrapping_add((dt * 1e3).round() as u32);
-        let bytes = proto::encode_robot(&ctl_sim.robot_message(tm_ms, None));
+        let bytes = ctl_sim.robot_message(tm_ms, None).encode();
         let (rx, rx_ns) = (Instant::now(), clock::mono_ns());
         let rx_s = rx.duration_since(epoch).as_secs_f64();
         let latest = slot.lock().ok().and_then(|g| *g);

@@ -927,7 +927,7 @@ async fn run(
             let pose =
                 kinematics::pose::pose_from_abb([x_mm, y_mm, z_mm], [q[0], q[1], q[2], q[3]])
                     .context("target pose")?;
-            let target = kinematics::node::to_msg_pose(&pose);
+            let target = common::msg::Pose::from_isometry(&pose);
             let before = if wait {
                 cli::control_errors(&s, &cell).await
             } else {

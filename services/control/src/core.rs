@@ -17,10 +17,9 @@
 //! motion from the measured pose.
 
 use common::msg::{
-    CartesianTarget, HybridGains, HybridLimits, HybridTask, Mode, MotionTag, MoveTarget,
+    CartesianTarget, HybridGains, HybridLimits, HybridTask, Mode, MotionTag, MoveTarget, Pose,
     ProtectiveCause, SafetyLevel, SafetyReason, SafetyState, StopCategory, WrenchFault,
 };
-use kinematics::node::{from_msg_pose, to_msg_pose};
 use nalgebra::{Isometry3, Vector3};
 
 use crate::ending::{EndParams, Ending};
@@ -941,7 +940,7 @@ impl ControlCore {
         }
         match &target {
             Some(CartesianTarget::Pose(p)) if self.motion.is_some() => {
-                let pose = from_msg_pose(p);
+                let pose = p.to_isometry();
                 let dt = self.track.clock.advance(self.cycle, now_s);
                 if let (Some(prev), true) = (self.track.last, dt > 0.0) {
                     self.track.v_m_s = (pose.translation.vector - prev.translation.vector) / dt;
@@ -972,7 +971,7 @@ impl ControlCore {
             self.finish_now(next);
             return None;
         }
-        Some(CartesianTarget::Pose(to_msg_pose(&s.pose)))
+        Some(CartesianTarget::Pose(Pose::from_isometry(&s.pose)))
     }
 
     /// The ending motion's force or torque limit exceeded (the unfiltered peak or the
@@ -1016,11 +1015,11 @@ impl ControlCore {
             Mode::Idle => None,
             Mode::Hold => {
                 let h = *self.hold.get_or_insert(*tcp);
-                Some(CartesianTarget::Pose(to_msg_pose(&h)))
+                Some(CartesianTarget::Pose(Pose::from_isometry(&h)))
             }
             Mode::Move => {
                 if let Some(t) = self.pending_move.take() {
-                    let to = from_msg_pose(&t.tcp_in_base);
+                    let to = t.tcp_in_base.to_isometry();
                     // No harder than a motion's end decelerates (`[control.ending]`).
                     let duration_s = move_duration_s(
                         tcp,
@@ -1043,7 +1042,7 @@ impl ControlCore {
                 m.elapsed_s += m.clock.advance(cycle, now_s);
                 let m = *m;
                 let tau = m.elapsed_s / m.duration_s;
-                Some(CartesianTarget::Pose(to_msg_pose(&interpolate(
+                Some(CartesianTarget::Pose(Pose::from_isometry(&interpolate(
                     &m.from, &m.to, tau,
                 ))))
             }
@@ -1088,7 +1087,7 @@ impl ControlCore {
                 match run.step(&input) {
                     Ok((cmd, report)) => {
                         self.report = Some(report);
-                        Some(CartesianTarget::Pose(to_msg_pose(&cmd)))
+                        Some(CartesianTarget::Pose(Pose::from_isometry(&cmd)))
                     }
                     Err(why) => {
                         if let Some(r) = self.report.as_mut() {
@@ -1136,7 +1135,7 @@ impl ControlCore {
                 match g.step(&input) {
                     Ok((cmd, report)) => {
                         self.guide_report = Some(report);
-                        Some(CartesianTarget::Pose(to_msg_pose(&cmd)))
+                        Some(CartesianTarget::Pose(Pose::from_isometry(&cmd)))
                     }
                     Err(why) => {
                         let reason = format!("lead-through ended: {why}");
@@ -1200,7 +1199,10 @@ impl ControlCore {
                             duration_s: sample.duration,
                             q_ref: None,
                         };
-                        (CartesianTarget::Pose(to_msg_pose(&sample.pose)), report)
+                        (
+                            CartesianTarget::Pose(Pose::from_isometry(&sample.pose)),
+                            report,
+                        )
                     }
                 };
                 self.play_report = Some(report);
@@ -1242,7 +1244,6 @@ pub enum PlayCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::msg::Pose;
     use nalgebra::{Translation3, UnitQuaternion, Vector3};
 
     const BOOT: u64 = 9;
@@ -1360,7 +1361,7 @@ mod tests {
     fn moving_to(target: &Isometry3<f64>, v: f64) -> ControlCore {
         let mut c = ready();
         c.request_move(MoveTarget {
-            tcp_in_base: to_msg_pose(target),
+            tcp_in_base: Pose::from_isometry(target),
             max_speed_m_s: v,
             max_rot_speed_rad_s: 1.0,
             ..Default::default()
@@ -1385,7 +1386,7 @@ mod tests {
             let Some(CartesianTarget::Pose(p)) = c.step(&start, t) else {
                 panic!("move must publish poses")
             };
-            let iso = from_msg_pose(&p);
+            let iso = p.to_isometry();
             let speed = (iso.translation.vector - prev.translation.vector).norm() / dt;
             assert!(speed <= v * 1.001, "speed {speed}");
             prev = iso;
@@ -1393,9 +1394,7 @@ mod tests {
             t += dt;
         }
         let end: Pose = last.expect("some");
-        assert!(
-            (from_msg_pose(&end).translation.vector - target.translation.vector).norm() < 1e-12
-        );
+        assert!((end.to_isometry().translation.vector - target.translation.vector).norm() < 1e-12);
         assert!(c.move_done());
     }
 
@@ -1416,7 +1415,7 @@ mod tests {
             let Some(CartesianTarget::Pose(q)) = c.step(&start, t) else {
                 panic!("move must publish poses")
             };
-            p.push(from_msg_pose(&q).translation.vector);
+            p.push(q.to_isometry().translation.vector);
             t += dt;
         }
         let mut worst: f64 = 0.0;
@@ -1444,7 +1443,7 @@ mod tests {
                 let Some(CartesianTarget::Pose(p)) = c.step(&start, t) else {
                     panic!("move must publish poses")
                 };
-                let iso = from_msg_pose(&p);
+                let iso = p.to_isometry();
                 worst =
                     worst.max((iso.translation.vector - prev.translation.vector).norm() / 0.004);
                 prev = iso;
@@ -1485,7 +1484,7 @@ mod tests {
 
     fn start_move(c: &mut ControlCore) -> MotionTag {
         c.request_move(MoveTarget {
-            tcp_in_base: to_msg_pose(&pose(0.374, 0.1, 0.53)),
+            tcp_in_base: Pose::from_isometry(&pose(0.374, 0.1, 0.53)),
             max_speed_m_s: 0.1,
             max_rot_speed_rad_s: 1.0,
             ..Default::default()

@@ -18,7 +18,7 @@ use common::{
     service::Shutdown,
     topic,
 };
-use kinematics::{node::from_msg_pose, Arm};
+use kinematics::Arm;
 use zenoh::query::Query;
 
 use crate::pipeline::{to_msg, AccelEstimator, Pipeline, PipelineParams, PoseInput, WindowOutcome};
@@ -111,7 +111,7 @@ pub async fn run(
                     let n = |v: [f64; 3]| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
                     let a = accel.push(p.msg.cycle, Vector3::from(t.linear_m_s), p.msg.period_s);
                     PoseInput {
-                        tcp_in_base: from_msg_pose(&p.msg.tcp_in_base),
+                        tcp_in_base: p.msg.tcp_in_base.to_isometry(),
                         linear_speed_m_s: n(t.linear_m_s),
                         angular_speed_rad_s: n(t.angular_rad_s),
                         tcp_accel_base_m_s2: a,

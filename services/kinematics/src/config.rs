@@ -74,7 +74,7 @@ impl ArmSection {
     }
 }
 
-#[cfg(feature = "node")]
+#[cfg(feature = "config")]
 impl common::config::Validate for ArmSection {
     fn validate(&self, prefix: &str, errors: &mut common::config::ConfigErrors) {
         if let Err(errs) = self.params() {
@@ -91,7 +91,7 @@ impl common::config::Validate for ArmSection {
 
 /// Reads `[arm]` from a service's config loader and builds the arm. Problems are recorded in
 /// the loader (start-up then fails listing them), so the IRB 120 fallback is never run.
-#[cfg(feature = "node")]
+#[cfg(feature = "config")]
 pub fn load_arm(l: &mut common::service::Loader) -> Arm {
     let arm: ArmSection = l.section("arm");
     arm.build().unwrap_or_else(|_| Arm::irb120())

@@ -12,7 +12,7 @@ use common::{
     service::Shutdown,
     topic,
 };
-use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
+use nalgebra::{Isometry3, Vector3};
 use serde::{Deserialize, Serialize};
 use zenoh::Wait;
 
@@ -131,23 +131,14 @@ impl Validate for KinematicsConfig {
     }
 }
 
-/// nalgebra pose → wire pose.
+/// nalgebra pose → wire pose ([`Pose::from_isometry`]).
 pub fn to_msg_pose(p: &Isometry3<f64>) -> Pose {
-    let t = p.translation.vector;
-    let q = p.rotation.quaternion();
-    Pose {
-        position_m: [t.x, t.y, t.z],
-        quat_wxyz: [q.w, q.i, q.j, q.k],
-    }
+    Pose::from_isometry(p)
 }
 
-/// Wire pose → nalgebra pose (the bus has already checked it is finite and unit).
+/// Wire pose → nalgebra pose ([`Pose::to_isometry`]).
 pub fn from_msg_pose(p: &Pose) -> Isometry3<f64> {
-    let [w, x, y, z] = p.quat_wxyz;
-    Isometry3::from_parts(
-        Translation3::new(p.position_m[0], p.position_m[1], p.position_m[2]),
-        UnitQuaternion::from_quaternion(Quaternion::new(w, x, y, z)),
-    )
+    p.to_isometry()
 }
 
 fn to_twist(t: &MsgTwist) -> Twist {

@@ -135,7 +135,7 @@ pub async fn identify_payload_at(
     for (k, q_deg) in poses.iter().enumerate() {
         let q = q_deg.map(f64::to_radians);
         let target = arm.fk(&q).map_err(|e| anyhow::anyhow!("pose {k}: {e}"))?;
-        let pose = kinematics::node::to_msg_pose(&target);
+        let pose = common::msg::Pose::from_isometry(&target);
         let out = lead::move_joints(s, cell, *q_deg, speed_scale, false)
             .await
             .with_context(|| format!("pose {k} {q_deg:?}"))?;

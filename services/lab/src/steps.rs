@@ -29,7 +29,7 @@ pub async fn place(
 ) -> anyhow::Result<()> {
     let pose =
         kinematics::pose::pose_from_abb(xyz_mm, [0.0, 0.0, 1.0, 0.0]).context("placement pose")?;
-    let target = kinematics::node::to_msg_pose(&pose);
+    let target = common::msg::Pose::from_isometry(&pose);
     let mut last = None;
     // A second attempt only when a proven host stall's hold ended the first move (robot-io
     // held on an EGM silence of the frozen host: the motion ends and must be commanded

@@ -200,7 +200,9 @@ impl Validate for SriConfig {
             60_000,
         );
         if let Some(p) = &self.params {
-            p.check(&format!("{prefix}.params"), errors);
+            for (key, problem) in p.problems(&format!("{prefix}.params")) {
+                errors.push(key, problem);
+            }
         }
     }
 }

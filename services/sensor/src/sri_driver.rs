@@ -86,7 +86,9 @@ async fn read_params(
         decoupling,
     };
     let mut errors = common::config::ConfigErrors::default();
-    p.check("box", &mut errors);
+    for (key, problem) in p.problems("box") {
+        errors.push(key, problem);
+    }
     if !errors.is_empty() {
         bail!("implausible parameters from the box: {errors}");
     }

@@ -217,7 +217,7 @@ async fn sri_calibrated_floats() {
         l,
         SriEmulatorConfig {
             imperfections: quiet(),
-            mode: DataFormat::RawCounts, // the driver switches it with AT+SGDM
+            mode: sim::wire::sri::Mode::RawCounts, // the driver switches it with AT+SGDM
             ..Default::default()
         },
     )
@@ -257,7 +257,14 @@ async fn sri_raw_counts_params_from_config_with_noise() {
     .await;
     let mut cfg = base_cfg(SensorDriver::Sri);
     cfg.sri.address = addr;
-    cfg.sri.params = Some(default_params());
+    // The emulated box's calibration, entered in the config as an integrator types it in.
+    let box_cal = default_params();
+    cfg.sri.params = Some(sensor::sri::SriParams {
+        amp_zero: box_cal.amp_zero,
+        gain: box_cal.gain,
+        excitation_v: box_cal.excitation_v,
+        decoupling: box_cal.decoupling,
+    });
     let mut d = Driver::start(cfg);
     let s = d.take(2000, Duration::from_secs(6)).await;
     let q = [0.04, 0.04, 0.04, 5e-4, 5e-4, 5e-4];

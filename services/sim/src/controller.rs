@@ -7,7 +7,7 @@
 //! where it was (EGM keeps the last position) — robot-io's own supervisor decides holds.
 //!
 //! **The session** ([`SessionParams`], read from the shipped RAPID module `deploy/irc5/
-//! CellEgm.mod` by `robot_io::egm::irc5`): a session that gets no valid reply for
+//! CellEgm.mod` by the `irc5` crate): a session that gets no valid reply for
 //! `\CommTimeout` ends (`EGMRunJoint` raises `ERR_UDPUC_COMM`) with `EGM_STOP_HOLD`: the arm
 //! stays where it is — its reference has been still since the last reply, so the ramp-out has
 //! no speed left to ramp — and no `EgmRobot` is sent until the RAPID loop starts the next
@@ -20,11 +20,7 @@
 //! over a shorter base tick, so the simulator's joints (and the F/T truth) move at 1 kHz while
 //! EGM runs at its own cycle. [`Controller::step`] is one whole cycle at once.
 
-use robot_io::egm::proto::{
-    self, EgmCartesian, EgmFeedBack, EgmHeader, EgmMciState, EgmMotorState, EgmPlanned, EgmPose,
-    EgmQuaternion, EgmRapidCtrlExecState, EgmRobot, MciStateType, MessageType, MotorStateType,
-    RapidCtrlExecStateType,
-};
+use crate::wire::egm::{decode_sensor, RobotMsg};
 
 use crate::world::servo::ServoModel;
 
@@ -59,7 +55,7 @@ pub struct ControllerStats {
     pub sessions: u64,
 }
 
-/// The EGM session's timing, as `CellEgm.mod` sets it (`robot_io::egm::irc5::EgmSession`).
+/// The EGM session's timing, as `CellEgm.mod` sets it (`irc5::EgmSession`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SessionParams {
     /// `\CommTimeout` (s); infinite: the session never times out.
@@ -83,7 +79,7 @@ impl SessionParams {
     };
 
     /// From the IRC5 side's parsed session.
-    pub fn from_irc5(s: &robot_io::egm::irc5::EgmSession) -> Self {
+    pub fn from_irc5(s: &irc5::EgmSession) -> Self {
         Self {
             comm_timeout_s: s.comm_timeout_s,
             ramp_in_s: s.ramp_in_s,
@@ -296,96 +292,45 @@ impl Controller {
 
     /// The `EgmRobot` for this cycle; `tm_ms` is the controller's clock; `tool0` the measured
     /// flange pose (mm, quaternion w x y z) for the Cartesian feedback, when known.
-    pub fn robot_message(&mut self, tm_ms: u32, tool0: Option<([f64; 3], [f64; 4])>) -> EgmRobot {
+    pub fn robot_message(&mut self, tm_ms: u32, tool0: Option<([f64; 3], [f64; 4])>) -> RobotMsg {
         self.seqno = self.seqno.wrapping_add(1);
         let (q, _) = self.joints();
-        let deg: Vec<f64> = q.iter().map(|v| v.to_degrees()).collect();
-        let planned: Vec<f64> = self.q_ref.iter().map(|v| v.to_degrees()).collect();
         let s = self.state;
-        EgmRobot {
-            header: Some(EgmHeader {
-                seqno: Some(self.seqno),
-                tm: Some(tm_ms),
-                mtype: Some(MessageType::Data as i32),
-            }),
-            feed_back: Some(EgmFeedBack {
-                joints: Some(proto::joints(&deg)),
-                cartesian: tool0.map(|(p, q)| EgmPose {
-                    pos: Some(EgmCartesian {
-                        x: p[0],
-                        y: p[1],
-                        z: p[2],
-                    }),
-                    orient: Some(EgmQuaternion {
-                        u0: q[0],
-                        u1: q[1],
-                        u2: q[2],
-                        u3: q[3],
-                    }),
-                    euler: None,
-                }),
-                external_joints: None,
-                time: None,
-            }),
-            planned: Some(EgmPlanned {
-                joints: Some(proto::joints(&planned)),
-                cartesian: None,
-                external_joints: None,
-                time: None,
-            }),
-            motor_state: Some(EgmMotorState {
-                state: if s.motors_on {
-                    MotorStateType::On
-                } else {
-                    MotorStateType::Off
-                } as i32,
-            }),
-            mci_state: Some(EgmMciState {
-                state: if s.egm_running && self.session_running() {
-                    MciStateType::Running
-                } else {
-                    MciStateType::Stopped
-                } as i32,
-            }),
-            mci_convergence_met: Some(true),
-            test_signals: None,
-            rapid_exec_state: Some(EgmRapidCtrlExecState {
-                state: if s.rapid_running {
-                    RapidCtrlExecStateType::Running
-                } else {
-                    RapidCtrlExecStateType::Stopped
-                } as i32,
-            }),
-            measured_force: None,
-            utilization_rate: None,
-            move_index: None,
-            collision_info: None,
-            rapid_from_robot: None,
+        RobotMsg {
+            seqno: self.seqno,
+            tm_ms,
+            feedback_deg: q.map(f64::to_degrees),
+            tool0,
+            planned_deg: self.q_ref.map(f64::to_degrees),
+            motors_on: s.motors_on,
+            mci_running: s.egm_running && self.session_running(),
+            mci_convergence_met: true,
+            rapid_running: s.rapid_running,
         }
     }
 
     /// Applies one `EgmSensor` datagram: its planned joints (degrees) become the reference.
     /// Malformed or non-finite replies are counted and ignored.
     pub fn apply_reply(&mut self, datagram: &[u8]) {
-        let Ok(msg) = proto::decode_sensor(datagram) else {
+        let Ok(msg) = decode_sensor(datagram) else {
             self.stats.malformed_replies += 1;
             return;
         };
-        let Some(j) = msg.planned.as_ref().and_then(|p| p.joints.as_ref()) else {
+        let Some(j) = msg.planned_deg.as_ref() else {
             self.stats.malformed_replies += 1;
             return;
         };
-        if j.joints.len() < 6 {
+        if j.len() < 6 {
             self.stats.malformed_replies += 1;
             return;
         }
-        if !j.joints.iter().take(6).all(|v| v.is_finite()) {
+        if !j.iter().take(6).all(|v| v.is_finite()) {
             self.stats.nonfinite_replies += 1;
             return;
         }
         self.stats.replies += 1;
         let mut q = [0.0; 6];
-        for (dst, v) in q.iter_mut().zip(j.joints.iter()) {
+        for (dst, v) in q.iter_mut().zip(j.iter()) {
             *dst = v.to_radians();
         }
         self.pending = Some(q);
@@ -415,7 +360,6 @@ mod tests {
     use super::*;
     use crate::world::servo::ServoParams;
     use kinematics::JointLimits;
-    use robot_io::egm::proto::EgmSensor;
 
     fn servo() -> ServoModel {
         ServoModel::new(
@@ -430,22 +374,15 @@ mod tests {
     }
 
     #[test]
-    fn robot_message_round_trips_in_degrees() {
+    fn robot_message_reports_degrees_and_counts_its_sequence() {
         let mut c = ctl();
         let m = c.robot_message(1234, Some(([374.0, 0.0, 630.0], [0.5, 0.5, 0.5, 0.5])));
-        let bytes = proto::encode_robot(&m);
-        let back = proto::decode_robot(&bytes).unwrap();
-        assert_eq!(back.seqno(), Some(1));
-        assert_eq!(back.tm(), Some(1234));
-        let j = back.feedback_joints_deg().unwrap();
-        assert!((j[4] - 0.5f64.to_degrees()).abs() < 1e-12);
-        let cart = back
-            .feed_back
-            .as_ref()
-            .and_then(|f| f.cartesian.as_ref())
-            .unwrap();
-        assert_eq!(cart.pos.as_ref().map(|p| p.x), Some(374.0));
-        assert_eq!(c.robot_message(0, None).seqno(), Some(2));
+        assert_eq!(m.seqno, 1);
+        assert_eq!(m.tm_ms, 1234);
+        assert!((m.feedback_deg[4] - 0.5f64.to_degrees()).abs() < 1e-12);
+        assert_eq!(m.tool0.map(|t| t.0[0]), Some(374.0));
+        assert!(m.motors_on && m.mci_running && m.rapid_running);
+        assert_eq!(c.robot_message(0, None).seqno, 2);
     }
 
     #[test]
@@ -471,22 +408,12 @@ mod tests {
     }
 
     fn joint_reply(deg: [f64; 6]) -> Vec<u8> {
-        proto::encode_sensor(&EgmSensor {
-            header: None,
-            planned: Some(EgmPlanned {
-                joints: Some(proto::joints(&deg)),
-                cartesian: None,
-                external_joints: None,
-                time: None,
-            }),
-            speed_ref: None,
-            rapid_to_robot: None,
-        })
+        crate::wire::egm::sensor_message(0, 0, &deg)
     }
 
     fn shipped() -> SessionParams {
         SessionParams::from_irc5(
-            &robot_io::egm::irc5::Irc5Egm::builtin()
+            &irc5::Irc5Egm::builtin()
                 .expect("deploy/irc5 parses")
                 .session,
         )
@@ -526,10 +453,7 @@ mod tests {
             // The reference never moves past the last command.
             assert_eq!(c.reference(), last, "cycle {k}");
             let m = c.robot_message(0, None);
-            assert_eq!(
-                m.mci_state.map(|s| s.state),
-                Some(MciStateType::Running as i32)
-            );
+            assert!(m.mci_running);
         }
         c.begin_cycle(dt);
         c.advance(dt);
@@ -539,10 +463,7 @@ mod tests {
         let q_end = c.joints().0;
         assert!((q_end[0] - last[0]).abs() < 1e-3, "{q_end:?} vs {last:?}");
         let m = c.robot_message(0, None);
-        assert_eq!(
-            m.mci_state.map(|s| s.state),
-            Some(MciStateType::Stopped as i32)
-        );
+        assert!(!m.mci_running);
         let wait_cycles = ((p.ramp_out_s + p.restart_wait_s) / dt).round() as usize;
         for k in 1..wait_cycles {
             c.apply_reply(&joint_reply([40.0, 0.0, 0.0, 0.0, 30.0, 0.0]));

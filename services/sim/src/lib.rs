@@ -15,6 +15,9 @@
 //! * [`controller`]: the EGM controller side (pure): `EgmRobot` out, `EgmSensor` in, servo
 //!   (reference per EGM cycle, integrated per base tick).
 //! * [`sensor`]: SRI M8128 and ATI Net F/T device emulators (bias, noise, drift).
+//! * [`wire`]: the emulated devices' side of EGM, SRI and ATI RDT, written from the specs,
+//!   not from the drivers (the simulator depends on no driver crate); held to the shared test
+//!   vectors in `protocols/vectors/`.
 //! * [`node`]: the `cell-sim` process: the 1 kHz base-tick loop, EGM over UDP, a sensor
 //!   emulator fed by the world, the plant on the bus, run-time faults and injected forces
 //!   (`sim/rpc/fault`), the scenario RPC (`sim/rpc/scenario`).
@@ -26,4 +29,5 @@ pub mod controller;
 pub mod node;
 pub mod scenario;
 pub mod sensor;
+pub mod wire;
 pub mod world;

@@ -95,15 +95,15 @@ pub struct EgmSimConfig {
 
 impl EgmSimConfig {
     /// The IRC5 side's EGM session (`irc5`, or the built-in files).
-    pub fn irc5(&self) -> Result<robot_io::egm::irc5::Irc5Egm, Vec<String>> {
+    pub fn irc5(&self) -> Result<irc5::Irc5Egm, Vec<String>> {
         match &self.irc5 {
-            Some(dir) => robot_io::egm::irc5::Irc5Egm::load_dir(&common::config::resolve_path(dir)),
-            None => robot_io::egm::irc5::Irc5Egm::builtin(),
+            Some(dir) => irc5::Irc5Egm::load_dir(&common::config::resolve_path(dir)),
+            None => irc5::Irc5Egm::builtin(),
         }
     }
 
     /// The session part of [`EgmSimConfig::irc5`], errors joined.
-    pub fn irc5_session(&self) -> anyhow::Result<robot_io::egm::irc5::EgmSession> {
+    pub fn irc5_session(&self) -> anyhow::Result<irc5::EgmSession> {
         self.irc5()
             .map(|i| i.session)
             .map_err(|e| anyhow::anyhow!("sim.egm.irc5: {}", e.join("; ")))
@@ -865,7 +865,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 } else {
                     Duration::ZERO
                 };
-                let bytes = robot_io::egm::proto::encode_robot(&msg);
+                let bytes = msg.encode();
                 if held_robot.is_none() && f.egm_reorder > 0.0 && rng.next_f64() < f.egm_reorder {
                     held_robot = Some(bytes);
                     reordered += 1;

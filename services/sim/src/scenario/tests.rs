@@ -348,19 +348,7 @@ fn truth_updates_every_base_tick_within_an_egm_cycle() {
     let mut target = Q_DOWN;
     target[1] += 0.01;
     let deg: Vec<f64> = target.iter().map(|v| v.to_degrees()).collect();
-    ctl.apply_reply(&robot_io::egm::proto::encode_sensor(
-        &robot_io::egm::proto::EgmSensor {
-            header: None,
-            planned: Some(robot_io::egm::proto::EgmPlanned {
-                joints: Some(robot_io::egm::proto::joints(&deg)),
-                cartesian: None,
-                external_joints: None,
-                time: None,
-            }),
-            speed_ref: None,
-            rapid_to_robot: None,
-        },
-    ));
+    ctl.apply_reply(&crate::wire::egm::sensor_message(0, 0, &deg));
     let mut forces = Vec::new();
     for k in 0..200u64 {
         if k % 4 == 0 {

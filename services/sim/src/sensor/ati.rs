@@ -1,4 +1,4 @@
-//! ATI Net F/T emulator: RDT over UDP (`sensor::ati` codec) plus `GET /netftapi2.xml` over a
+//! ATI Net F/T emulator: RDT over UDP (the simulator's own writer, [`crate::wire::ati`]) plus `GET /netftapi2.xml` over a
 //! minimal HTTP/1.1 responder.
 //!
 //! RDT: requests (8 bytes, header 0x1234) on the RDT socket; "start" (0x0002 real-time,
@@ -11,8 +11,8 @@
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
+use crate::wire::ati::{self as rdt, RECORD_BYTES};
 use anyhow::Context;
-use sensor::ati::{RdtCommand, RdtRecord, RdtRequest, RECORD_LEN};
 use serde::{Deserialize, Serialize};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -51,7 +51,7 @@ pub struct AtiEmulatorConfig {
 impl Default for AtiEmulatorConfig {
     fn default() -> Self {
         Self {
-            rdt_bind: format!("127.0.0.1:{}", sensor::ati::RDT_PORT),
+            rdt_bind: format!("127.0.0.1:{}", rdt::PORT),
             http_bind: Some("127.0.0.1:80".into()),
             rdt_rate_hz: 1000.0,
             rdt_buffer_size: 1,
@@ -94,13 +94,13 @@ impl AtiEmulatorConfig {
     }
 
     fn torque_per_nm(&self) -> f64 {
-        sensor::ati::torque_unit_to_nm(&self.torque_unit)
+        rdt::newton_metres_per(&self.torque_unit)
             .map(|f| 1.0 / f)
             .unwrap_or(1.0)
     }
 
     fn force_per_n(&self) -> f64 {
-        sensor::ati::force_unit_to_n(&self.force_unit)
+        rdt::newtons_per(&self.force_unit)
             .map(|f| 1.0 / f)
             .unwrap_or(1.0)
     }
@@ -172,26 +172,26 @@ pub async fn serve_on(
                     // ICMP errors from a vanished client surface here: keep serving.
                     Err(e) => { tracing::debug!("ATI emulator: recv: {e}"); continue; }
                 };
-                let req = match RdtRequest::decode(&buf[..n]) {
-                    Ok(r) => r,
-                    Err(e) => { tracing::info!("ATI emulator: {e}"); continue; }
+                let Some(req) = rdt::read_request(&buf[..n]) else {
+                    tracing::info!("ATI emulator: not an RDT request ({n} bytes)");
+                    continue;
                 };
                 match req.command {
-                    RdtCommand::Stop => { stream = None; pending.clear(); }
-                    RdtCommand::StartRealTime | RdtCommand::StartBuffered | RdtCommand::StartMultiUnit => {
+                    rdt::STOP => { stream = None; pending.clear(); }
+                    rdt::START_REAL_TIME | rdt::START_BUFFERED | rdt::START_MULTI_UNIT => {
                         pending.clear();
                         stream = Some(Stream {
                             to: from,
                             remaining: (req.sample_count > 0).then_some(req.sample_count),
-                            buffered: req.command == RdtCommand::StartBuffered,
+                            buffered: req.command == rdt::START_BUFFERED,
                         });
                     }
-                    RdtCommand::SetBias => {
+                    rdt::SET_BIAS => {
                         let r = model.read(epoch.elapsed().as_secs_f64());
                         bias = counts_of(&r.wrench, cpf, cpt);
                     }
-                    RdtCommand::ResetLatch => latched = false,
-                    RdtCommand::Other(c) => tracing::info!("ATI emulator: unknown command 0x{c:04X}"),
+                    rdt::RESET_LATCH => latched = false,
+                    c => tracing::info!("ATI emulator: unknown command 0x{c:04X}"),
                 }
             }
             _ = tick.tick() => {
@@ -222,9 +222,8 @@ pub async fn serve_on(
                     status |= 0x8001_0000;
                 }
                 rdt_seq = rdt_seq.wrapping_add(1);
-                let rec = RdtRecord { rdt_sequence: rdt_seq, ft_sequence: ft_seq, status, counts };
-                pending.extend_from_slice(&rec.encode());
-                let full = !s.buffered || pending.len() >= bsize * RECORD_LEN;
+                pending.extend_from_slice(&rdt::record(rdt_seq, ft_seq, status, &counts));
+                let full = !s.buffered || pending.len() >= bsize * RECORD_BYTES;
                 if full {
                     if let Err(e) = udp.send_to(&pending, s.to).await {
                         tracing::debug!("ATI emulator: send to {}: {e}", s.to);
@@ -331,10 +330,15 @@ mod tests {
             torque_unit: "N-mm".into(),
             ..Default::default()
         };
-        let c = sensor::ati::parse_netftapi2(&cfg.netftapi2_xml()).unwrap();
-        assert_eq!(c.counts_per_force, 1e6);
-        assert_eq!(c.counts_per_torque, 1e3);
-        assert_eq!(c.torque_unit.as_deref(), Some("N-mm"));
+        let xml = cfg.netftapi2_xml();
+        for e in [
+            "<cfgcpf>1000000</cfgcpf>",
+            "<cfgcpt>1000</cfgcpt>",
+            "<scfgtu>N-mm</scfgtu>",
+            "<scfgfu>N</scfgfu>",
+        ] {
+            assert!(xml.contains(e), "{e} not in {xml}");
+        }
         // 1 N·m = 1000 N·mm = 1e6 counts at 1000 counts/N·mm.
         assert_eq!(
             counts_of(

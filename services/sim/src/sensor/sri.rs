@@ -1,5 +1,5 @@
 //! SRI M8128 interface box emulator: a TCP server speaking the AT command set and streaming
-//! `AA 55` frames (`sensor::sri` codec).
+//! `AA 55` frames (the simulator's own writer, [`crate::wire::sri`]).
 //!
 //! Commands: `SMPR` (set/query), `SGDM` (set/query, `C` or `E`, one point per channel), `DCPM`
 //! (set/query), `AMPZ`, `CHNAPG`, `EXMV`, `ETPT`, `SFWV`, `DCKMD` queries, `DCKMD=SUM`, `GSD`
@@ -13,12 +13,9 @@
 
 use std::{future::Future, time::Duration};
 
+use crate::wire::sri::{self as box_wire, BoxCalibration, Mode, Request};
 use anyhow::{anyhow, Context};
 use nalgebra::Matrix6;
-use sensor::sri::{
-    encode_ack, encode_frame, format_format, format_matrix, format_six, Command, DataFormat, Frame,
-    FrameData, Param, SriParams,
-};
 use serde::{Deserialize, Serialize};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -38,9 +35,9 @@ pub struct SriEmulatorConfig {
     /// Sample rate before any `AT+SMPR`.
     pub sample_rate_hz: u32,
     /// Output format before any `AT+SGDM`.
-    pub mode: DataFormat,
+    pub mode: Mode,
     /// The box's conversion parameters (what `AMPZ`/`CHNAPG`/`EXMV`/`DCPM` answer).
-    pub params: SriParams,
+    pub params: BoxCalibration,
     pub imperfections: Imperfections,
     /// Firmware string for `AT+SFWV=?`.
     pub firmware: String,
@@ -51,7 +48,7 @@ impl Default for SriEmulatorConfig {
         Self {
             bind: "127.0.0.1:4008".into(),
             sample_rate_hz: 1000,
-            mode: DataFormat::RawCounts,
+            mode: Mode::RawCounts,
             params: default_params(),
             imperfections: Imperfections::default(),
             firmware: "M8128-EMU-1.0".into(),
@@ -62,8 +59,8 @@ impl Default for SriEmulatorConfig {
 /// A plausible M8128 calibration: AmpZero near mid-scale, gain 124, 5 V excitation, force rows
 /// ≈ 250 N per mV/V and torque rows ≈ 6 N·m per mV/V with some cross-coupling (±~4000 N and
 /// ±~100 N·m before the ADC clips; ~0.03 N and ~0.0008 N·m per count).
-pub fn default_params() -> SriParams {
-    SriParams {
+pub fn default_params() -> BoxCalibration {
+    BoxCalibration {
         amp_zero: [32768.0, 32790.0, 32745.0, 32770.0, 32760.0, 32781.0],
         gain: [124.0, 124.5, 123.8, 124.2, 123.9, 124.1],
         excitation_v: [5.0, 5.0, 5.0, 5.0, 5.0, 5.0],
@@ -80,7 +77,7 @@ pub fn default_params() -> SriParams {
 
 /// Counts that the host's `C`-mode conversion turns back into `wrench` (within a count).
 pub fn wrench_to_counts(
-    params: &SriParams,
+    params: &BoxCalibration,
     inverse: &Matrix6<f64>,
     wrench: &[f64; 6],
 ) -> ([u16; 6], bool) {
@@ -88,10 +85,10 @@ pub fn wrench_to_counts(
     let dat = inverse * f;
     let mut d = [0.0; 6];
     d.copy_from_slice(dat.as_slice());
-    params.mvv_to_counts(&d)
+    params.counts(&d)
 }
 
-fn inverse_of(params: &SriParams) -> anyhow::Result<Matrix6<f64>> {
+fn inverse_of(params: &BoxCalibration) -> anyhow::Result<Matrix6<f64>> {
     let m = Matrix6::from_fn(|r, c| params.decoupling[r][c]);
     m.try_inverse()
         .ok_or_else(|| anyhow!("the decoupling matrix is singular"))
@@ -101,8 +98,8 @@ fn inverse_of(params: &SriParams) -> anyhow::Result<Matrix6<f64>> {
 #[derive(Debug, Clone)]
 struct BoxState {
     rate_hz: u32,
-    mode: DataFormat,
-    params: SriParams,
+    mode: Mode,
+    params: BoxCalibration,
     inverse: Matrix6<f64>,
 }
 
@@ -167,16 +164,16 @@ fn frame_for(
     faults: &BoxFaults,
     t: f64,
     package_no: u16,
-) -> Frame {
+) -> Vec<u8> {
     let mut r = model.read(t);
     faults.apply(&mut r, &model.range());
-    let data = match st.mode {
-        DataFormat::Calibrated => FrameData::Calibrated(r.wrench.map(|v| v as f32)),
-        DataFormat::RawCounts => {
-            FrameData::Raw(wrench_to_counts(&st.params, &st.inverse, &r.wrench).0)
-        }
-    };
-    Frame { package_no, data }
+    match st.mode {
+        Mode::Calibrated => box_wire::frame_e(package_no, &r.wrench.map(|v| v as f32)),
+        Mode::RawCounts => box_wire::frame_c(
+            package_no,
+            &wrench_to_counts(&st.params, &st.inverse, &r.wrench).0,
+        ),
+    }
 }
 
 async fn connection(
@@ -215,57 +212,61 @@ async fn connection(
                         continue;
                     }
                     let mut st = state.lock().await;
-                    match Command::parse(&line) {
-                        Ok(Command::StartStream) => {
+                    match box_wire::read_line(&line) {
+                        Ok(Request::Start) => {
                             streaming = true;
                             period = Duration::from_secs_f64(1.0 / f64::from(st.rate_hz));
                             tick = tokio::time::interval(period);
                             tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
                             next_t = epoch.elapsed().as_secs_f64();
                         }
-                        Ok(Command::StopStream) => streaming = false,
-                        Ok(Command::GetOne) if box_faults.frozen() => {}
-                        Ok(Command::GetOne) => {
+                        Ok(Request::Stop) => streaming = false,
+                        Ok(Request::One) if box_faults.frozen() => {}
+                        Ok(Request::One) => {
                             let t = epoch.elapsed().as_secs_f64();
-                            let f = frame_for(&st, &mut model, &box_faults, t, package_no);
+                            out.extend(frame_for(&st, &mut model, &box_faults, t, package_no));
                             package_no = package_no.wrapping_add(1);
-                            out.extend(encode_frame(&f));
                         }
-                        Ok(Command::SetSampleRate(hz)) => {
+                        Ok(Request::SampleRate(hz)) => {
                             st.rate_hz = hz;
-                            out.extend(encode_ack("SMPR", &hz.to_string()).bytes());
+                            out.extend(box_wire::ack("SMPR", &hz.to_string()).bytes());
                         }
-                        Ok(Command::SetFormat(m)) => {
+                        Ok(Request::Mode(m, echo)) => {
                             st.mode = m;
-                            let v = line.split_once('=').map(|x| x.1).unwrap_or_default();
-                            out.extend(encode_ack("SGDM", v).bytes());
+                            out.extend(box_wire::ack("SGDM", &echo).bytes());
                         }
-                        Ok(Command::SetCheckModeSum) => out.extend(encode_ack("DCKMD", "SUM").bytes()),
-                        Ok(Command::SetDecoupling(m)) => {
+                        Ok(Request::CheckModeSum) => out.extend(box_wire::ack("DCKMD", "SUM").bytes()),
+                        Ok(Request::Decoupling(m)) => {
                             let mut p = st.params.clone();
                             p.decoupling = *m;
                             match inverse_of(&p) {
                                 Ok(inv) => {
                                     st.params = p;
                                     st.inverse = inv;
-                                    out.extend(encode_ack("DCPM", &format_matrix(&m)).bytes());
+                                    out.extend(box_wire::ack("DCPM", &box_wire::decoupling(&m)).bytes());
                                 }
                                 Err(e) => tracing::info!("SRI emulator: DCPM refused: {e}"),
                             }
                         }
-                        Ok(Command::Query(p)) => {
-                            let v = match p {
-                                Param::SampleRate => st.rate_hz.to_string(),
-                                Param::Format => format_format(st.mode),
-                                Param::Decoupling => format_matrix(&st.params.decoupling),
-                                Param::AmpZero => format_six(&st.params.amp_zero),
-                                Param::Gain => format_six(&st.params.gain),
-                                Param::Excitation => format_six(&st.params.excitation_v),
-                                Param::Port => port.to_string(),
-                                Param::Firmware => firmware.clone(),
-                                Param::CheckMode => "SUM".to_string(),
+                        Ok(Request::Query(name)) => {
+                            let v = match name.as_str() {
+                                "SMPR" => Some(st.rate_hz.to_string()),
+                                "SGDM" => Some(box_wire::mode_value(st.mode)),
+                                "DCPM" => Some(box_wire::decoupling(&st.params.decoupling)),
+                                "AMPZ" => Some(box_wire::six(&st.params.amp_zero)),
+                                "CHNAPG" => Some(box_wire::six(&st.params.gain)),
+                                "EXMV" => Some(box_wire::six(&st.params.excitation_v)),
+                                "ETPT" => Some(port.to_string()),
+                                "SFWV" => Some(firmware.clone()),
+                                "DCKMD" => Some("SUM".to_string()),
+                                // Unknown queries get no reply (the box's error format is
+                                // not documented).
+                                _ => None,
                             };
-                            out.extend(encode_ack(p.name(), &v).bytes());
+                            match v {
+                                Some(v) => out.extend(box_wire::ack(&name, &v).bytes()),
+                                None => tracing::info!("SRI emulator: unknown query {name}"),
+                            }
                         }
                         Err(e) => tracing::info!("SRI emulator: {e}"),
                     }
@@ -277,10 +278,9 @@ async fn connection(
                     continue;
                 }
                 let st = state.lock().await;
-                let f = frame_for(&st, &mut model, &box_faults, next_t, package_no);
+                out.extend(frame_for(&st, &mut model, &box_faults, next_t, package_no));
                 next_t += period.as_secs_f64();
                 package_no = package_no.wrapping_add(1);
-                out.extend(encode_frame(&f));
             }
         }
         if !out.is_empty() {
@@ -302,7 +302,15 @@ mod tests {
         let w = [12.5, -40.0, 300.0, 1.25, -0.5, 3.0];
         let (c, clipped) = wrench_to_counts(&p, &inv, &w);
         assert!(!clipped);
-        let back = p.counts_to_wrench(&c);
+        // The host's conversion (protocols.md §3.5): DAT = 1000·((RAW − AmpZero)/65535·5)/Gain/EXC,
+        // F = M·DAT.
+        let dat: [f64; 6] = std::array::from_fn(|i| {
+            1000.0 * ((f64::from(c[i]) - p.amp_zero[i]) / 65535.0 * 5.0)
+                / p.gain[i]
+                / p.excitation_v[i]
+        });
+        let back: [f64; 6] =
+            std::array::from_fn(|k| (0..6).map(|j| p.decoupling[k][j] * dat[j]).sum());
         // Half a count per channel through the matrix: < 0.05 N, < 0.002 N·m.
         for i in 0..6 {
             let tol = if i < 3 { 0.05 } else { 0.002 };

@@ -13,9 +13,9 @@ use std::{collections::BTreeMap, path::Path};
 use serde::{Deserialize, Serialize};
 
 /// The files as built into this binary (the checkout's `deploy/irc5/`).
-pub const BUILTIN_RAPID: &str = include_str!("../../../../deploy/irc5/CellEgm.mod");
-pub const BUILTIN_SIO: &str = include_str!("../../../../deploy/irc5/SIO_cell.cfg");
-pub const BUILTIN_MOC: &str = include_str!("../../../../deploy/irc5/MOC_cell.cfg");
+pub const BUILTIN_RAPID: &str = include_str!("../../../deploy/irc5/CellEgm.mod");
+pub const BUILTIN_SIO: &str = include_str!("../../../deploy/irc5/SIO_cell.cfg");
+pub const BUILTIN_MOC: &str = include_str!("../../../deploy/irc5/MOC_cell.cfg");
 /// The files' names in an IRC5 directory.
 pub const RAPID_FILE: &str = "CellEgm.mod";
 pub const SIO_FILE: &str = "SIO_cell.cfg";

@@ -13,7 +13,7 @@
 //! prost stays the schema's reference (the controller emulator, conformance tests, the
 //! typed messages); this module exists so that a datagram in and a reply out cost no heap.
 
-use super::proto::{
+use crate::proto::{
     EgmHeader, EgmJoints, EgmPlanned, EgmRobot, EgmSensor, EgmSpeedRef, MciStateType,
     MeasuredForce, MessageType, MotorStateType, ProtoError, RapidCtrlExecStateType,
 };

@@ -25,7 +25,7 @@
 
 use prost::Message;
 
-use super::frame::{self, Doubles};
+use crate::frame::{self, Doubles};
 
 /// What went wrong decoding an EGM datagram.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

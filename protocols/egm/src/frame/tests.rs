@@ -1,5 +1,5 @@
 use super::*;
-use crate::egm::proto::{
+use crate::proto::{
     self, EgmClock, EgmCollisionInfo, EgmFeedBack, EgmMciState, EgmMotorState, EgmPose,
     EgmRapidCtrlExecState, EgmRapidData, EgmTestSignals,
 };

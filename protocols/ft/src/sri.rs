@@ -618,32 +618,40 @@ impl SriParams {
         (out, clipped)
     }
 
-    /// Range checks, each problem with its key under `prefix`.
-    pub fn check(&self, prefix: &str, errors: &mut common::config::ConfigErrors) {
+    /// Range checks: every problem as (its key under `prefix`, what is wrong). The config
+    /// loaders turn them into their own error lists.
+    pub fn problems(&self, prefix: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
         for i in 0..CHANNELS {
-            common::config::check_range(
-                errors,
-                format!("{prefix}.amp_zero[{i}]"),
-                self.amp_zero[i],
-                0.0,
-                65535.0,
-                "counts",
-            );
+            let z = self.amp_zero[i];
+            if !z.is_finite() || !(0.0..=65535.0).contains(&z) {
+                out.push((
+                    format!("{prefix}.amp_zero[{i}]"),
+                    format!("{z} out of range [0, 65535] counts"),
+                ));
+            }
             if !(self.gain[i].is_finite() && self.gain[i] > 0.0) {
-                errors.push(format!("{prefix}.gain[{i}]"), "must be finite and > 0");
+                out.push((
+                    format!("{prefix}.gain[{i}]"),
+                    "must be finite and > 0".into(),
+                ));
             }
             if !(self.excitation_v[i].is_finite() && self.excitation_v[i] > 0.0) {
-                errors.push(
+                out.push((
                     format!("{prefix}.excitation_v[{i}]"),
-                    "must be finite and > 0 V",
-                );
+                    "must be finite and > 0 V".into(),
+                ));
             }
             for j in 0..CHANNELS {
                 if !self.decoupling[i][j].is_finite() {
-                    errors.push(format!("{prefix}.decoupling[{i}][{j}]"), "must be finite");
+                    out.push((
+                        format!("{prefix}.decoupling[{i}][{j}]"),
+                        "must be finite".into(),
+                    ));
                 }
             }
         }
+        out
     }
 }
 
