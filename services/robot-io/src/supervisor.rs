@@ -212,6 +212,11 @@ pub struct CycleOutput {
     pub changed: bool,
     /// The reply differs from its command: the bound that acted.
     pub limited: Option<LimitedEvent>,
+    /// This cycle's reference started from the robot's measured position at rest (nothing
+    /// sent since the motion state was forgotten: the first reference, a new session, a robot
+    /// that was not following, a silence): the measured joints it started from. Then the
+    /// reference's own speed is measured from there, not from the previous reply.
+    pub from_rest_at: Option<[f64; AXES]>,
 }
 
 /// The latches that must survive a restart of robot-io (see [`crate::latch`]).
@@ -772,6 +777,11 @@ impl Supervisor {
         }
         // Where an active step starts: the last reference, else the measured position
         // (unclamped: a joint outside its limits may only move back inside).
+        let from_rest_at = if self.last_ref.is_none() {
+            measured
+        } else {
+            None
+        };
         let start = self.last_ref.or(measured);
         let mut limited = None;
         let (q_ref, qd_ref, level, reason) = match (target, start) {
@@ -902,6 +912,7 @@ impl Supervisor {
             reason,
             changed,
             limited,
+            from_rest_at: if q_ref.is_some() { from_rest_at } else { None },
         }
     }
 
@@ -960,6 +971,7 @@ impl Supervisor {
             reason: self.reason,
             changed,
             limited: None,
+            from_rest_at: None,
         }
     }
 

@@ -269,13 +269,17 @@ impl EgmCore {
             let controlled_end = !new_session
                 && out.level == common::msg::SafetyLevel::Hold
                 && out.reason == common::msg::SafetyReason::MotionEnded;
-            // A session's first step, or the first with anything to start from, leaves the
-            // measured position at rest (the supervisor forgot the motion, or had none).
-            let from_rest_at = if new_session || self.refs.prev.is_none() {
+            // A step the supervisor started from the measured position at rest (it forgot the
+            // motion: a new session, a robot not following, a silence; or it had none) is
+            // measured from there. The supervisor says so: a robot restart seen on a datagram
+            // without a reply (fuzz finding, regressions/egm_robot/
+            // reference_stats_restart_on_an_unanswered_datagram) is not a new session on the
+            // next one.
+            let from_rest_at = out.from_rest_at.or(if self.refs.prev.is_none() {
                 self.q_meas
             } else {
                 None
-            };
+            });
             self.record(r, dt_s, exempt, controlled_end, from_rest_at);
         }
         Handled {
@@ -425,6 +429,47 @@ mod tests {
             assert!(s.peak_accel_ratio > 0.9, "{first_without_joints}: {s:?}");
             assert!(s.active_replies >= 37, "{first_without_joints}: {s:?}");
         }
+    }
+
+    /// Fuzz regression (`fuzz/regressions/egm_robot/reference_stats_restart_on_an_unanswered_datagram`,
+    /// found by `.ci/full`'s 600 s run): the controller restarts its sequence on a datagram
+    /// with five joints (no reply: the supervisor forgets the motion), then the next datagram
+    /// finds the robot 3.4° further and a command starts a motion there. The supervisor starts
+    /// from the measured position at rest; the figure measured it from the hold reply before the
+    /// restart (2.6 × the speed limit, 163 × the acceleration limit).
+    #[test]
+    fn reference_stats_measure_a_start_after_an_unanswered_restart_from_the_measured_position() {
+        let mut c = core();
+        let home = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0];
+        let go = cmd(1, home);
+        let h = c.on_datagram(
+            &bytes(&robot(2, 4, [0.0, 0.0, 0.0, 0.0, 28.65, 0.0], true)),
+            0.008,
+            None,
+        );
+        assert!(h.reply.is_some());
+        let mut r = robot(0, 12, [0.0; 6], true);
+        if let Some(fb) = r.feed_back.as_mut() {
+            fb.joints = Some(crate::egm::proto::joints(&[0.0; 5]));
+        }
+        let h = c.on_datagram(&bytes(&r), 0.016, Some((&go, 0.016)));
+        assert!(h.reply.is_none());
+        let meas = [0.0, 0.0, 0.0, 0.0, 32.0, 0.0];
+        for k in 0..20u32 {
+            let t = 0.020 + f64::from(k) * 0.004;
+            let h = c.on_datagram(
+                &bytes(&robot(5 + k, 16 + 4 * k, meas, true)),
+                t,
+                Some((&go, t)),
+            );
+            assert_eq!(h.out.map(|o| o.level), Some(SafetyLevel::Active), "{k}");
+        }
+        let s = c.reference_stats();
+        assert!(
+            s.peak_speed_ratio <= 1.0 + 1e-6 && s.peak_accel_ratio <= 1.0 + 1e-6,
+            "{s:?}"
+        );
+        assert!(s.active_replies >= 20, "{s:?}");
     }
 
     #[test]
