@@ -502,10 +502,10 @@ pub fn taskfile(data: &[u8]) {
 }
 
 fn run_task(task: HybridTask) {
-    let hcfg = control::node::HybridConfig::default();
+    let hcfg = control::config::HybridConfig::default();
     match task.robot {
         TaskRobot::Arm => {
-            let rot = hybrid::iso_of(&task.frame).rotation;
+            let rot = task.frame.to_isometry().rotation;
             let Ok(setup) = hcfg.arm_setup(&task, &rot) else {
                 return;
             };
@@ -712,7 +712,7 @@ fn read_config(raw: &RawConfig) {
     }
     let k: kinematics::node::KinematicsConfig = raw.section("kinematics", &mut errors);
     let _ = k.servo_params();
-    let _: control::node::ControlConfig = raw.section("control", &mut errors);
+    let _: control::config::ControlConfig = raw.section("control", &mut errors);
     let _: force::node::ForceConfig = raw.section("force", &mut errors);
     let _: sensor::node::SensorConfig = raw.section("sensor", &mut errors);
     let _: sim::node::SimConfig = raw.section("sim", &mut errors);

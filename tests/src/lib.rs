@@ -448,6 +448,18 @@ pub fn joint_spread(js: &[common::msg::JointState]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// This host's target triple (`rustc -vV`): what `cargo metadata` and `cargo tree` are
+/// filtered to, offline (the whole graph would need every platform's packages in the cache,
+/// and a fresh machine's build fetched only this host's).
+pub fn host_triple() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let vv = Command::new(&rustc).arg("-vV").output().expect("rustc -vV");
+    String::from_utf8_lossy(&vv.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .expect("rustc -vV names the host")
+}
+
 /// What the emulated IRC5 received ([`received_reference_peaks`]).
 #[derive(Debug, Clone, Default)]
 pub struct ReceivedPeaks {

@@ -26,9 +26,17 @@ struct Meta {
 
 fn metadata() -> Meta {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let host = tests::host_triple();
     let out = std::process::Command::new(&cargo)
         .current_dir(tests::repo_root())
-        .args(["metadata", "--offline", "--format-version", "1"])
+        .args([
+            "metadata",
+            "--offline",
+            "--format-version",
+            "1",
+            "--filter-platform",
+            &host,
+        ])
         .output()
         .expect("cargo metadata");
     assert!(

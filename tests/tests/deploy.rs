@@ -375,6 +375,9 @@ fn the_systemd_units_verify_and_agree_with_the_real_config() {
 #[test]
 fn one_feature_set_serves_the_tests_and_the_main_command() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // This host's build is the one shared (and offline, other platforms' packages may not
+    // be in the cache).
+    let host = tests::host_triple();
     let tree =
         |args: &[&str]| -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
             let out = std::process::Command::new(&cargo)
@@ -385,7 +388,7 @@ fn one_feature_set_serves_the_tests_and_the_main_command() {
                     "--prefix",
                     "none",
                     "--target",
-                    "all",
+                    &host,
                     "-f",
                     "{p}|{f}",
                 ])

@@ -205,9 +205,9 @@ fn run_here(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
                  x = { sine = { amplitude = 0.01, freq_hz = 0.2 } }\n[gains]\nstiffness_n_per_m = 20000.0\n",
             )
             .map_err(|e| anyhow::anyhow!("task: {}", e.join("; ")))?;
-            let hcfg = control::node::HybridConfig::default();
+            let hcfg = control::config::HybridConfig::default();
             let setup = hcfg
-                .arm_setup(&task, &control::hybrid::iso_of(&task.frame).rotation)
+                .arm_setup(&task, &task.frame.to_isometry().rotation)
                 .map_err(|e| anyhow::anyhow!("task: {e}"))?;
             let mut task = Some(task);
             let mut seq = 0u64;

@@ -476,7 +476,7 @@ fn main() -> ExitCode {
     let launcher_cfg: launcher::LauncherConfig = loader.section("launcher");
     let arm_cfg: ArmSection = loader.section("arm");
     let force_cfg: force::node::ForceConfig = loader.section("force");
-    let control_cfg: control::node::ControlConfig = loader.section("control");
+    let control_cfg: control::config::ControlConfig = loader.section("control");
     let mut latch_file = None;
     let mut commission_cfg = None;
     if matches!(args.cmd, Cmd::Commission { .. }) {
@@ -587,7 +587,7 @@ async fn run(
     launcher_cfg: launcher::LauncherConfig,
     arm: Arm,
     force_cfg: force::node::ForceConfig,
-    control_cfg: control::node::ControlConfig,
+    control_cfg: control::config::ControlConfig,
     latch_file: Option<std::path::PathBuf>,
     setup: Option<cell::commission::Setup>,
 ) -> anyhow::Result<bool> {

@@ -279,7 +279,7 @@ pub async fn move_joints(
         s,
         cell,
         &sub,
-        control::node::MOVE_JOINTS_NAME,
+        control::lead::MOVE_JOINTS_NAME,
         motion_id,
         progress,
     )

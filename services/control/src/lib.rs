@@ -3,14 +3,17 @@
 //!
 //! It does not talk to the robot (robot-io does) nor solve IK (kinematics does).
 
+pub mod config;
 pub mod core;
 pub mod deadman;
 pub mod ending;
 pub mod guide;
 pub mod hybrid;
+pub mod lead;
 pub mod metrics;
 pub mod node;
 pub mod program;
+pub mod states;
 pub mod stiffness;
 pub mod taskfile;
 pub mod teach;

@@ -71,8 +71,8 @@ fn a_hybrid_cycle_does_not_allocate() {
          x = { sine = { amplitude = 0.01, freq_hz = 0.2 } }\n",
     )
     .expect("task");
-    let setup = control::node::HybridConfig::default()
-        .arm_setup(&task, &control::hybrid::iso_of(&task.frame).rotation)
+    let setup = control::config::HybridConfig::default()
+        .arm_setup(&task, &task.frame.to_isometry().rotation)
         .expect("within the cell's limits");
     core.request_hybrid(task, setup, Some(WrenchFault::None))
         .expect("hybrid");
@@ -96,7 +96,7 @@ fn a_hybrid_cycle_does_not_allocate() {
 #[test]
 fn a_guiding_cycle_does_not_allocate() {
     let (mut core, mut tcp) = start();
-    let params = control::node::ControlConfig::default().guide;
+    let params = control::config::ControlConfig::default().guide;
     core.request_guide(params, Some(WrenchFault::None))
         .expect("guide");
     core.set_deadman(true);

@@ -8,12 +8,12 @@ use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 
 use super::adapt::Adaptation;
 use super::{
-    along_axis, check_task, clamp_norms, fast_swing_band, finite_or_zero, iso_of, join, pose_of,
-    profile_blend_s, profile_blended_over, ref_time, seat_secant, split, stop_velocity, Abort,
-    Feedforward, HybridLaw, LawInput, OscillationWatch, StepReport, Supervision, TaskError,
-    WrenchPeak, AXES, COMPLETION_ROT_ACCEL_RAD_S2, DEFAULT_MAX_REFERENCE_LAG_S,
-    DEFAULT_POSITION_SPEED_M_S, DEFAULT_POSITION_SPEED_RAD_S, OSC_SWINGS, OSC_WINDOW_S,
-    POSITION_REF_ACCEL, SEATED_FRACTION, SEATING_STOP_ACCEL_M_S2, STOP_LAG_FRACTION,
+    along_axis, check_task, clamp_norms, fast_swing_band, finite_or_zero, join, profile_blend_s,
+    profile_blended_over, ref_time, seat_secant, split, stop_velocity, Abort, Feedforward,
+    HybridLaw, LawInput, OscillationWatch, StepReport, Supervision, TaskError, WrenchPeak, AXES,
+    COMPLETION_ROT_ACCEL_RAD_S2, DEFAULT_MAX_REFERENCE_LAG_S, DEFAULT_POSITION_SPEED_M_S,
+    DEFAULT_POSITION_SPEED_RAD_S, OSC_SWINGS, OSC_WINDOW_S, POSITION_REF_ACCEL, SEATED_FRACTION,
+    SEATING_STOP_ACCEL_M_S2, STOP_LAG_FRACTION,
 };
 
 /// The arm stage's inputs for one robot cycle.
@@ -173,8 +173,8 @@ impl ArmRun {
             return Err(TaskError::Invalid("not an arm task".into()));
         }
         let frame = match task.frame_kind {
-            FrameKind::Base | FrameKind::Tracking => iso_of(&task.frame),
-            FrameKind::Tool => tcp * iso_of(&task.frame),
+            FrameKind::Base | FrameKind::Tracking => task.frame.to_isometry(),
+            FrameKind::Tool => tcp * task.frame.to_isometry(),
         };
         let out_limit = [
             limits.force_axis_speed_m_s,
@@ -360,7 +360,7 @@ impl ArmRun {
         // The frame this cycle.
         match self.task.frame_kind {
             FrameKind::Base => {}
-            FrameKind::Tool => self.frame = i.tcp * iso_of(&self.task.frame),
+            FrameKind::Tool => self.frame = i.tcp * self.task.frame.to_isometry(),
             FrameKind::Tracking => self.track(i.tcp, &f, dt),
         }
         let fc = Self::applied_in_frame(&self.frame, i.tcp, &f, &tau);
@@ -725,7 +725,7 @@ impl ArmRun {
                 limited: self.law.limited(),
                 bridged: i.peak.bridged,
                 seating: self.seating && !self.done,
-                frame_in_base: pose_of(&self.frame),
+                frame_in_base: common::msg::Pose::from_isometry(&self.frame),
                 gains_for_n_per_m: gains_for,
                 stiffness_estimate_n_per_m: stiffness_est,
                 ref_time_s: tr,

@@ -84,7 +84,7 @@ pub use supervise::{
 };
 
 use common::msg::{HybridGains, HybridPhase, HybridTask, Pose};
-use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+use nalgebra::Vector3;
 
 /// Axis names of {C}.
 pub const AXES: [&str; 6] = ["x", "y", "z", "rx", "ry", "rz"];
@@ -306,23 +306,6 @@ fn finite_or_zero(v: f64) -> f64 {
     } else {
         0.0
     }
-}
-
-fn pose_of(iso: &Isometry3<f64>) -> Pose {
-    let q = iso.rotation.quaternion();
-    Pose {
-        position_m: iso.translation.vector.into(),
-        quat_wxyz: [q.w, q.i, q.j, q.k],
-    }
-}
-
-/// A pose message as an isometry (normalising the quaternion).
-pub fn iso_of(p: &Pose) -> Isometry3<f64> {
-    let [w, x, y, z] = p.quat_wxyz;
-    Isometry3::from_parts(
-        Translation3::from(Vector3::from(p.position_m)),
-        UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(w, x, y, z)),
-    )
 }
 
 fn split(v: &[f64; 6]) -> (Vector3<f64>, Vector3<f64>) {

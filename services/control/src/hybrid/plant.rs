@@ -6,8 +6,8 @@ use common::msg::{
 use nalgebra::{Isometry3, Matrix2, Rotation2, Translation3, UnitQuaternion, Vector2, Vector3};
 
 use super::{
-    check_task, iso_of, pose_of, profile_rate, profile_value, ref_time, Abort, Feedforward,
-    HybridLaw, LawInput, StepReport, Supervision, TaskError, AXES,
+    check_task, profile_rate, profile_value, ref_time, Abort, Feedforward, HybridLaw, LawInput,
+    StepReport, Supervision, TaskError, AXES,
 };
 
 /// The plant stage's inputs (one `sim/plant/state` sample).
@@ -63,7 +63,7 @@ impl PlantRun {
         if task.rate_hz.is_nan() || task.rate_hz <= 0.0 {
             return Err(TaskError::Invalid("plant tasks need rate_hz > 0".into()));
         }
-        let yaw = iso_of(&task.frame).rotation.euler_angles().2;
+        let yaw = task.frame.to_isometry().rotation.euler_angles().2;
         let rc = *Rotation2::new(yaw).matrix();
         // Force and position outputs are both hand forces here, bounded by the prismatic
         // joint's effort bound (the joint efforts are clamped again after Jᵀ).
@@ -240,7 +240,7 @@ impl PlantRun {
                 limited: self.law.limited(),
                 bridged: false,
                 seating: false,
-                frame_in_base: pose_of(&frame),
+                frame_in_base: common::msg::Pose::from_isometry(&frame),
                 gains_for_n_per_m: [0.0; 3],
                 stiffness_estimate_n_per_m: [0.0; 3],
                 ref_time_s: tr,

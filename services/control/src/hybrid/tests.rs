@@ -5,6 +5,7 @@ use common::msg::{
     FrameKind, HybridLimits, HybridPhase, Profile, ProtectiveCause, StopCategory, TaskRobot,
     WrenchFault,
 };
+use nalgebra::{Isometry3, Translation3, UnitQuaternion};
 use std::collections::VecDeque;
 
 /// The seating's secant pairs the measured pose with a force that has no lag: the CI
@@ -343,7 +344,7 @@ fn press_task(f: f64, duration: f64) -> HybridTask {
         name: "press".into(),
         robot: TaskRobot::Arm,
         frame_kind: FrameKind::Base,
-        frame: pose_of(&Isometry3::from_parts(
+        frame: Pose::from_isometry(&Isometry3::from_parts(
             Translation3::new(0.0, 0.0, 0.0),
             UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0),
         )),
@@ -559,7 +560,9 @@ fn ends_in_contact_come_to_rest_unloading_and_a_protective_stop_is_immediate() {
                     }
                     End::Switch => core
                         .request_move(MoveTarget {
-                            tcp_in_base: pose_of(&tcp(cell.pos + Vector3::new(0.0, 0.0, 0.05))),
+                            tcp_in_base: Pose::from_isometry(&tcp(
+                                cell.pos + Vector3::new(0.0, 0.0, 0.05)
+                            )),
                             max_speed_m_s: 0.05,
                             max_rot_speed_rad_s: 0.5,
                             ..Default::default()
@@ -598,7 +601,7 @@ fn ends_in_contact_come_to_rest_unloading_and_a_protective_stop_is_immediate() {
             }
             match out {
                 Some(CartesianTarget::Pose(p)) => {
-                    let c = iso_of(&p).translation.vector;
+                    let c = p.to_isometry().translation.vector;
                     cell.step(c, dt);
                     cmds.push(c);
                 }
