@@ -224,8 +224,8 @@ fn filtered_12hz(v: &[(f64, f64)]) -> Vec<(f64, f64)> {
         return Vec::new();
     }
     let fs = ((t.len() - 1) as f64 / (t[t.len() - 1] - t[0])).round();
-    let (tu, xu) = control::metrics::resample(&t, &x, fs);
-    let f = control::metrics::lowpass_zero_phase(&xu, 12.0, fs);
+    let (tu, xu) = cell::score::signal::resample(&t, &x, fs);
+    let f = cell::score::signal::lowpass_zero_phase(&xu, 12.0, fs);
     tu.into_iter().zip(f).collect()
 }
 
@@ -1644,8 +1644,8 @@ async fn plant_figs_8_9_10_run_and_report() {
     let (a, b) = (touch + 1.0, touch + 4.0);
     let (t, v): (Vec<f64>, Vec<f64>) = truth.iter().copied().unzip();
     let fs = (t.len() - 1) as f64 / (t[t.len() - 1] - t[0]);
-    let (tu, vu) = control::metrics::resample(&t, &v, fs.round());
-    let f = control::metrics::lowpass_zero_phase(&vu, 12.0, fs.round());
+    let (tu, vu) = cell::score::signal::resample(&t, &v, fs.round());
+    let f = cell::score::signal::lowpass_zero_phase(&vu, 12.0, fs.round());
     let filtered: Vec<(f64, f64)> = tu.into_iter().zip(f).collect();
     let (rms, max_all) = window_error(&filtered, 5.0, a, b);
     let (_, max) = window_error(&filtered, 5.0, a + 0.1, b - 0.1);
@@ -1743,8 +1743,8 @@ async fn plant_figs_8_9_10_run_and_report() {
             let tf = column(&run_dir.join("truth.csv"), "truth_force_x");
             let (t, v): (Vec<f64>, Vec<f64>) = tf.iter().copied().unzip();
             let fs = ((t.len() - 1) as f64 / (t[t.len() - 1] - t[0])).round();
-            let (tu, vu) = control::metrics::resample(&t, &v, fs);
-            let f = control::metrics::lowpass_zero_phase(&vu, 12.0, fs);
+            let (tu, vu) = cell::score::signal::resample(&t, &v, fs);
+            let f = cell::score::signal::lowpass_zero_phase(&vu, 12.0, fs);
             let reference = |t: f64| 1.0 + 14.0 * ((t - 0.5) / 2.5).clamp(0.0, 1.0);
             let e: Vec<f64> = tu
                 .iter()

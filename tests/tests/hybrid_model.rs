@@ -7,11 +7,9 @@
 //! These are the law's model tests (step responses on a model plant, the limiter, friction
 //! robustness); the same scenarios through the real processes are in `hybrid.rs`.
 
+use cell::score::signal::{lowpass_zero_phase, step_figures, StepFigures};
 use common::msg::{FrameKind, HybridGains, HybridTask, Pose, Profile, TaskRobot};
-use control::{
-    hybrid::{default_limits, default_plant_gains, PlantInput, PlantRun},
-    metrics::{lowpass_zero_phase, step_figures, StepFigures},
-};
+use control::hybrid::{default_limits, default_plant_gains, PlantInput, PlantRun};
 use sim::world::{PlanarRamp, RcPlant, RcPlantParams, RcSurface};
 
 struct Run {

@@ -730,6 +730,7 @@ async fn run(
             let run = client::guide::run(&s, &cell, body, seconds, stop, trace.is_some()).await?;
             if let Some(dir) = &trace {
                 run.write(dir)?;
+                cell::score::write_metrics(dir, &cell::score::lead::guide_metrics(&run))?;
                 eprintln!("trace written to {}", dir.display());
             }
             if let Some(why) = &run.ended_by_control {
@@ -1007,10 +1008,11 @@ async fn run(
                 progress: !json,
             };
             let o = cell::hybrid::run(&s, &cell, t, &opts).await?;
+            let metrics = cell::score::hybrid::score_run(&o, Some(&out))?;
             if json {
-                println!("{}", o.metrics);
+                println!("{metrics}");
             } else {
-                println!("{}", serde_json::to_string_pretty(&o.metrics)?);
+                println!("{}", serde_json::to_string_pretty(&metrics)?);
                 eprintln!("traces and metrics in {}", out.display());
             }
             if let Some(why) = o.aborted {

@@ -47,26 +47,9 @@ pub struct GuideRun {
 }
 
 impl GuideRun {
-    /// The session in figures (`metrics.json`).
-    pub fn metrics(&self) -> serde_json::Value {
-        let end = self.end_mono_ns as f64 * 1e-9;
-        let last_state_after_end_s = self
-            .states
-            .last()
-            .map(|g| g.stamp.source_mono_ns as f64 * 1e-9 - end);
-        serde_json::json!({
-            "law": self.reply["guiding"],
-            "enables_sent": self.enables_sent,
-            "ended_by": if self.ended_by_control.is_some() { "control" } else { "operator" },
-            "reason": self.ended_by_control,
-            "guide_states": self.states.len(),
-            "last_guide_state_after_end_s": last_state_after_end_s,
-            "after_end": hybrid::after_end_figures(&self.after),
-        })
-    }
-
-    /// Writes `guide.csv` (control's guide states, timed from the end: negative before it),
-    /// `after_end.csv` and `metrics.json` into `dir`.
+    /// Writes `guide.csv` (control's guide states, timed from the end: negative before it) and
+    /// `after_end.csv` into `dir` (the figures, `metrics.json`, are
+    /// `lab::score::lead::guide_metrics`).
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join("guide.csv");
@@ -104,9 +87,6 @@ impl GuideRun {
         }
         f.flush()?;
         hybrid::write_after_end(&dir.join("after_end.csv"), &self.after)?;
-        let m = dir.join("metrics.json");
-        std::fs::write(&m, serde_json::to_string_pretty(&self.metrics())?)
-            .with_context(|| format!("writing {}", m.display()))?;
         Ok(())
     }
 }

@@ -10,7 +10,6 @@ pub mod ending;
 pub mod guide;
 pub mod hybrid;
 pub mod lead;
-pub mod metrics;
 pub mod node;
 pub mod program;
 pub mod states;

@@ -721,8 +721,9 @@ pub async fn press(
             _ => break o,
         }
     };
-    let contact = o.metrics["contact_at_s"].as_f64();
-    let losses = o.metrics["contact_losses"].as_u64().unwrap_or(0);
+    let metrics = crate::score::hybrid::score_run(&o, Some(dir))?;
+    let contact = metrics["contact_at_s"].as_f64();
+    let losses = metrics["contact_losses"].as_u64().unwrap_or(0);
     // The move: 2 s after contact for 5 s (its accelerations at the ends excluded).
     let (mut n, mut sum2, mut max) = (0usize, 0.0, 0.0f64);
     let mut travel = 0.0f64;

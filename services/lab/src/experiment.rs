@@ -784,6 +784,8 @@ async fn run_case_once(
     )
     .await?;
     let rio_after = cli::RobotIoCounters::read(s, cell).await;
+    // The run's own figures beside its traces (what `cell hybrid` writes).
+    crate::score::hybrid::score_run(&o, Some(dir))?;
     if let Some(why) = &o.aborted {
         if opts.progress {
             eprintln!("      ended by a limit: {why}");
@@ -1618,7 +1620,6 @@ mod tests {
             rows,
             truth,
             aborted: None,
-            metrics: Value::Null,
             after: Vec::new(),
         }
     }
@@ -1718,7 +1719,6 @@ mod tests {
             rows,
             truth: Vec::new(),
             aborted: None,
-            metrics: Value::Null,
             after: Vec::new(),
         };
         let (mut m, _) = score(c, &o);

@@ -4,12 +4,218 @@
 //! whose answers are known (`experiment`'s tests). `docs/experiments.md` quotes these
 //! definitions.
 
-use client::hybrid::{Outcome, Row};
-use common::msg::{HybridPhase, HybridTask};
-use control::metrics::{error_stats, lowpass_zero_phase, resample, step_figures};
+use super::signal::{error_stats, lowpass_zero_phase, resample, step_figures};
+use client::hybrid::{AfterRow, Outcome, Row};
+use common::msg::{HybridPhase, HybridTask, Profile};
+use control::hybrid::AXES;
 use serde_json::{json, Value};
 
 use super::{checks, Target};
+
+/// A finished run in figures ([`task_metrics`] with what happened after its end), written as
+/// `metrics.json` into `out` when given (beside the traces `client::hybrid::run` wrote).
+pub fn score_run(o: &Outcome, out: Option<&std::path::Path>) -> anyhow::Result<Value> {
+    let mut m = task_metrics(&o.task, &o.rows, &o.truth, o.aborted.as_deref());
+    if let Some(obj) = m.as_object_mut() {
+        obj.insert("after_end".into(), after_end_figures(&o.after));
+    }
+    if let Some(dir) = out {
+        super::write_metrics(dir, &m)?;
+    }
+    Ok(m)
+}
+
+/// Scoring: per force axis RMS / max error while in contact (12 Hz-filtered like the paper's
+/// plots, first 0.1 s after contact excluded), step figures when the reference is a step, peak
+/// force at first contact, contact losses; per position axis the largest deviation.
+#[allow(clippy::needless_range_loop)] // axis k of several arrays
+pub fn task_metrics(
+    task: &HybridTask,
+    rows: &[Row],
+    truth: &[(f64, [f64; 2])],
+    aborted: Option<&str>,
+) -> serde_json::Value {
+    let t: Vec<f64> = rows.iter().map(|r| r.state.t_s).collect();
+    let contact_at = rows
+        .iter()
+        .find(|r| r.state.phase == HybridPhase::Contact)
+        .map(|r| r.state.t_s);
+    let losses = rows
+        .windows(2)
+        .filter(|w| {
+            w[0].state.phase != HybridPhase::ContactLost
+                && w[1].state.phase == HybridPhase::ContactLost
+        })
+        .count();
+    // Reference times count from contact on `from_contact` tasks.
+    let shift = if task.from_contact {
+        contact_at.unwrap_or(0.0)
+    } else {
+        0.0
+    };
+    let mut axes = serde_json::Map::new();
+    let fs = if t.len() > 1 {
+        (t.len() - 1) as f64 / (t[t.len() - 1] - t[0]).max(1e-9)
+    } else {
+        1.0
+    };
+    for k in 0..6 {
+        if task.force_axes[k] {
+            let f: Vec<f64> = rows.iter().map(|r| r.state.force[k]).collect();
+            let fr: Vec<f64> = rows.iter().map(|r| r.state.force_ref[k]).collect();
+            let (tu, fu) = resample(&t, &f, fs.round().max(1.0));
+            let (_, ru) = resample(&t, &fr, fs.round().max(1.0));
+            let ff = lowpass_zero_phase(&fu, 12.0, fs.round().max(1.0));
+            let from = contact_at.map_or(f64::INFINITY, |c| c + 0.1);
+            let to = t.last().copied().unwrap_or(0.0);
+            let (rms, max) = error_stats(&tu, &ff, &ru, from, to);
+            let peak = f
+                .iter()
+                .zip(&t)
+                .filter(|(_, ti)| contact_at.is_some_and(|c| **ti <= c + 0.5))
+                .map(|(v, _)| v.abs())
+                .fold(0.0, f64::max);
+            let mut a = serde_json::json!({
+                "kind": "force",
+                "rms_error": rms, "max_error": max,
+                "peak_first_contact": peak,
+                "unit": if k < 3 { "N" } else { "N·m" },
+            });
+            if let Profile::Step {
+                before,
+                after,
+                at_s,
+            } = task.reference[k]
+            {
+                let at_s = at_s + shift;
+                let fig = step_figures(&tu, &ff, at_s, before, after, 1.0);
+                a["step"] = serde_json::to_value(fig).unwrap_or_default();
+            }
+            // Ground truth (arm on the simulator): the world's contact force at each row, in
+            // {C}, filtered like the estimate.
+            if k < 3
+                && truth.is_empty()
+                && !rows.is_empty()
+                && rows.iter().all(|r| r.truth_force.is_some())
+            {
+                let g: Vec<f64> = rows
+                    .iter()
+                    .map(|r| r.truth_force.map_or(0.0, |v| v[k]))
+                    .collect();
+                let (_, gu) = resample(&t, &g, fs.round().max(1.0));
+                let gf = lowpass_zero_phase(&gu, 12.0, fs.round().max(1.0));
+                let (grms, gmax) = error_stats(&tu, &gf, &ru, from, to);
+                a["truth_rms_error"] = serde_json::json!(grms);
+                a["truth_max_error"] = serde_json::json!(gmax);
+                // The true first-contact peak, unfiltered: from the start to 0.5 s after the
+                // contact was declared (or over the whole run when none was).
+                let first = g
+                    .iter()
+                    .zip(&t)
+                    .filter(|(_, ti)| contact_at.is_none_or(|c| **ti <= c + 0.5))
+                    .map(|(v, _)| v.abs())
+                    .fold(0.0, f64::max);
+                a["truth_peak_first_contact"] = serde_json::json!(first);
+            }
+            // Ground truth (plant, 1 kHz): the same figures on the true contact force.
+            if k < 2 && truth.len() > 1 {
+                let tt: Vec<f64> = truth.iter().map(|(t, _)| *t).collect();
+                let g: Vec<f64> = truth.iter().map(|(_, f)| f[k]).collect();
+                let fs_t = ((tt.len() - 1) as f64 / (tt[tt.len() - 1] - tt[0]).max(1e-9)).round();
+                let (tg, gu) = resample(&tt, &g, fs_t.max(1.0));
+                let gf = lowpass_zero_phase(&gu, 12.0, fs_t.max(1.0));
+                let rg: Vec<f64> = tg
+                    .iter()
+                    .map(|t| control::hybrid::profile_value(&task.reference[k], *t - shift))
+                    .collect();
+                let (grms, gmax) = error_stats(&tg, &gf, &rg, from, to);
+                a["truth_rms_error"] = serde_json::json!(grms);
+                a["truth_max_error"] = serde_json::json!(gmax);
+                if let Profile::Step {
+                    before,
+                    after,
+                    at_s,
+                } = task.reference[k]
+                {
+                    a["truth_step"] = serde_json::to_value(step_figures(
+                        &tg,
+                        &gf,
+                        at_s + shift,
+                        before,
+                        after,
+                        1.0,
+                    ))
+                    .unwrap_or_default();
+                }
+            }
+            axes.insert(AXES[k].into(), a);
+        } else {
+            let dev = rows
+                .iter()
+                .map(|r| (r.state.position[k] - r.state.position_ref[k]).abs())
+                .fold(0.0, f64::max);
+            axes.insert(
+                AXES[k].into(),
+                serde_json::json!({
+                    "kind": "position",
+                    "max_deviation": dev,
+                    "unit": if k < 3 { "m" } else { "rad" },
+                }),
+            );
+        }
+    }
+    serde_json::json!({
+        "task": task.name,
+        "robot": format!("{:?}", task.robot),
+        "samples": rows.len(),
+        "duration_s": t.last().copied().unwrap_or(0.0),
+        "rate_hz": fs,
+        "contact_at_s": contact_at,
+        "contact_losses": losses,
+        "bridged_cycles": rows.iter().filter(|r| r.state.bridged).count(),
+        // The stiffness the force gains were made for at the end, and the on-line estimate
+        // (per translational axis of {C}; 0 = position axis / none).
+        "gains_for_n_per_m": rows.last().map(|r| r.state.gains_for_n_per_m),
+        "stiffness_estimate_n_per_m": rows.last().map(|r| r.state.stiffness_estimate_n_per_m),
+        // Speed adaptation: the slowest the reference clock ran (1: as planned) and how far
+        // behind task time it ended (s).
+        "min_speed_scale": rows
+            .iter()
+            .map(|r| r.state.speed_scale)
+            .filter(|v| *v > 0.0)
+            .fold(1.0, f64::min),
+        "reference_lag_s": rows.last().map(|r| {
+            let shift = if task.from_contact { contact_at.unwrap_or(0.0) } else { 0.0 };
+            (r.state.t_s - shift - r.state.ref_time_s).max(0.0)
+        }),
+        "aborted": aborted,
+        "axes": axes,
+    })
+}
+
+/// The trace after the end in figures: peak and last force magnitude, of the estimate and
+/// of the truth (null without samples).
+pub fn after_end_figures(after: &[AfterRow]) -> serde_json::Value {
+    let norm = |f: &[f64; 3]| (f[0] * f[0] + f[1] * f[1] + f[2] * f[2]).sqrt();
+    let figs = |truth: bool| {
+        let v: Vec<f64> = after
+            .iter()
+            .filter(|r| r.truth == truth)
+            .map(|r| norm(&r.force_base_n))
+            .filter(|f| f.is_finite())
+            .collect();
+        serde_json::json!({
+            "samples": v.len(),
+            "peak_n": v.iter().copied().reduce(f64::max),
+            "last_n": v.last(),
+        })
+    };
+    serde_json::json!({
+        "seconds": client::hybrid::AFTER_END_S,
+        "estimate": figs(false),
+        "truth": figs(true),
+    })
+}
 
 /// How a case's force is scored.
 #[derive(Debug, Clone, Copy)]
@@ -430,7 +636,7 @@ pub(crate) fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>
     let law_t: Vec<f64> = rows.iter().map(|r| r.state.t_s).collect();
     m.insert(
         "late_law_cycles".into(),
-        json!(control::metrics::late_steps(&law_t, law_period_s, from, to)),
+        json!(super::signal::late_steps(&law_t, law_period_s, from, to)),
     );
     m.insert("completed".into(), json!(o.aborted.is_none()));
     m.insert("aborted".into(), json!(o.aborted));

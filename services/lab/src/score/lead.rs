@@ -357,6 +357,24 @@ pub fn joint_fractions(
     (out, wv, wa)
 }
 
+/// A guide session in figures (`metrics.json` of `cell guide --trace`).
+pub fn guide_metrics(run: &client::guide::GuideRun) -> serde_json::Value {
+    let end = run.end_mono_ns as f64 * 1e-9;
+    let last_state_after_end_s = run
+        .states
+        .last()
+        .map(|g| g.stamp.source_mono_ns as f64 * 1e-9 - end);
+    serde_json::json!({
+        "law": run.reply["guiding"],
+        "enables_sent": run.enables_sent,
+        "ended_by": if run.ended_by_control.is_some() { "control" } else { "operator" },
+        "reason": run.ended_by_control,
+        "guide_states": run.states.len(),
+        "last_guide_state_after_end_s": last_state_after_end_s,
+        "after_end": super::hybrid::after_end_figures(&run.after),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::{from_closest, joint_fractions, max_deviation_m, rms_above, true_travel_m};

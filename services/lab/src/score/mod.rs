@@ -2,13 +2,24 @@
 //! where the number comes from), the checks of metrics against them, and how values print.
 //! The hybrid experiments' metric definitions and verdict are in [`hybrid`], the lead-through
 //! pulls' and playback's in [`lead`], the peg-in-hole's in [`peg`]; `docs/experiments.md`
-//! quotes them.
+//! quotes them. The signal measures they share (the paper's 12 Hz low-pass, step figures, error
+//! statistics) are in [`signal`]; every metric of the cell is computed here.
 
 use serde_json::{json, Value};
 
 pub mod hybrid;
 pub mod lead;
 pub mod peg;
+pub mod signal;
+
+/// Writes `metrics.json` (pretty JSON) into `dir` (created).
+pub fn write_metrics(dir: &std::path::Path, m: &Value) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("metrics.json");
+    std::fs::write(&path, serde_json::to_string_pretty(m)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
 
 /// A target: `metric op value` (`<=`, `>=`, `==`); `gate`: `cell experiment` (and the CI short
 /// form) fails when it is not met. Shared by every experiment module.
