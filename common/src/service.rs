@@ -5,6 +5,18 @@ use std::path::PathBuf;
 use crate::config::{CellSection, ConfigErrors, RawConfig, Validate};
 
 /// Exit code for an invalid configuration.
+/// The cell's services, in the launcher's start order (`cell up`; robot-io is always stopped
+/// last): the names of their processes (`cell-NAME`), of their config tables and of their
+/// liveliness tokens.
+pub const SERVICES: &[&str] = &[
+    "robot-io",
+    "kinematics",
+    "control",
+    "force",
+    "sensor",
+    "sim",
+];
+
 pub const EXIT_CONFIG: i32 = 2;
 
 /// Logging to stderr, filtered by `RUST_LOG` (default `info`, zenoh at `warn`).

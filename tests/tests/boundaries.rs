@@ -119,6 +119,21 @@ impl Meta {
     }
 }
 
+/// The bus client records and requests; the launcher (`cell up`, in the `cell` crate) is the
+/// one that links every service, and scoring is lab's: `client` reaches neither.
+#[test]
+fn the_bus_client_links_no_launcher_simulator_or_scorer() {
+    let m = metadata();
+    let forbidden = ["sim", "sensor", "force", "lab", "cell"];
+    let reach = m.reach("client", &["normal", "build"]);
+    let bad: Vec<&String> = forbidden.iter().filter_map(|f| reach.get(*f)).collect();
+    assert!(
+        bad.is_empty(),
+        "client is the bus client: the launcher belongs to the cell crate, scoring to lab: \
+         {bad:?}"
+    );
+}
+
 /// The simulator's dependencies, read from its own declarations and everything below.
 #[test]
 fn the_simulator_uses_no_driver_or_protocol_crate() {
@@ -168,10 +183,11 @@ fn kinematics_is_pure_and_only_the_launcher_takes_its_shell() {
             ));
         }
     }
-    // The launcher runs the kinematics service (client), the `cell` binary checks its config
-    // section and runs it in-process, and control's shell (node.rs only: a source check below)
-    // builds tool poses and servo targets with its message adapters. Nobody else takes it.
-    let shells = ["client", "cell", "control"];
+    // The launcher (the `cell` crate) runs the kinematics service, the `cell` binary checks
+    // its config section and runs it in-process, and control's shell (node.rs only: a source
+    // check below) builds tool poses and servo targets with its message adapters. Nobody else
+    // takes it: the bus client (`client`) links no service's shell.
+    let shells = ["cell", "control"];
     for (pkg, deps) in &m.declared {
         for d in deps {
             if d["name"] != "kinematics" || shells.contains(&pkg.as_str()) {

@@ -1,12 +1,15 @@
-//! `cell`: the binary's own commands — commissioning ([`commission`]) and the latency bench
-//! ([`bench`], with its in-process baseline [`inproc`]) — over the operator client
-//! ([`client`]: requests, modes, hybrid tasks, lead-through, the launcher) and the experiments
+//! `cell`: the binary's own commands — the launcher ([`launcher`]: `cell up`, the embedded
+//! router and every service as a supervised process; the only crate that links every
+//! service), commissioning ([`commission`]) and the latency bench ([`bench`], with its
+//! in-process baseline [`inproc`]) — over the operator client ([`client`]: requests, modes,
+//! hybrid tasks, lead-through) and the experiments
 //! ([`lab`]: cases, scoring, plots, the demo). Their modules are re-exported here under their
 //! old paths (`cell::cli`, `cell::experiment`, …).
 
 pub mod bench;
 pub mod commission;
 pub mod inproc;
+pub mod launcher;
 
-pub use client::{cli, hybrid, identify, launcher, lead};
+pub use client::{cli, hybrid, identify, lead};
 pub use lab::{demo, experiment, leadexp, peg, plot, score, stall, steps};

@@ -1,10 +1,10 @@
-//! The cell's operator client over zenoh and its launcher:
+//! The cell's operator client over zenoh (it records; `lab::score` scores, and the launcher,
+//! `cell up`, is the `cell` crate's):
 //! - [`cli`]: requests, statuses, modes, moves and their ends, as the `cell` commands use them;
 //! - [`hybrid`]: running a hybrid task file and recording its outcome;
 //! - [`guide`]: `cell guide`'s session, how it ended and its trace;
 //! - [`lead`]: lead-through sessions (guide, teach, play);
 //! - [`identify`]: contact-stiffness identification on the fixture;
-//! - [`launcher`]: `cell up`, the embedded router and every service as a supervised process.
 //!
 //! The experiments ([`lab`](../lab/index.html)) and the `cell` binary build on it.
 
@@ -12,5 +12,4 @@ pub mod cli;
 pub mod guide;
 pub mod hybrid;
 pub mod identify;
-pub mod launcher;
 pub mod lead;

@@ -31,7 +31,6 @@ use zenoh::Session;
 use client::{
     cli,
     hybrid::{self, Outcome, RunOptions},
-    launcher,
 };
 
 use crate::plot::{self, Figure, Panel, Series};
@@ -1093,7 +1092,7 @@ impl PrivateCell {
             Err(_) => return Some("the services' status".into()),
         };
         let live: Vec<&str> = all.iter().filter_map(|v| v["service"].as_str()).collect();
-        let missing: Vec<&str> = launcher::SERVICES
+        let missing: Vec<&str> = common::service::SERVICES
             .iter()
             .copied()
             .filter(|n| !live.contains(n))

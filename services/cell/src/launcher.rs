@@ -28,15 +28,9 @@ use tokio::{
 };
 use zenoh::Wait;
 
-/// Services the launcher knows, in start order. robot-io is always stopped last.
-pub const SERVICES: &[&str] = &[
-    "robot-io",
-    "kinematics",
-    "control",
-    "force",
-    "sensor",
-    "sim",
-];
+/// Services the launcher knows, in start order ([`common::service::SERVICES`]). robot-io is
+/// always stopped last.
+pub use common::service::SERVICES;
 
 /// `[launcher]` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
