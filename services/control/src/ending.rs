@@ -19,6 +19,7 @@
 //!   reach the reference before robot-io holds them (the hold is then no step);
 //! - whatever happens, the end is over after [`EndParams::timeout_s`].
 
+use kinematics::brake::{brake_vec3 as toward_zero, braking_speed, toward_vec3 as toward};
 use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use serde::{Deserialize, Serialize};
 
@@ -155,26 +156,6 @@ pub struct EndStep {
     pub unloaded_m: f64,
 }
 
-/// `v` moved towards `target` by at most `dv` (norm).
-fn toward(v: &Vector3<f64>, target: &Vector3<f64>, dv: f64) -> Vector3<f64> {
-    let d = target - v;
-    let n = d.norm();
-    if n <= dv || !n.is_finite() {
-        *target
-    } else {
-        v + d * (dv / n)
-    }
-}
-
-fn toward_zero(v: &Vector3<f64>, dv: f64) -> Vector3<f64> {
-    let n = v.norm();
-    if n <= dv || !n.is_finite() {
-        Vector3::zeros()
-    } else {
-        v * ((n - dv) / n)
-    }
-}
-
 impl Ending {
     /// An end from the last command `pose` moving at `v_m_s` / `w_rad_s` (base).
     pub fn new(
@@ -238,7 +219,7 @@ impl Ending {
             let left = (un.limit_m - un.travelled).max(0.0);
             if !(un.released || left <= 0.0) {
                 // Never faster than it can stop within the travel that is left.
-                target = un.u.dir * un.u.speed_m_s.min((2.0 * a * left).sqrt());
+                target = un.u.dir * un.u.speed_m_s.min(braking_speed(left, a, 0.0));
                 unloading = true;
             }
         }

@@ -54,6 +54,7 @@
 //! low. Its effect is measured by the whole-cell test with grasp stiffness 300 and 3000 N/m.
 
 use common::msg::{GuideLaw, Twist};
+use kinematics::brake::{brake_vec3, braking_speed};
 use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use serde::{Deserialize, Serialize};
 
@@ -531,7 +532,7 @@ fn wall_speed(dist: f64, a: f64, dt: f64) -> f64 {
     if dist <= 0.0 {
         0.0
     } else {
-        (2.0 * a * dist).sqrt().min(dist / dt)
+        braking_speed(dist, a, 0.0).min(dist / dt)
     }
 }
 
@@ -701,16 +702,8 @@ impl GuideRun {
     /// law's step is abandoned (the stop takes priority over landing on P2).
     fn deadman_stop(&mut self, dt: f64) {
         let p = self.params;
-        let brake = |x: &Vector3<f64>, a: f64| {
-            let n = x.norm();
-            if n <= a * dt {
-                Vector3::zeros()
-            } else {
-                x * ((n - a * dt) / n)
-            }
-        };
-        self.v = brake(&self.v, p.max_accel_m_s2);
-        self.w = brake(&self.w, p.max_rot_accel_rad_s2);
+        self.v = brake_vec3(&self.v, p.max_accel_m_s2 * dt);
+        self.w = brake_vec3(&self.w, p.max_rot_accel_rad_s2 * dt);
         self.step = None;
         self.step_speed = self.v.norm();
         self.integrate(dt);
@@ -824,7 +817,7 @@ impl GuideRun {
         let target = if pushing {
             wanted
         } else {
-            wanted.min((2.0 * p.max_accel_m_s2 * left).sqrt())
+            wanted.min(braking_speed(left, p.max_accel_m_s2, 0.0))
         };
         let a = p.max_accel_m_s2 * dt;
         // The hand let go (the force below the dead band): brake at the acceleration limit and

@@ -65,80 +65,8 @@ impl FastSwingParams {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Axis {
-    /// +1 tracking a maximum, −1 a minimum, 0 not yet decided.
-    dir: i8,
-    hi: f64,
-    lo: f64,
-    started: bool,
-    /// (sample index, peak-to-peak amplitude) of the last swings (ring).
-    ring: [(u64, f64); MAX_SWINGS],
-    n: usize,
-}
-
-impl Axis {
-    fn step(&mut self, k: u64, e: f64, band: f64, keep: usize) {
-        if !self.started {
-            *self = Axis {
-                started: true,
-                hi: e,
-                lo: e,
-                ..Default::default()
-            };
-            return;
-        }
-        let mut swing = None;
-        match self.dir {
-            1 if e > self.hi => self.hi = e,
-            1 if e < self.hi - band => {
-                swing = Some(self.hi - self.lo.min(e));
-                self.dir = -1;
-                self.lo = e;
-            }
-            -1 if e < self.lo => self.lo = e,
-            -1 if e > self.lo + band => {
-                swing = Some(self.hi.max(e) - self.lo);
-                self.dir = 1;
-                self.hi = e;
-            }
-            0 => {
-                self.hi = self.hi.max(e);
-                self.lo = self.lo.min(e);
-                if e < self.hi - band {
-                    swing = Some(self.hi - self.lo);
-                    self.dir = -1;
-                    self.lo = e;
-                } else if e > self.lo + band {
-                    swing = Some(self.hi - self.lo);
-                    self.dir = 1;
-                    self.hi = e;
-                }
-            }
-            _ => {}
-        }
-        if let Some(a) = swing {
-            self.ring[self.n % keep] = (k, a);
-            self.n += 1;
-        }
-    }
-
-    /// The smallest amplitude of the last `keep` swings when all are within `window` samples
-    /// of `k`, else 0.
-    fn measure(&self, k: u64, window: u64, keep: usize) -> f64 {
-        if self.n < keep {
-            return 0.0;
-        }
-        let mut smallest = f64::INFINITY;
-        for &(at, a) in &self.ring[..keep] {
-            if k.saturating_sub(at) > window {
-                return 0.0;
-            }
-            smallest = smallest.min(a);
-        }
-        smallest
-    }
-}
+/// One axis' swings (kinematics' one detector; time is the sample count).
+type Axis = kinematics::swing::SwingCounter<MAX_SWINGS>;
 
 /// The watch over the three force axes.
 #[derive(Debug, Clone, Copy)]
@@ -183,11 +111,13 @@ impl FastSwingWatch {
         let mut out: f64 = 0.0;
         for (a, e) in self.axes.iter_mut().zip(residual) {
             if !e.is_finite() {
-                *a = Axis::default();
+                a.reset();
                 continue;
             }
-            a.step(self.k, e, self.p.min_swing_n, keep);
-            out = out.max(a.measure(self.k, self.window, keep));
+            // Sample counts are exact in f64 (below 2⁵³).
+            let k = self.k as f64;
+            a.step(k, e, self.p.min_swing_n, keep);
+            out = out.max(a.all_within(k, self.window as f64, keep).unwrap_or(0.0));
         }
         out
     }

@@ -22,6 +22,8 @@
 //! [`KinError::InvalidInput`]; unreachable or out-of-limit targets yield typed errors or flags.
 //!
 //! # Modules
+//! * [`brake`]: braking to rest, one formula for every mode (speed at a distance, one cycle
+//!   towards rest).
 //! * [`params`]: serde-deserializable parameters (OPW geometry, limits, tool, sensor mount,
 //!   tuning), presets and `validate()`.
 //! * [`arm`]: the [`Arm`] model built from parameters.
@@ -33,11 +35,13 @@
 //! * [`wrench`]: wrench frame transforms, joint torque ↔ wrench.
 //! * [`planar`]: 2-DOF revolute–prismatic arm.
 //! * [`pose`]: pose helpers (ABB conversion, pose error, twist from poses).
+//! * [`swing`]: the swing (extremum) detector of the oscillation watches.
 
 // Index loops over the 6 joints mirror the math (q_j, w_j, limits_j) more clearly than zips.
 #![allow(clippy::needless_range_loop)]
 
 pub mod arm;
+pub mod brake;
 pub mod config;
 pub mod dls;
 pub mod error;
@@ -49,6 +53,7 @@ pub mod planar;
 pub mod pose;
 pub mod servo;
 pub mod step_limit;
+pub mod swing;
 pub mod wrench;
 
 #[cfg(feature = "node")]

@@ -258,15 +258,11 @@ impl StepLimiter {
                 cap_t[j] = f64::INFINITY;
                 continue;
             }
-            // The speed from which braking at `a` stops within `d`:
-            // −a·dt + √((a·dt)² + 2·a·d), written without the cancellation that made it 0 for a
-            // tiny d (a joint off its target by 1e-21 rad of IK noise capped the whole step
-            // to nearly nothing through the common scale: found as a stalled reference in
-            // contact, the arm stopping while the command moved on).
-            let brake = |d: f64| {
-                let d = d.max(0.0);
-                2.0 * a * d / (a * dt + ((a * dt).powi(2) + 2.0 * a * d).sqrt())
-            };
+            // The speed from which braking at `a` stops within `d` after one cycle at it
+            // (`brake::braking_speed`, without the cancellation that made it 0 for a tiny d: a
+            // joint off its target by 1e-21 rad of IK noise capped the whole step to nearly
+            // nothing through the common scale, found as a stalled reference in contact).
+            let brake = |d: f64| crate::brake::braking_speed(d, a, dt);
             let v0 = self.last_v[j];
             let dv = a * dt_mid;
             // Speeding up: within the departure ramp's acceleration (a · t / ramp_s, the
@@ -286,7 +282,7 @@ impl StepLimiter {
             hi[j] = vmax.min(acc[j].1).min(pos[j].1);
             if lo[j] > hi[j] {
                 // Only by rounding (the braking invariant keeps the window non-empty): brake.
-                let v = v0 - (a * dt).min(v0.abs()) * v0.signum();
+                let v = crate::brake::brake_axis(v0, a * dt);
                 lo[j] = v;
                 hi[j] = v;
             }

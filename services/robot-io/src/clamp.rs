@@ -149,7 +149,7 @@ impl ClampRelease {
             return Vector3::zeros();
         }
         let force = force_base_n.filter(|f| f.iter().all(|v| v.is_finite()));
-        let braking_m = self.speed_m_s * self.speed_m_s / (2.0 * self.p.accel_m_s2);
+        let braking_m = kinematics::brake::braking_distance(self.speed_m_s, self.p.accel_m_s2, 0.0);
         let target = match force {
             None => {
                 if self.state != ClampState::Exhausted {

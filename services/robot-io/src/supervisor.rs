@@ -931,11 +931,7 @@ impl Supervisor {
             .filter(|&k| a[k].is_finite() && a[k] > 0.0)
             .map(|k| v[k].abs() / a[k])
             .fold(0.0f64, f64::max);
-        let scale = if t_stop > dt && t_stop.is_finite() {
-            1.0 - dt / t_stop
-        } else {
-            0.0
-        };
+        let scale = kinematics::brake::rest_scale(t_stop, dt);
         let mut q = prev;
         let mut vn = [0.0; AXES];
         for k in 0..AXES {

@@ -672,7 +672,7 @@ impl ArmRun {
                 u[k] = if sel[k] || dt <= 0.0 {
                     0.0
                 } else {
-                    v0 - v0.signum() * (a * dt).min(v0.abs())
+                    kinematics::brake::brake_axis(v0, a * dt)
                 };
             }
         }

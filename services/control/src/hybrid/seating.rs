@@ -51,20 +51,8 @@ pub fn seat_secant(touch: (f64, f64), seated: (f64, f64, f64)) -> Option<f64> {
 /// `v ≤ c·max_force_n/(K_wc·T)`.
 pub const APPROACH_MAX_FORCE_FRACTION: f64 = 0.5;
 
-/// A peak that is not finite counts as unknown (the message check refuses one anyway).
-/// Pure: the velocity (m/s) of this cycle for a command `e` (m, signed) away from where it
-/// must come to rest, moving at `v0` (m/s) in the last cycle, with the acceleration bound `a`
-/// (m/s²) and the cycle `dt` (s): as fast as it can brake to rest on the target (braking by
-/// a·dt a cycle), never past it in one step, and within a·dt of `v0`.
-pub fn stop_velocity(e: f64, v0: f64, a: f64, dt: f64) -> f64 {
-    if !(dt > 0.0 && a > 0.0 && e.is_finite() && v0.is_finite()) {
-        return 0.0;
-    }
-    let d = e.abs();
-    let brake = a * dt * ((0.25 + 2.0 * d / (a * dt * dt)).sqrt() - 0.5);
-    let v_des = e.signum() * brake.min(d / dt);
-    v_des.clamp(v0 - a * dt, v0 + a * dt)
-}
+/// The velocity of a cycle braking onto a target (kinematics' one braking home).
+pub use kinematics::brake::stop_velocity;
 
 /// Pure: the part of an unfiltered peak *magnitude* `peak` (force, or torque for k ≥ 3)
 /// that lies along axis `k` of {C}, taking off what the filtered force (or torque) `fc`

@@ -265,81 +265,8 @@ pub struct OscillationWatch {
 /// The swing amplitude floor on a force axis whose reference is zero: (N, N·m).
 pub const OSC_ZERO_REF_AMPLITUDE: (f64, f64) = (5.0, 0.5);
 
-#[derive(Debug, Clone, Copy, Default)]
-struct SwingAxis {
-    /// +1 tracking a maximum, −1 a minimum, 0 not yet decided.
-    dir: i8,
-    hi: f64,
-    lo: f64,
-    started: bool,
-    /// Times of the last swings (ring).
-    swings: [f64; OSC_SWINGS],
-    n: usize,
-}
-
-impl SwingAxis {
-    /// One error sample; returns whether this sample confirmed a swing.
-    fn step(&mut self, t: f64, e: f64, band: f64) -> bool {
-        if !self.started {
-            *self = SwingAxis {
-                started: true,
-                hi: e,
-                lo: e,
-                ..Default::default()
-            };
-            return false;
-        }
-        let mut swing = false;
-        match self.dir {
-            1 => {
-                if e > self.hi {
-                    self.hi = e;
-                } else if e < self.hi - band {
-                    swing = true;
-                    self.dir = -1;
-                    self.lo = e;
-                }
-            }
-            -1 => {
-                if e < self.lo {
-                    self.lo = e;
-                } else if e > self.lo + band {
-                    swing = true;
-                    self.dir = 1;
-                    self.hi = e;
-                }
-            }
-            _ => {
-                self.hi = self.hi.max(e);
-                self.lo = self.lo.min(e);
-                if e < self.hi - band {
-                    // Fell from a maximum: a swing (its first extremum), now tracking down.
-                    swing = true;
-                    self.dir = -1;
-                    self.lo = e;
-                } else if e > self.lo + band {
-                    swing = true;
-                    self.dir = 1;
-                    self.hi = e;
-                }
-            }
-        }
-        if swing {
-            self.swings[self.n % OSC_SWINGS] = t;
-            self.n += 1;
-        }
-        swing
-    }
-
-    /// Swings within the window ending at `t`.
-    fn recent(&self, t: f64) -> usize {
-        let n = self.n.min(OSC_SWINGS);
-        self.swings[..n]
-            .iter()
-            .filter(|s| t - **s <= OSC_WINDOW_S)
-            .count()
-    }
-}
+/// One axis' swings (kinematics' one detector), the last [`OSC_SWINGS`] kept.
+type SwingAxis = kinematics::swing::SwingCounter<OSC_SWINGS>;
 
 impl OscillationWatch {
     /// One cycle: the applied wrench and its reference in {C}. Returns the axis (0..6) that
@@ -366,7 +293,9 @@ impl OscillationWatch {
                 2.0 * (0.25 * f_ref[k].abs()).max(floor)
             };
             let a = &mut self.axes[k];
-            if a.step(t, f_ref[k] - f_c[k], band) && a.recent(t) >= OSC_SWINGS {
+            if a.step(t, f_ref[k] - f_c[k], band, OSC_SWINGS).is_some()
+                && a.recent(t, OSC_WINDOW_S, OSC_SWINGS) >= OSC_SWINGS
+            {
                 return Some((k, band));
             }
         }
