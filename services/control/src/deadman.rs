@@ -6,6 +6,10 @@
 //! is ignored and counted. Once the deadman has been held and then times out (released), the
 //! token is void: the arm brakes and holds, and a new enable — even with the old token — does
 //! not resume it. Guiding resumes only by a new guide request, which binds a new token.
+//!
+//! Time is the robot's (control's core steps on it, issue 42; it was the host's wall clock): an
+//! accepted enable counts at the robot time of the next step, at most one robot cycle after it
+//! arrived, so the timeout is measured on the clock the motion runs on.
 
 /// Counters of the binding, for `cell status control`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,6 +27,8 @@ pub struct DeadmanCounts {
 pub struct Deadman {
     token: Option<u64>,
     last_s: Option<f64>,
+    /// An accepted enable arrived since the last step (it counts at that step's time).
+    fresh: bool,
     counts: DeadmanCounts,
 }
 
@@ -32,6 +38,7 @@ impl Deadman {
     pub fn bind(&mut self, token: u64) {
         self.token = (token != 0).then_some(token);
         self.last_s = None;
+        self.fresh = false;
     }
 
     /// Ends the binding (the session left lead-through): every enable is ignored until a new
@@ -39,12 +46,14 @@ impl Deadman {
     pub fn unbind(&mut self) {
         self.token = None;
         self.last_s = None;
+        self.fresh = false;
     }
 
-    /// An enable with `token` arrived at `now_s`; whether it keeps the deadman.
-    pub fn on_enable(&mut self, token: u64, now_s: f64) -> bool {
+    /// An enable with `token` arrived; whether it keeps the deadman (it counts at the next
+    /// step's time, [`Self::held`]).
+    pub fn on_enable(&mut self, token: u64) -> bool {
         if self.token.is_some_and(|t| t == token) {
-            self.last_s = Some(now_s);
+            self.fresh = true;
             self.counts.accepted += 1;
             true
         } else {
@@ -53,9 +62,13 @@ impl Deadman {
         }
     }
 
-    /// Whether the deadman is held at `now_s` (an accepted enable within `timeout_s`). A held
-    /// deadman that times out is released: the binding ends here.
+    /// The step at robot time `now_s`: whether the deadman is held (an accepted enable within
+    /// `timeout_s`; one that arrived since the last step counts now). A held deadman that
+    /// times out is released: the binding ends here.
     pub fn held(&mut self, now_s: f64, timeout_s: f64) -> bool {
+        if std::mem::take(&mut self.fresh) {
+            self.last_s = Some(now_s);
+        }
         match self.last_s {
             Some(t) if now_s - t <= timeout_s => true,
             Some(_) => {
@@ -96,15 +109,19 @@ mod tests {
     fn only_the_sessions_token_holds_the_deadman() {
         let mut d = Deadman::default();
         // No session: nothing holds.
-        assert!(!d.on_enable(7, 0.0));
+        assert!(!d.on_enable(7));
         d.bind(42);
         assert!(!d.held(0.0, TIMEOUT_S), "held before any enable");
         // Another client's stream (no token, a wrong one) keeps nothing.
-        assert!(!d.on_enable(0, 0.1));
-        assert!(!d.on_enable(41, 0.1));
+        assert!(!d.on_enable(0));
+        assert!(!d.on_enable(41));
         assert!(!d.held(0.2, TIMEOUT_S));
-        assert!(d.on_enable(42, 0.3));
-        assert!(d.held(0.5, TIMEOUT_S));
+        assert!(d.on_enable(42));
+        assert!(d.held(0.3, TIMEOUT_S));
+        assert!(
+            d.held(0.8, TIMEOUT_S),
+            "within the timeout of the step it counted at"
+        );
         assert_eq!(
             d.counts(),
             DeadmanCounts {
@@ -115,25 +132,27 @@ mod tests {
         );
     }
 
+    /// Robot time: an enable counts at the step after it, and the timeout runs from there.
     #[test]
     fn a_release_voids_the_token_until_a_new_guide_request() {
         let mut d = Deadman::default();
         d.bind(42);
         for k in 0..10 {
-            assert!(d.on_enable(42, 0.05 * k as f64));
+            assert!(d.on_enable(42));
+            assert!(d.held(0.05 * k as f64, TIMEOUT_S));
         }
-        assert!(d.held(0.9, TIMEOUT_S));
-        // The stream stops: released once the timeout passes.
-        assert!(!d.held(0.95 + 1e-9, TIMEOUT_S));
+        // The last enable counted at 0.45 s: held up to 0.95 s, released after.
+        assert!(d.held(0.94, TIMEOUT_S));
+        assert!(!d.held(0.96, TIMEOUT_S));
         assert!(!d.bound());
         assert_eq!(d.counts().released, 1);
         // The same stream coming back does not resume the session.
-        assert!(!d.on_enable(42, 1.0));
+        assert!(!d.on_enable(42));
         assert!(!d.held(1.0, TIMEOUT_S));
         // A new guide request binds a new token, which holds.
         d.bind(43);
-        assert!(!d.on_enable(42, 1.1));
-        assert!(d.on_enable(43, 1.1));
+        assert!(!d.on_enable(42));
+        assert!(d.on_enable(43));
         assert!(d.held(1.2, TIMEOUT_S));
     }
 
@@ -141,16 +160,16 @@ mod tests {
     fn a_new_session_drops_the_old_one_and_zero_is_never_a_token() {
         let mut d = Deadman::default();
         d.bind(5);
-        assert!(d.on_enable(5, 0.0));
+        assert!(d.on_enable(5));
         d.bind(6);
         assert!(
             !d.held(0.1, TIMEOUT_S),
             "the old session's enable carries over"
         );
-        assert!(!d.on_enable(5, 0.1));
+        assert!(!d.on_enable(5));
         d.bind(0);
         assert!(!d.bound());
-        assert!(!d.on_enable(0, 0.2));
+        assert!(!d.on_enable(0));
         let tokens: std::collections::HashSet<u64> = (0..1000).map(token_from).collect();
         assert_eq!(tokens.len(), 1000);
         assert!(!tokens.contains(&0));

@@ -7,7 +7,6 @@ use serde::Deserialize;
 use crate::{
     config::{guide_params, ControlSetup},
     core::{ControlCore, PlayCommand, PlayRun},
-    deadman::Deadman,
     program::{MountTolerance, PayloadSpec, Program, ToolSpec},
     teach::TeachBuffer,
     trajectory::{
@@ -82,8 +81,6 @@ pub struct LoadPoint {
 /// State the lead requests act on.
 pub(crate) struct Lead<'a> {
     pub(crate) core: &'a mut ControlCore,
-    /// The deadman binding: a guide request binds it to a fresh token.
-    pub(crate) deadman: &'a mut Deadman,
     /// The token a guide request binds (fresh per request).
     pub(crate) token: u64,
     pub(crate) teach: &'a mut TeachBuffer,
@@ -106,11 +103,10 @@ pub(crate) fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value
     match req {
         LeadRequest::Guide(over) => {
             let params = guide_params(&l.setup.cfg.guide, &over)?;
-            l.core
-                .request_guide(params, l.wrench_fault)
-                .map_err(|e| e.to_string())?;
             // Only enables carrying this token keep this session's deadman (docs/safety.md).
-            l.deadman.bind(l.token);
+            l.core
+                .request_guide(params, l.wrench_fault, l.token)
+                .map_err(|e| e.to_string())?;
             Ok(json!({ "guiding": params.law, "params": params, "enable_token": l.token }))
         }
         LeadRequest::Record { label } => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use common::{
     bus::Node,
     clock,
-    msg::{CartesianCommand, HybridPhase, Mode, PlantEffortCommand, TaskRobot, WrenchEstimate},
+    msg::{CartesianCommand, Mode, PlantEffortCommand, TaskRobot, WrenchEstimate},
     service::Shutdown,
     topic,
 };
@@ -13,29 +13,12 @@ use common::{
 use crate::{
     config::*,
     core::{ControlCore, WrenchInput},
-    deadman::Deadman,
-    hybrid::{self, PlantInput, PlantRun, StepReport, WrenchPeak},
+    hybrid::{PlantInput, WrenchPeak},
     lead::*,
     states::*,
     teach::{DwellRule, TeachBuffer},
 };
 use common::bus::{reply_err, reply_json};
-
-/// Stops the 2-DOF plant's running task, if any: marks its last report `Aborted` and says
-/// why (the caller sends the plant a zero effort and the report).
-fn stop_plant(
-    plant: &mut Option<PlantRun>,
-    report: &mut Option<(String, StepReport)>,
-    why: &str,
-) -> Option<String> {
-    let run = plant.take()?;
-    if let Some((_, r)) = report.as_mut() {
-        r.phase = HybridPhase::Aborted;
-    }
-    let msg = format!("plant task {:?} ended: {why}", run.task.name);
-    tracing::warn!("{msg}");
-    Some(msg)
-}
 
 /// The direct chain's part of control: the servo (the kinematics service's code, run here)
 /// and the joint command publisher.
@@ -179,10 +162,6 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
         .declare_queryable(lead_key.clone())
         .await
         .map_err(|e| anyhow::anyhow!("queryable {lead_key}: {e}"))?;
-    // The deadman of the lead-through session (bound by a guide request's token), on a clock
-    // of seconds since start-up.
-    let mut deadman = Deadman::default();
-    let started = std::time::Instant::now();
     let mut guide_requests = 0u64;
     let mut enable_count = 0u64;
     let mut teach = TeachBuffer::default();
@@ -202,27 +181,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             let input = gate.input(w.as_ref().map(|r| (&r.msg, since(r.at))), now);
             (input, gate.peak())
         };
-    let mut plant: Option<PlantRun> = None;
     let mut robot_clock = crate::core::RobotClock::default();
-    let mut plant_report: Option<(String, StepReport)> = None;
-    // Ends the plant's running task, if any, with `why`: a zero effort to the plant, its last
-    // state `Aborted` on the bus, the reason in the status.
-    macro_rules! end_plant {
-        ($why:expr) => {
-            if let Some(why) = stop_plant(&mut plant, &mut plant_report, $why) {
-                let stamp = effort_pub.next_stamp();
-                effort_pub.put(&PlantEffortCommand {
-                    stamp,
-                    effort: [0.0; 2],
-                });
-                if let Some((_, r)) = plant_report.as_ref() {
-                    let stamp = state_pub.next_stamp();
-                    state_pub.put(&hybrid_state(stamp, 0, r));
-                }
-                node.set_error(why);
-            }
-        };
-    }
     let _presence = node.announce().await?;
 
     // Motion ids differ per process start (a restarted control never reuses an id).
@@ -251,20 +210,15 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             Some(m) = modes.rx.recv() => {
                 // A bare lead-through request is refused (`NeedsGuideRequest`): guiding starts
                 // by a guide request, whose reply carries the deadman's token.
-                let r = core.request_mode(m.msg.mode);
-                if m.msg.mode == Mode::Idle {
-                    // An operator's stop stops the plant's task too (issue 41 item 7).
-                    end_plant!("operator stop (mode idle)");
-                }
-                match r {
+                // `mode idle` stops the plant's task too (the core's rule).
+                match core.request_mode(m.msg.mode) {
                     Ok(()) => tracing::info!("mode → {:?}", m.msg.mode),
                     Err(e) => node.set_error(e.to_string()),
                 }
             }
             Some(e) = enables.rx.recv() => {
                 enable_count += 1;
-                let now = started.elapsed().as_secs_f64();
-                if !deadman.on_enable(e.msg.token, now) && core.mode() == Mode::LeadThrough {
+                if !core.on_enable(e.msg.token) && core.mode() == Mode::LeadThrough {
                     tracing::debug!(source = e.msg.source, "enable without this session's token ignored");
                 }
             }
@@ -283,7 +237,6 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         );
                         let r = handle_lead(req, Lead {
                             core: &mut core,
-                            deadman: &mut deadman,
                             token,
                             teach: &mut teach,
                             setup: &setup,
@@ -330,63 +283,37 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         }
                     }
                     TaskRobot::Plant => {
-                        let gains = task.gains.unwrap_or_else(hybrid::default_plant_gains);
                         let name = task.name.clone();
-                        if let Some(level) = core.cell_stopped() {
-                            node.set_error(format!(
-                                "plant task {name:?}: refused, the cell is stopped ({level:?})"
-                            ));
-                            continue;
-                        }
-                        let limits = match hcfg.task_limits(&task) {
-                            Ok(l) => l,
-                            Err(e) => {
-                                node.set_error(format!("plant task {name:?}: {e}"));
-                                continue;
-                            }
-                        };
-                        match PlantRun::new(task, gains, limits, hcfg.plant_max_effort) {
-                            Ok(run) => {
-                                tracing::info!("plant task {name:?} started");
-                                plant = Some(run);
-                            }
-                            Err(e) => node.set_error(format!("plant task {name:?}: {e}")),
+                        let started = hcfg
+                            .task_limits(&task)
+                            .map_err(|e| format!("plant task {name:?}: {e}"))
+                            .and_then(|limits| core.request_plant(task, limits, hcfg.plant_max_effort));
+                        match started {
+                            Ok(()) => tracing::info!("plant task {name:?} started"),
+                            Err(e) => node.set_error(e),
                         }
                     }
                 }
             }
             Some(ps) = plant_states.changed() => {
-                let Some(run) = plant.as_mut() else { continue };
                 let st = ps.msg;
-                if !run.due(st.t_s) {
-                    continue;
-                }
                 let input = PlantInput { t_s: st.t_s, q: st.q, qd: st.qd, wrist_force_n: st.wrist_force_n };
-                let name = run.task.name.clone();
-                match run.step(&input) {
-                    Ok((effort, report)) => {
-                        let stamp = effort_pub.next_stamp();
-                        effort_pub.put(&PlantEffortCommand { stamp, effort });
-                        let stamp = state_pub.next_stamp();
-                        state_pub.put(&hybrid_state(stamp, 0, &report));
-                        let done = run.is_done();
-                        plant_report = Some((name.clone(), report));
-                        if done {
-                            tracing::info!("plant task {name:?} done");
-                            plant = None;
-                        }
+                if let Some(step) = core.step_plant(&input) {
+                    let stamp = effort_pub.next_stamp();
+                    effort_pub.put(&PlantEffortCommand { stamp, effort: step.effort });
+                    let stamp = state_pub.next_stamp();
+                    state_pub.put(&hybrid_state(stamp, 0, &step.report));
+                    if step.done {
+                        let name = core.plant_report().map_or("", |(n, _)| n);
+                        tracing::info!("plant task {name:?} done");
                     }
-                    Err(why) => end_plant!(&why.to_string()),
                 }
             }
             Some(s) = safety.rx.recv() => {
                 let before = core.mode();
                 let motion_before = core.motion_tag().map_or(0, |m| m.motion_id);
+                // An e-stop or a protective stop stops the plant's task too (the core's rule).
                 core.on_safety(&s.msg);
-                if let Some(level) = core.cell_stopped() {
-                    // An e-stop or a protective stop stops every machine of the cell.
-                    end_plant!(&format!("robot-io {level:?}"));
-                }
                 // The reason first (status' last_error), then the last state.
                 report_end(&node, &core, before);
                 if before == Mode::Playback && core.mode() != Mode::Playback {
@@ -439,7 +366,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     "ending": core.ending().map(|unloads| serde_json::json!({ "unloads": unloads })),
                     "wrench_fault": w,
                     "hybrid": core.hybrid_task().map(|t| report_json(&t.name, core.hybrid_report())),
-                    "plant_task": plant_report.as_ref().map(|(n, r)| report_json(n, Some(r))),
+                    "plant_task": core.plant_report().map(|(n, r)| report_json(n, Some(r))),
                     "guide": core.guide_report().map(|r| serde_json::json!({
                         "law": core.guide_law().map(|l| format!("{l:?}")),
                         "enabled": r.enabled,
@@ -449,10 +376,10 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     })),
                     "enables_received": enable_count,
                     "deadman": {
-                        "bound": deadman.bound(),
-                        "enables_accepted": deadman.counts().accepted,
-                        "enables_ignored": deadman.counts().ignored,
-                        "releases": deadman.counts().released,
+                        "bound": core.deadman_bound(),
+                        "enables_accepted": core.deadman_counts().accepted,
+                        "enables_ignored": core.deadman_counts().ignored,
+                        "releases": core.deadman_counts().released,
                     },
                     "chain": format!("{:?}", cfg.chain).to_lowercase(),
                     "direct": direct.as_ref().map(|d| serde_json::json!({
@@ -483,11 +410,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             let newest_wrench = wrench.get();
             let (w, peak) = wrench_input(newest_wrench);
             core.set_wrench_peak(peak);
-            if core.mode() != Mode::LeadThrough && !core.guide_queued() && deadman.bound() {
-                deadman.unbind();
-            }
-            let held = deadman.held(started.elapsed().as_secs_f64(), cfg.guide.deadman_timeout_s);
-            core.set_deadman(held);
+            // The deadman is the core's, on robot time (`core::session`).
             let tcp = pose.tcp_in_base.to_isometry();
             // The robot's own period (its clock's step per cycle) when it gives one; else the
             // estimate from receive times.
@@ -589,6 +512,21 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 }
             }
             report_end(&node, &core, before);
+        }
+        // A plant task that a stop or a fault ended: a zero effort to the plant, its last
+        // state `Aborted` on the bus, the reason in the status.
+        if let Some((why, report)) = core.take_plant_end() {
+            tracing::warn!("{why}");
+            let stamp = effort_pub.next_stamp();
+            effort_pub.put(&PlantEffortCommand {
+                stamp,
+                effort: [0.0; 2],
+            });
+            if let Some(r) = report.as_ref() {
+                let stamp = state_pub.next_stamp();
+                state_pub.put(&hybrid_state(stamp, 0, r));
+            }
+            node.set_error(why);
         }
         // A motion that went idle (a fault, a limit, an operator stop) is ended at robot-io
         // explicitly: it holds on its next cycle rather than when the stream goes stale.

@@ -25,9 +25,20 @@ fn active(core: &ControlCore) -> SafetyState {
 
 /// Runs `cycles` robot cycles of 4 ms; the TCP follows the commanded twist or pose exactly,
 /// a spring surface 2 mm under the start pushes back (2·10⁴ N/m).
-fn run(core: &mut ControlCore, tcp: &mut Isometry3<f64>, t0: u64, cycles: u64) {
+/// `cycles` steps from cycle `t0`; with `enable`, the operator's keep-alive with that token
+/// every cycle (the deadman is on robot time).
+fn run(
+    core: &mut ControlCore,
+    tcp: &mut Isometry3<f64>,
+    t0: u64,
+    cycles: u64,
+    enable: Option<u64>,
+) {
     let table_z = 0.198;
     for k in t0..t0 + cycles {
+        if let Some(token) = enable {
+            core.on_enable(token);
+        }
         let now_s = k as f64 * 0.004;
         core.set_cycle(k, 0.004);
         let pen = (table_z - tcp.translation.z).max(0.0);
@@ -76,14 +87,14 @@ fn a_hybrid_cycle_does_not_allocate() {
         .expect("within the cell's limits");
     core.request_hybrid(task, setup, Some(WrenchFault::None))
         .expect("hybrid");
-    run(&mut core, &mut tcp, 0, 500);
+    run(&mut core, &mut tcp, 0, 500, None);
     assert_eq!(
         core.mode(),
         common::msg::Mode::Hybrid,
         "{:?}",
         core.stop_reason()
     );
-    let ((), n) = allocations_in(|| run(&mut core, &mut tcp, 500, 1000));
+    let ((), n) = allocations_in(|| run(&mut core, &mut tcp, 500, 1000, None));
     assert_eq!(
         core.mode(),
         common::msg::Mode::Hybrid,
@@ -93,21 +104,23 @@ fn a_hybrid_cycle_does_not_allocate() {
     assert_eq!(n, 0, "{n} allocations in 1000 hybrid cycles");
 }
 
+/// The guide session's deadman token.
+const TOKEN: u64 = 77;
+
 #[test]
 fn a_guiding_cycle_does_not_allocate() {
     let (mut core, mut tcp) = start();
     let params = control::config::ControlConfig::default().guide;
-    core.request_guide(params, Some(WrenchFault::None))
+    core.request_guide(params, Some(WrenchFault::None), TOKEN)
         .expect("guide");
-    core.set_deadman(true);
-    run(&mut core, &mut tcp, 0, 200);
+    run(&mut core, &mut tcp, 0, 200, Some(TOKEN));
     assert_eq!(
         core.mode(),
         common::msg::Mode::LeadThrough,
         "{:?}",
         core.stop_reason()
     );
-    let ((), n) = allocations_in(|| run(&mut core, &mut tcp, 200, 1000));
+    let ((), n) = allocations_in(|| run(&mut core, &mut tcp, 200, 1000, Some(TOKEN)));
     assert_eq!(
         core.mode(),
         common::msg::Mode::LeadThrough,
