@@ -8,7 +8,6 @@ use crate::{
     config::{guide_params, ControlSetup},
     core::{ControlCore, PlayCommand, PlayRun},
     program::{MountTolerance, PayloadSpec, Program, ToolSpec},
-    teach::TeachBuffer,
     trajectory::{
         CartesianLimits, CartesianPlayback, CartesianTrajectory, JointTrajectory, PlanOptions,
         Playback, TrajLimits,
@@ -83,7 +82,6 @@ pub(crate) struct Lead<'a> {
     pub(crate) core: &'a mut ControlCore,
     /// The token a guide request binds (fresh per request).
     pub(crate) token: u64,
-    pub(crate) teach: &'a mut TeachBuffer,
     pub(crate) setup: &'a ControlSetup,
     pub(crate) pose: Option<&'a common::msg::ToolPose>,
     pub(crate) wrench_fault: Option<common::msg::WrenchFault>,
@@ -111,23 +109,28 @@ pub(crate) fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value
         }
         LeadRequest::Record { label } => {
             let p = pose()?;
-            let i = l
-                .teach
-                .record(&label, p.q_rad, p.tcp_in_base.to_isometry(), l.now_s)?;
+            let i =
+                l.core
+                    .teach_mut()
+                    .record(&label, p.q_rad, p.tcp_in_base.to_isometry(), l.now_s)?;
             Ok(json!({
                 "index": i,
-                "label": l.teach.points()[i].label,
+                "label": l.core.teach().points()[i].label,
                 "q_deg": p.q_rad.map(f64::to_degrees),
                 "tcp_position_m": p.tcp_in_base.position_m,
-                "waypoints": l.teach.len(),
+                "waypoints": l.core.teach().len(),
             }))
         }
         LeadRequest::Undo {} => {
-            let gone = l.teach.undo().ok_or("the teach buffer is empty")?;
-            Ok(json!({ "removed": gone.label, "waypoints": l.teach.len() }))
+            let gone = l
+                .core
+                .teach_mut()
+                .undo()
+                .ok_or("the teach buffer is empty")?;
+            Ok(json!({ "removed": gone.label, "waypoints": l.core.teach().len() }))
         }
         LeadRequest::Load { waypoints } => {
-            let mut fresh = TeachBuffer::default();
+            let mut fresh = crate::teach::TeachBuffer::default();
             for (i, w) in waypoints.iter().enumerate() {
                 let q = w.q_deg.map(f64::to_radians);
                 let tcp = l
@@ -137,17 +140,17 @@ pub(crate) fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value
                     .map_err(|e| format!("waypoint {i}: {e}"))?;
                 fresh.record(&w.label, q, tcp, l.now_s)?;
             }
-            *l.teach = fresh;
-            Ok(json!({ "waypoints": l.teach.len() }))
+            *l.core.teach_mut() = fresh;
+            Ok(json!({ "waypoints": l.core.teach().len() }))
         }
         LeadRequest::Clear {} => {
-            l.teach.clear();
+            l.core.teach_mut().clear();
             Ok(json!({ "waypoints": 0 }))
         }
         LeadRequest::List {} => {
             let tool = tool_spec(l.setup);
             let mut wps = Vec::new();
-            for t in l.teach.points() {
+            for t in l.core.teach().points() {
                 let w =
                     crate::program::Waypoint::from_joints(&t.label, &t.q_rad, &l.setup.arm, &tool)
                         .map_err(|e| format!("waypoint {}: {e}", t.label))?;

@@ -16,7 +16,6 @@ use crate::{
     hybrid::{PlantInput, WrenchPeak},
     lead::*,
     states::*,
-    teach::{DwellRule, TeachBuffer},
 };
 use common::bus::{reply_err, reply_json};
 
@@ -164,7 +163,6 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
         .map_err(|e| anyhow::anyhow!("queryable {lead_key}: {e}"))?;
     let mut guide_requests = 0u64;
     let mut enable_count = 0u64;
-    let mut teach = TeachBuffer::default();
     let mut last_pose: Option<common::msg::ToolPose> = None;
     let mut last_robot_s = 0.0f64;
     let hcfg = cfg.hybrid.clone();
@@ -238,7 +236,6 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         let r = handle_lead(req, Lead {
                             core: &mut core,
                             token,
-                            teach: &mut teach,
                             setup: &setup,
                             pose: last_pose.as_ref(),
                             wrench_fault: fault,
@@ -394,7 +391,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         "force_loop_us": force_loop.summary(),
                         "force_loop_hist": force_loop.to_sparse(),
                     },
-                    "teach_waypoints": teach.len(),
+                    "teach_waypoints": core.teach().len(),
                     "playback": core.play_report().map(|(n, r)| serde_json::json!({
                         "program": n, "state": format!("{:?}", r.state), "progress": r.progress,
                     })),
@@ -420,6 +417,9 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             if let Some(p) = period_s {
                 core.set_cycle(pose.cycle, p);
             }
+            // The dwell rule's input (the core records a waypoint on dwell while guiding).
+            let speed = nalgebra::Vector3::from(pose.tcp_twist_base.linear_m_s).norm();
+            core.set_measured(pose.q_rad, speed);
             let target = core.step_with_wrench(&tcp, now_s, &w);
             // The reference first: the state reports below are for recorders.
             if let (Some(target), Some(motion)) = (target, core.motion_tag()) {
@@ -454,16 +454,8 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             }
             let motion_id = core.motion_tag().map_or(0, |m| m.motion_id);
             if before == Mode::LeadThrough && core.mode() == Mode::LeadThrough {
-                if let Some(d) = cfg.guide.dwell_record_s {
-                    let rule = DwellRule {
-                        dwell_s: d,
-                        speed_m_s: cfg.guide.dwell_speed_m_s,
-                        min_distance_m: cfg.guide.dwell_min_distance_m,
-                    };
-                    let speed = nalgebra::Vector3::from(pose.tcp_twist_base.linear_m_s).norm();
-                    if let Some(i) = teach.observe_dwell(&rule, pose.q_rad, tcp, speed, now_s) {
-                        tracing::info!("waypoint {} recorded on dwell", i + 1);
-                    }
+                if let Some(i) = core.take_dwell_waypoint() {
+                    tracing::info!("waypoint {} recorded on dwell", i + 1);
                 }
                 if let Some(r) = core.guide_report() {
                     let stamp = guide_pub.next_stamp();
@@ -481,7 +473,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                         speed_limited: r.speed_limited,
                         wall_limited: r.wall_limited,
                         steps: r.steps,
-                        waypoints: teach.len() as u32,
+                        waypoints: core.teach().len() as u32,
                     });
                 }
             }

@@ -209,6 +209,11 @@ pub struct ControlCore {
     deadman_held: bool,
     /// The lead-through session's deadman binding.
     deadman_binding: crate::deadman::Deadman,
+    /// The teach buffer, and the measured joints and TCP speed of this step (set by the shell
+    /// before it; the dwell rule's input), and a waypoint recorded on dwell not yet said.
+    teach: crate::teach::TeachBuffer,
+    measured: Option<([f64; 6], f64)>,
+    dwell_recorded: Option<usize>,
     pending_play: Option<(String, PlayRun)>,
     play: Option<(String, PlayRun)>,
     play_report: Option<PlayReport>,
@@ -780,6 +785,18 @@ impl ControlCore {
         wrench: &WrenchInput,
     ) -> Option<CartesianTarget> {
         self.update_deadman(now_s);
+        let before = self.mode;
+        let target = self.step_once(tcp, now_s, wrench);
+        self.observe_dwell(before, tcp, now_s);
+        target
+    }
+
+    fn step_once(
+        &mut self,
+        tcp: &Isometry3<f64>,
+        now_s: f64,
+        wrench: &WrenchInput,
+    ) -> Option<CartesianTarget> {
         if let Some(m) = self.motion.as_mut() {
             let start = *m.start_s.get_or_insert(now_s);
             if !m.accepted && now_s - start > ACCEPT_TIMEOUT_S {

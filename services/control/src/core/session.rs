@@ -1,14 +1,17 @@
-//! The lead-through session's deadman as the core keeps it (issue 42: it lived in the shell,
-//! on the host's wall clock, and with the cell's timeout even when the session had tightened
-//! it). A guide request binds a fresh token ([`ControlCore::request_guide`]); enables with it
+//! The lead-through session's deadman and teach buffer as the core keeps them (issue 42: both
+//! lived in the shell, the deadman on the host's wall clock and with the cell's timeout even
+//! when the session had tightened it, the dwell rule with the cell's settings even when the
+//! session had its own). A guide request binds a fresh token ([`ControlCore::request_guide`]); enables with it
 //! keep the deadman ([`ControlCore::on_enable`]); every step decides on robot time whether it
 //! is held, with the session's own `deadman_timeout_s`.
 
 use common::msg::Mode;
+use nalgebra::Isometry3;
 
 use super::{ControlCore, Next};
 use crate::deadman::DeadmanCounts;
 use crate::guide::GuideParams;
+use crate::teach::{DwellRule, TeachBuffer};
 
 impl ControlCore {
     /// An enable (`control/enable`) with `token`: whether it keeps this session's deadman.
@@ -50,5 +53,49 @@ impl ControlCore {
         }
         let timeout = self.deadman_timeout_s();
         self.deadman_held = self.deadman_binding.held(now_s, timeout);
+    }
+
+    /// The teach buffer (the waypoints recorded by request or on dwell).
+    pub fn teach(&self) -> &TeachBuffer {
+        &self.teach
+    }
+
+    /// The teach buffer, to record, undo, clear or load.
+    pub fn teach_mut(&mut self) -> &mut TeachBuffer {
+        &mut self.teach
+    }
+
+    /// The measured joints (rad) and TCP speed (m/s) of the next step: what the dwell rule
+    /// records and watches.
+    pub fn set_measured(&mut self, q_rad: [f64; 6], tcp_speed_m_s: f64) {
+        self.measured = Some((q_rad, tcp_speed_m_s));
+    }
+
+    /// The waypoint the last step recorded on dwell (its index), said once.
+    pub fn take_dwell_waypoint(&mut self) -> Option<usize> {
+        self.dwell_recorded.take()
+    }
+
+    /// After a step at `now_s` that guided from start to end (`before` and now in
+    /// lead-through): the session's dwell rule (`dwell_record_s`; none: no recording on
+    /// dwell) on the measured pose `tcp`.
+    pub(super) fn observe_dwell(&mut self, before: Mode, tcp: &Isometry3<f64>, now_s: f64) {
+        if before != Mode::LeadThrough || self.mode != Mode::LeadThrough {
+            return;
+        }
+        let (Some(g), Some((q, speed))) = (self.guide.as_ref(), self.measured) else {
+            return;
+        };
+        let Some(dwell_s) = g.params.dwell_record_s else {
+            return;
+        };
+        let rule = DwellRule {
+            dwell_s,
+            speed_m_s: g.params.dwell_speed_m_s,
+            min_distance_m: g.params.dwell_min_distance_m,
+        };
+        if let Some(i) = self.teach.observe_dwell(&rule, q, *tcp, speed, now_s) {
+            self.dwell_recorded = Some(i);
+        }
     }
 }

@@ -440,3 +440,45 @@ fn the_deadman_runs_on_robot_time_with_the_sessions_timeout() {
         .expect("guide again");
     assert!(c.on_enable(42));
 }
+
+/// Teach-on-dwell is the core's (issue 42), with the session's own rule: a guide request that
+/// asks `dwell_record_s` records a waypoint after that long still (the shell used the cell's
+/// `[control.guide]` rule, none by default, whatever the session asked); a session without
+/// one records nothing.
+#[test]
+fn a_guide_session_records_on_dwell_with_its_own_rule() {
+    let tcp = pose(0.4, 0.0, 0.4);
+    let w: WrenchInput = Ok((Vector3::zeros(), Vector3::zeros()));
+    for dwell in [Some(0.3), None] {
+        let mut c = ready();
+        let params = crate::guide::GuideParams {
+            dwell_record_s: dwell,
+            ..Default::default()
+        };
+        c.request_guide(params, Some(WrenchFault::None), 5)
+            .expect("guide");
+        let mut recorded = Vec::new();
+        for k in 0..125 {
+            let t = 20.0 + k as f64 * 0.004;
+            c.on_enable(5);
+            c.set_measured([0.1; 6], 0.0);
+            c.step_with_wrench(&tcp, t, &w);
+            if let Some(i) = c.take_dwell_waypoint() {
+                recorded.push((i, t));
+            }
+        }
+        assert_eq!(c.mode(), Mode::LeadThrough, "{:?}", c.stop_reason());
+        match dwell {
+            Some(d) => {
+                assert_eq!(recorded.len(), 1, "{recorded:?}");
+                let (i, t) = recorded[0];
+                assert_eq!(i, 0);
+                // Still from the first guiding step (t = 20.004 s) for 0.3 s.
+                assert!((t - 20.004 - d).abs() < 0.0045, "{t}");
+                assert_eq!(c.teach().len(), 1);
+                assert_eq!(c.teach().points()[0].q_rad, [0.1; 6]);
+            }
+            None => assert!(recorded.is_empty() && c.teach().is_empty()),
+        }
+    }
+}
