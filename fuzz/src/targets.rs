@@ -586,27 +586,10 @@ fn run_task(task: HybridTask) {
     }
 }
 
-/// The non-finite values of a law's report, as control publishes it (`HybridState`).
+/// The non-finite values of a law's report, as control publishes it (`HybridState`, built by
+/// control's own `states::hybrid_state`).
 fn scan_report(r: &hybrid::StepReport) -> Vec<String> {
-    let state = msg::HybridState {
-        t_s: r.t_s,
-        clock_s: r.clock_s,
-        phase: r.phase,
-        force_ref: r.force_ref,
-        force: r.force,
-        position_ref: r.position_ref,
-        position: r.position,
-        output: r.output,
-        limited: r.limited,
-        bridged: r.bridged,
-        seating: r.seating,
-        frame_in_base: r.frame_in_base,
-        gains_for_n_per_m: r.gains_for_n_per_m,
-        stiffness_estimate_n_per_m: r.stiffness_estimate_n_per_m,
-        ref_time_s: r.ref_time_s,
-        speed_scale: r.speed_scale,
-        ..Default::default()
-    };
+    let state = control::states::hybrid_state(msg::Stamp::default(), 0, r);
     scan::non_finite(&state)
 }
 
