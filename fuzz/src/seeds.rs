@@ -365,7 +365,8 @@ fn egm_datagrams() -> Vec<Vec<u8>> {
         out.push(m.encode());
     }
     // The newer schema: measuredForce (fcActive + force), moveIndex, collision info.
-    let mut m = proto::decode_robot(&c.robot_message(16, None).encode()).expect("the emulator's datagram decodes");
+    let mut m = proto::decode_robot(&c.robot_message(16, None).encode())
+        .expect("the emulator's datagram decodes");
     m.measured_force = Some(prost::Message::encode_to_vec(&proto::EgmMeasuredForce {
         fc_active: Some(true),
         force: vec![1.0, 2.0, 3.0, 0.1, 0.2, 0.3],
@@ -378,7 +379,8 @@ fn egm_datagrams() -> Vec<Vec<u8>> {
     });
     out.push(proto::encode_robot(&m));
     // V1.1 measuredForce.
-    let mut m = proto::decode_robot(&c.robot_message(20, None).encode()).expect("the emulator's datagram decodes");
+    let mut m = proto::decode_robot(&c.robot_message(20, None).encode())
+        .expect("the emulator's datagram decodes");
     m.measured_force = Some(prost::Message::encode_to_vec(&proto::EgmMeasuredForceV11 {
         force: vec![0.5; 6],
     }));
