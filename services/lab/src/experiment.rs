@@ -1201,10 +1201,12 @@ pub fn markdown(results: &[(Value, String)]) -> String {
          same rule only, and reported by the case that ran it (`retries`; the lead-through and \
          peg experiments: `setup_retries`).\n\n\
          **Where the definitions live.** One scoring module, `lab::score` in the `lab` crate \
-         (`services/lab/`): targets and checks; `score::hybrid` (the hybrid cases' metrics, \
-         windows and verdict), `score::lead` (the pulls' and playback's figures), \
-         `score::peg` (the peg-in-hole's) — pure functions of the recorded traces, \
-         unit-tested on synthetic traces.\n\n\
+         (`services/lab/`): targets and checks; `score::signal` (the paper's 12 Hz \
+         low-pass, step figures, error statistics), `score::hybrid` (a task run's metrics — \
+         what `cell hybrid` writes — and the hybrid cases' metrics, windows and verdict), \
+         `score::lead` (a guide session's, the pulls' and playback's figures), `score::peg` \
+         (the peg-in-hole's) — pure functions of the recorded traces, unit-tested on \
+         synthetic traces.\n\n\
          **Changelog of definitions** (issue 22, 2026-12-03): `steady_state_error_n` was the \
          mean error (now the largest; the mean is `steady_state_mean_error_n`); Fig. 8's window \
          was task time 1.1–3.9 s (assumed contact at 0, 0.1 s cut at each end), now the ramp \
