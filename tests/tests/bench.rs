@@ -99,15 +99,8 @@ fn check(r: &serde_json::Value, rate: f64, seconds: f64) {
     assert!(r["in_process_us"]["count"].as_u64().unwrap_or(0) > 0, "{r}");
     assert!(r["ratio_p50"].as_f64().is_some_and(|x| x > 0.0), "{r}");
     let cpu = r["cpu_pct"].as_object().expect("cpu_pct");
-    for svc in [
-        "robot-io",
-        "kinematics",
-        "control",
-        "force",
-        "sensor",
-        "sim",
-    ] {
-        assert!(cpu.contains_key(svc), "cpu_pct.{svc} missing: {r}");
+    for svc in common::service::SERVICES {
+        assert!(cpu.contains_key(*svc), "cpu_pct.{svc} missing: {r}");
     }
 }
 

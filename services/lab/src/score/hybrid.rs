@@ -40,13 +40,7 @@ pub fn task_metrics(
         .iter()
         .find(|r| r.state.phase == HybridPhase::Contact)
         .map(|r| r.state.t_s);
-    let losses = rows
-        .windows(2)
-        .filter(|w| {
-            w[0].state.phase != HybridPhase::ContactLost
-                && w[1].state.phase == HybridPhase::ContactLost
-        })
-        .count();
+    let losses = contact_losses(rows);
     // Reference times count from contact on `from_contact` tasks.
     let shift = if task.from_contact {
         contact_at.unwrap_or(0.0)
@@ -215,6 +209,16 @@ pub fn after_end_figures(after: &[AfterRow]) -> serde_json::Value {
         "estimate": figs(false),
         "truth": figs(true),
     })
+}
+
+/// Times control declared the contact lost (entries into `ContactLost`).
+fn contact_losses(rows: &[Row]) -> usize {
+    rows.windows(2)
+        .filter(|w| {
+            w[0].state.phase != HybridPhase::ContactLost
+                && w[1].state.phase == HybridPhase::ContactLost
+        })
+        .count()
 }
 
 /// How a case's force is scored.
@@ -538,13 +542,7 @@ pub(crate) fn score(case: &Case, o: &Outcome) -> (serde_json::Map<String, Value>
     m.insert("rms_force_error_n".into(), json!(finite(rms)));
     m.insert("max_force_error_n".into(), json!(finite(max)));
     // Contact: control's view (losses) or the filtered truth at or below zero after contact.
-    let losses = rows
-        .windows(2)
-        .filter(|w| {
-            w[0].state.phase != HybridPhase::ContactLost
-                && w[1].state.phase == HybridPhase::ContactLost
-        })
-        .count();
+    let losses = contact_losses(rows);
     let filtered_zero = tg
         .iter()
         .zip(&gf)
