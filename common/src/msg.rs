@@ -854,6 +854,12 @@ pub struct SimTruth {
     /// received on the EGM wire (rad). What robot-io's references look like to the robot, for
     /// scoring transitions (issue 19 item 10).
     pub q_ref_rad: [f64; 6],
+    /// The header seqno of the `EgmSensor` reply `q_ref_rad` came from (`None` before the
+    /// first applied reply, or when it carried none). The same seqno twice: the controller got
+    /// no new reply in time and held a cycle; a jump of more than one: replies that arrived
+    /// after another within one cycle were superseded by the newest, never applied. What tells
+    /// robot-io's references apart from their delivery.
+    pub q_ref_seqno: Option<u32>,
 }
 
 /// Deadman keep-alive for hand guiding (`control/enable`): guiding moves only while these

@@ -246,6 +246,7 @@ fn bus_codec() -> Vec<Seed> {
                     in_contact: true,
                     contact_force_base_n: [0.0, 0.0, 10.0],
                     q_ref_rad: q,
+                    q_ref_seqno: Some(41),
                     ..Default::default()
                 },
             ),

@@ -463,9 +463,9 @@ pub fn host_triple() -> String {
 /// What the emulated IRC5 received ([`received_reference_peaks`]).
 #[derive(Debug, Clone, Default)]
 pub struct ReceivedPeaks {
-    /// Peak joint speed of the reference, as a fraction of the limit.
+    /// Peak joint speed of robot-io's references, as a fraction of the limit.
     pub speed: f64,
-    /// Peak joint acceleration of the reference, as a fraction of the limit.
+    /// Peak joint acceleration of robot-io's references, as a fraction of the limit.
     pub accel: f64,
     /// Where each peak was (and what the samples around it were).
     pub at: String,
@@ -474,25 +474,45 @@ pub struct ReceivedPeaks {
     /// Controller cycles whose truth sample never arrived (lost on the bus: `SimTruth` is
     /// best-effort, dropped under congestion).
     pub lost: usize,
+    /// Cycles the controller held the previous reply for want of a new one in time (a late
+    /// reply: the same seqno twice).
+    pub held: usize,
+    /// Replies never applied: another arrived after them within the same cycle and the
+    /// controller took the newest (a seqno skipped with no truth sample lost).
+    pub superseded: usize,
+    /// Replies applied after a newer one (the seqno went back).
+    pub reordered: usize,
 }
 
 impl ReceivedPeaks {
-    /// Within the limits, on enough of the stream: `Err` says what is not.
+    /// Within the limits, on enough of the stream, delivered on time often enough: `Err` says
+    /// what is not.
     pub fn check(&self) -> Result<(), String> {
         let mut why = Vec::new();
         if !(self.speed <= 1.0 + 1e-6 && self.accel <= 1.0 + 1e-6) {
             why.push(format!(
-                "the IRC5 received references at {:.3} × the speed limit, {:.3} × the \
+                "robot-io's references reached the IRC5 at {:.3} × the speed limit, {:.3} × the \
                  acceleration limit ({})",
                 self.speed, self.accel, self.at
             ));
         }
+        let cycles = self.samples + self.lost;
         // More than 5 % of the cycles unseen: too little of the stream to judge it.
-        if self.lost * 20 > self.samples + self.lost {
+        if self.lost * 20 > cycles {
             why.push(format!(
-                "{} of {} truth samples lost on the bus: the reference stream was not observed",
-                self.lost,
-                self.samples + self.lost
+                "{} of {cycles} truth samples lost on the bus: the reference stream was not \
+                 observed",
+                self.lost
+            ));
+        }
+        // More than 5 % of the cycles without a reply of their own: robot-io did not keep its
+        // deadline (a real IRC5 would have held and jumped as often).
+        let late = self.held + self.superseded + self.reordered;
+        if late * 20 > cycles {
+            why.push(format!(
+                "{late} of {cycles} cycles without their own reply ({} held for a late one, {} \
+                 replies superseded, {} reordered): robot-io missed its deadline",
+                self.held, self.superseded, self.reordered
             ));
         }
         if why.is_empty() {
@@ -507,43 +527,52 @@ impl std::fmt::Display for ReceivedPeaks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "the IRC5 received references up to {:.3} × the speed limit, {:.3} × the \
-             acceleration limit over {} cycles ({} truth samples lost on the bus; the steps \
-             across them checked for speed only) ({})",
-            self.speed, self.accel, self.samples, self.lost, self.at
+            "robot-io's references reached the IRC5 at up to {:.3} × the speed limit, {:.3} × \
+             the acceleration limit over {} cycles ({} truth samples lost on the bus; delivery: \
+             {} cycles held for a late reply, {} replies superseded, {} reordered; the steps \
+             across a missing reply checked for speed only) ({})",
+            self.speed,
+            self.accel,
+            self.samples,
+            self.lost,
+            self.held,
+            self.superseded,
+            self.reordered,
+            self.at
         )
     }
 }
 
-/// What the emulated IRC5 received: the peak joint speed and acceleration of its reference
-/// (`SimTruth::q_ref_rad`, one sample per controller cycle on the controller's clock `t_s`)
-/// as fractions of the limits robot-io's supervisor enforces (`JointLimits::irb120()`'s
+/// What the emulated IRC5 received: the peak joint speed and acceleration of robot-io's
+/// references (`SimTruth::q_ref_rad`, one sample per controller cycle on the controller's clock
+/// `t_s`) as fractions of the limits robot-io's supervisor enforces (`JointLimits::irb120()`'s
 /// speeds, `step_limit::irb120_max_accel()`), and where each peak was. Not robot-io's own
 /// figure (recomputed from its encoded replies, on its clock): what reached the robot.
 ///
-/// A reply that reaches the controller after its next tick leaves that cycle without a new
-/// reference and lands on the one after (the controller's own figure counts the cycles since
-/// its last reference for that): a step after one or two cycles without any change (all six
-/// joints bit-for-bit equal) spans them. After a longer stand-still, seen sample by sample,
-/// the reference was at rest (a hold, nothing moving), and the next step is measured over
-/// one cycle from rest. A velocity change spans the two steps' midpoints
-/// (`step_limit::dv_span`, as robot-io's figure and its supervisor).
+/// Each sample names the reply its reference came from (`SimTruth::q_ref_seqno`, the
+/// `EgmSensor` header seqno, +1 per reply). robot-io answers each controller cycle with one
+/// reply that advances its plan by that cycle, so consecutive seqnos are one cycle apart and the
+/// references are measured on that basis: the claim is about robot-io's references, and their
+/// delivery is counted apart. A reply late for its cycle leaves the controller holding the
+/// previous one (the same seqno again: `held`), and when two then arrive within one cycle the
+/// newest wins (a seqno skipped: `superseded`); measured on the controller's cycles, that held
+/// cycle and the catch-up read as a stop and a double step (CI of ed56d8e: 11.25 × the
+/// acceleration limit from one late reply under a loaded host). A step across a reply never
+/// seen (superseded, or its truth sample lost on the bus) is checked for its average speed only
+/// (a lower bound of the peak), and no acceleration is measured into or out of it. A stand-still
+/// is robot-io sending the same reference under new seqnos, so a start from rest is measured
+/// over one cycle from a known zero speed.
 ///
-/// The truth stream is best-effort: a sample lost on the bus is not a stand-still (CI run of
-/// c632294: a gap of lost samples read as a start from rest, 9.2 × the acceleration limit).
-/// A change across lost samples is checked for its average speed only (a lower bound of the
-/// peak), and no acceleration is measured into or out of it; the lost cycles are counted.
+/// Not for runs with the `egm_duplicate` fault: robot-io answers a duplicated datagram with its
+/// last reference again under a new seqno, which reads as a stop.
 #[allow(clippy::needless_range_loop)]
 pub fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> ReceivedPeaks {
-    /// The step that made the last change of the reference.
+    /// The previous applied reply: its time, seqno and joints.
     #[derive(Clone, Copy)]
-    enum Step {
-        /// It left rest (a stand-still of more than 3.5 cycles, every cycle seen).
-        Rest,
-        /// Its velocity (rad/s) and span (s).
-        Known([f64; 6], f64),
-        /// It spanned lost samples: its velocity is unknown.
-        Unknown,
+    struct Applied {
+        t: f64,
+        seq: Option<u32>,
+        q: [f64; 6],
     }
     let vmax = kinematics::JointLimits::irb120().max_speed;
     let amax = kinematics::step_limit::irb120_max_accel();
@@ -554,13 +583,12 @@ pub fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> ReceivedPeak
         .fold(f64::INFINITY, f64::min);
     let mut out = ReceivedPeaks::default();
     let (mut at_speed, mut at_accel) = (String::new(), String::new());
-    // The last change of the reference (time, joints), the step that made it, the previous
-    // sample's time, and whether samples were lost since the last change.
-    let mut last: Option<(f64, [f64; 6])> = None;
-    // Before the first change nothing is known of the motion, unless a stand-still is seen.
-    let mut step = Step::Unknown;
+    let mut last: Option<Applied> = None;
+    // The velocity of the step into `last`, when it was one reply after the one before.
+    let mut step: Option<[f64; 6]> = None;
     let mut prev_t: Option<f64> = None;
-    let mut unseen = false;
+    // Truth samples lost since `last`.
+    let mut lost_since = 0usize;
     for (i, t) in truth.iter().enumerate() {
         if prev_t.is_some_and(|p| t.t_s <= p) {
             continue;
@@ -570,78 +598,97 @@ pub fn received_reference_peaks(truth: &[common::msg::SimTruth]) -> ReceivedPeak
             let missing = ((t.t_s - p) / cycle).round() as i64 - 1;
             if missing > 0 {
                 out.lost += missing as usize;
-                unseen = true;
+                lost_since += missing as usize;
             }
         }
         prev_t = Some(t.t_s);
-        let Some((t0, q0)) = last else {
-            last = Some((t.t_s, t.q_ref_rad));
+        let here = Applied {
+            t: t.t_s,
+            seq: t.q_ref_seqno,
+            q: t.q_ref_rad,
+        };
+        let Some(a) = last else {
+            last = Some(here);
             continue;
         };
-        if t.q_ref_rad == q0 {
-            continue;
-        }
-        let gap = t.t_s - t0;
-        let across_lost = std::mem::take(&mut unseen);
-        let (dt, before) = if across_lost {
-            (gap, Step::Unknown)
-        } else if gap <= 3.5 * cycle {
-            (gap, step)
-        } else {
-            (cycle, Step::Rest)
+        // How many replies on from the previous applied one (None: not comparable).
+        let replies = match (a.seq, here.seq) {
+            (Some(s0), Some(s1)) => {
+                let d = s1.wrapping_sub(s0);
+                if d == 0 {
+                    out.held += 1;
+                    continue;
+                }
+                if d > u32::MAX / 2 {
+                    out.reordered += 1;
+                    None
+                } else {
+                    Some(d as usize)
+                }
+            }
+            // The controller held its own joints (no session, motors off): nothing of
+            // robot-io's to measure into or out of.
+            _ => None,
         };
+        let Some(n) = replies else {
+            last = Some(here);
+            step = None;
+            lost_since = 0;
+            continue;
+        };
+        out.superseded += (n - 1).saturating_sub(std::mem::take(&mut lost_since));
+        let dt = n as f64 * cycle;
         let mut v = [0.0; 6];
         for j in 0..6 {
-            v[j] = (t.q_ref_rad[j] - q0[j]) / dt;
+            v[j] = (here.q[j] - a.q[j]) / dt;
             let rv = v[j].abs() / vmax[j];
-            let (v0, ra) = match before {
-                Step::Known(pv, pdt) => (
+            let (v0, ra) = match step {
+                Some(pv) if n == 1 => (
                     pv[j],
-                    (v[j] - pv[j]).abs() / (amax[j] * kinematics::step_limit::dv_span(pdt, dt)),
+                    (v[j] - pv[j]).abs()
+                        / (amax[j] * kinematics::step_limit::dv_span(cycle, cycle)),
                 ),
-                Step::Rest => (0.0, v[j].abs() / (amax[j] * dt)),
-                Step::Unknown => (f64::NAN, 0.0),
+                _ => (f64::NAN, 0.0),
             };
             // Where each peak was (a new speed peak must not overwrite where the acceleration
             // peak was, or a failure points at the wrong cycle).
             if rv > out.speed || ra > out.accel {
-                // The samples around it (sim time, this joint's reference), so a failure shows
-                // whether a cycle was skipped, doubled or mis-stamped.
+                // The samples around it (sim time, reply seqno, this joint's reference), so a
+                // failure shows whether a reply was held, skipped or mis-stamped.
                 let around: Vec<String> = truth[i.saturating_sub(4)..(i + 3).min(truth.len())]
                     .iter()
-                    .map(|s| format!("{:.3}: {:.6}", s.t_s, s.q_ref_rad[j]))
+                    .map(|s| {
+                        let seq = s.q_ref_seqno.map_or("-".to_string(), |q| q.to_string());
+                        format!("{:.3} #{seq}: {:.6}", s.t_s, s.q_ref_rad[j])
+                    })
                     .collect();
-                let how = match before {
-                    Step::Known(..) => "",
-                    Step::Rest => ", from rest",
-                    Step::Unknown => ", across lost samples",
+                let how = if n > 1 {
+                    format!(", across {} replies never seen", n - 1)
+                } else {
+                    String::new()
                 };
-                let here = format!(
-                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms (gap {:.1} ms{how}); \
-                     around it (t s: q_ref rad) {}",
-                    t.t_s,
+                let here_at = format!(
+                    "t {:.3} s joint {j}: {:.4} → {:.4} rad/s over {:.1} ms ({:.1} ms after the \
+                     previous reply was applied{how}); around it (t s #seqno: q_ref rad) {}",
+                    here.t,
                     v0,
                     v[j],
                     dt * 1e3,
-                    gap * 1e3,
+                    (here.t - a.t) * 1e3,
                     around.join(", ")
                 );
                 if rv > out.speed {
-                    at_speed = here.clone();
+                    at_speed = here_at.clone();
                 }
                 if ra > out.accel {
-                    at_accel = here;
+                    at_accel = here_at;
                 }
             }
             out.speed = out.speed.max(rv);
             out.accel = out.accel.max(ra);
         }
-        last = Some((t.t_s, t.q_ref_rad));
-        step = if across_lost {
-            Step::Unknown
-        } else {
-            Step::Known(v, dt)
-        };
+        last = Some(here);
+        step = (n == 1).then_some(v);
     }
     out.at = format!("speed peak at {at_speed}; acceleration peak at {at_accel}");
     out
@@ -698,7 +745,8 @@ pub async fn tare_named_causes(c: &TestCell, within: Duration) -> Result<(), Str
 mod tests {
     use super::*;
 
-    /// A joint-0 reference at `v` rad/s from t = 0, one sample per 4 ms cycle, `n` cycles.
+    /// A joint-0 reference at `v` rad/s from t = 0, one sample per 4 ms cycle, `n` cycles,
+    /// each from its own reply (seqno = cycle).
     fn ramp(v: f64, n: usize) -> Vec<common::msg::SimTruth> {
         (0..n)
             .map(|k| {
@@ -708,6 +756,7 @@ mod tests {
                 common::msg::SimTruth {
                     t_s: t,
                     q_ref_rad: q,
+                    q_ref_seqno: Some(k as u32),
                     ..Default::default()
                 }
             })
@@ -752,7 +801,46 @@ mod tests {
         }
         let p = received_reference_peaks(&truth);
         assert!(p.accel > 10.0, "{p}");
-        assert!(p.at.contains("from rest"), "{p}");
         assert!(p.check().is_err());
+    }
+
+    #[test]
+    fn a_late_reply_is_delivery_and_robot_ios_own_stop_and_jump_is_not() {
+        // The CI run of ed56d8e: one reply late for its cycle, so the controller held the
+        // previous one for a cycle, then the late one, then the newest of two (one superseded).
+        // Measured on the controller's cycles that read as 11 × the acceleration limit.
+        let mut late = ramp(1.0, 60);
+        let (q29, q30) = (late[29], late[30]);
+        late[30] = common::msg::SimTruth {
+            t_s: q30.t_s,
+            ..q29
+        };
+        late[31] = common::msg::SimTruth {
+            t_s: late[31].t_s,
+            ..q30
+        };
+        let p = received_reference_peaks(&late);
+        assert_eq!((p.held, p.superseded, p.lost), (1, 1, 0), "{p}");
+        assert!(p.accel < 1e-6, "{p}");
+        assert!(p.check().is_ok(), "{p}");
+        // The same references as robot-io's own (consecutive seqnos): a stop and a double
+        // step in its plan, which the check exists to catch.
+        let mut own = late.clone();
+        for (k, s) in own.iter_mut().enumerate() {
+            s.q_ref_seqno = Some(k as u32);
+        }
+        let p = received_reference_peaks(&own);
+        assert!(p.accel > 10.0, "{p}");
+        assert!(p.check().is_err());
+        // Late in more than 5 % of the cycles: robot-io missed its deadline.
+        let mut often = ramp(1.0, 100);
+        for s in often.iter_mut().skip(1).step_by(10) {
+            s.q_ref_seqno = s.q_ref_seqno.map(|q| q - 1);
+            s.q_ref_rad[0] -= 0.004;
+        }
+        let p = received_reference_peaks(&often);
+        assert_eq!(p.held, 10, "{p}");
+        assert!(p.accel < 1e-6 && p.speed < 1.0, "{p}");
+        assert!(p.check().is_err_and(|e| e.contains("deadline")), "{p}");
     }
 }

@@ -118,6 +118,8 @@ pub struct ReferenceStats {
 pub struct Controller {
     servo: ServoModel,
     q_ref: [f64; 6],
+    /// The header seqno of the reply `q_ref` came from (`None`: not from a reply).
+    q_ref_seqno: Option<u32>,
     seqno: u32,
     pub state: ControllerState,
     pub stats: ControllerStats,
@@ -127,7 +129,7 @@ pub struct Controller {
     last_dt: f64,
     /// The newest reply received since the last cycle (applied at the next cycle, as an IRC5
     /// takes the newest correction each cycle).
-    pending: Option<[f64; 6]>,
+    pending: Option<([f64; 6], Option<u32>)>,
     params: SessionParams,
     session: Session,
     /// The program was stopped (no EGM): a new session starts when it runs again.
@@ -148,6 +150,7 @@ impl Controller {
             },
             servo,
             q_ref,
+            q_ref_seqno: None,
             seqno: 0,
             state: ControllerState::default(),
             stats: ControllerStats {
@@ -178,6 +181,12 @@ impl Controller {
         self.q_ref
     }
 
+    /// The header seqno of the reply the reference came from (`None` before the first reply
+    /// of a session, or when the program stopped and the controller holds its own joints).
+    pub fn reference_seqno(&self) -> Option<u32> {
+        self.q_ref_seqno
+    }
+
     /// Measured joints (rad) and velocities (rad/s).
     pub fn joints(&self) -> ([f64; 6], [f64; 6]) {
         (self.servo.q(), self.servo.qd())
@@ -202,6 +211,7 @@ impl Controller {
             // next starts when the program runs again, from the arm's joints.
             self.program_stopped = true;
             self.q_ref = self.servo.q();
+            self.q_ref_seqno = None;
             self.servo.set_motors_on(self.state.motors_on);
             self.servo.push_reference(&self.q_ref);
             return;
@@ -222,7 +232,7 @@ impl Controller {
             } => {
                 let age_s = age_s + cycle_s;
                 let since_reply_s = match pending {
-                    Some(new) => {
+                    Some((new, seqno)) => {
                         let a = if self.params.ramp_in_s > 0.0 {
                             (age_s / self.params.ramp_in_s).min(1.0)
                         } else {
@@ -232,7 +242,7 @@ impl Controller {
                         for (b, (n, f)) in blended.iter_mut().zip(new.iter().zip(from.iter())) {
                             *b = f + a * (n - f);
                         }
-                        self.apply_reference(blended);
+                        self.apply_reference(blended, seqno);
                         0.0
                     }
                     None => since_reply_s + cycle_s,
@@ -270,6 +280,7 @@ impl Controller {
         if !(self.state.motors_on && self.state.egm_running && self.session_running()) {
             // EGM_STOP_HOLD (and no EGM at all): the arm stays where it is.
             self.q_ref = self.servo.q();
+            self.q_ref_seqno = None;
         }
         self.servo.push_reference(&self.q_ref);
     }
@@ -333,10 +344,10 @@ impl Controller {
         for (dst, v) in q.iter_mut().zip(j.iter()) {
             *dst = v.to_radians();
         }
-        self.pending = Some(q);
+        self.pending = Some((q, msg.seqno));
     }
 
-    fn apply_reference(&mut self, new: [f64; 6]) {
+    fn apply_reference(&mut self, new: [f64; 6], seqno: Option<u32>) {
         if !(self.state.motors_on && self.state.egm_running && self.session_running()) {
             return;
         }
@@ -350,6 +361,7 @@ impl Controller {
             }
             *r = *v;
         }
+        self.q_ref_seqno = seqno;
         self.last_ref_cycle = self.cycle;
     }
 }
@@ -405,6 +417,29 @@ mod tests {
             c.step(0.004);
         }
         assert!((c.joints().0[0] - 10f64.to_radians()).abs() < 1e-3);
+    }
+
+    #[test]
+    fn the_reference_names_the_reply_it_came_from_and_the_newest_of_a_cycle_wins() {
+        let mut c = ctl();
+        assert_eq!(c.reference_seqno(), None);
+        let q = [0.0, 0.0, 0.0, 0.0, 30.0, 0.0];
+        c.apply_reply(&crate::wire::egm::sensor_message(7, 0, &q));
+        c.step(0.004);
+        assert_eq!(c.reference_seqno(), Some(7));
+        // No reply this cycle: the controller holds the reference and its seqno.
+        c.step(0.004);
+        assert_eq!(c.reference_seqno(), Some(7));
+        // Two replies within one cycle: the newest is applied, the other never is.
+        c.apply_reply(&crate::wire::egm::sensor_message(8, 0, &q));
+        c.apply_reply(&crate::wire::egm::sensor_message(9, 0, &q));
+        c.step(0.004);
+        assert_eq!(c.reference_seqno(), Some(9));
+        // Motors off: the controller holds its own joints, from no reply.
+        c.state.motors_on = false;
+        c.apply_reply(&crate::wire::egm::sensor_message(10, 0, &q));
+        c.step(0.004);
+        assert_eq!(c.reference_seqno(), None);
     }
 
     fn joint_reply(deg: [f64; 6]) -> Vec<u8> {

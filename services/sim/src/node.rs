@@ -843,6 +843,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     // Not holding: reported at the TCP (finite; meaningless then).
                     hand_pos_base_m: w.hand_pos_base.unwrap_or([p.x, p.y, p.z]),
                     q_ref_rad: ctl.reference(),
+                    q_ref_seqno: ctl.reference_seqno(),
                 };
                 truth_pub.put(&msg);
             }
