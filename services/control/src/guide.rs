@@ -53,7 +53,7 @@
 //! to the command, which — unlike the force — carries no sensor noise, so the threshold can be
 //! low. Its effect is measured by the whole-cell test with grasp stiffness 300 and 3000 N/m.
 
-use common::msg::{GuideLaw, Twist};
+use common::msg::{GuideLaw, StopCategory, Twist};
 use kinematics::brake::{brake_vec3, braking_speed};
 use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use serde::{Deserialize, Serialize};
@@ -864,6 +864,46 @@ impl GuideRun {
     }
 }
 
+/// Guiding as one of the core's modes: a protective stop (a force ceiling, the collision
+/// signature, an impact, a saturated sensor) stops at once and is latched at robot-io (only a
+/// new guide request guides again); a non-finite input stops at once, protectively; any other
+/// end comes to rest.
+impl crate::core::ModeLaw for GuideRun {
+    type Report = GuideReport;
+    fn cycle(&mut self, i: &crate::core::ModeInput) -> crate::core::ModeStep<GuideReport> {
+        let input = GuideInput {
+            tcp: i.tcp,
+            wrench_base: i.wrench.clone(),
+            now_s: i.now_s,
+            cycle_period_s: i.cycle_period_s,
+            enabled: i.deadman_held,
+            peak: i.peak,
+        };
+        match self.step(&input) {
+            Ok((cmd, report)) => Ok((
+                common::msg::CartesianTarget::Pose(common::msg::Pose::from_isometry(&cmd)),
+                report,
+            )),
+            Err(why) => {
+                let reason = format!("lead-through ended: {why}");
+                let (stop, latch) = match why {
+                    GuideError::ProtectiveStop(c, _) => (StopCategory::Protective(c), true),
+                    GuideError::NonFinite(_) => (
+                        StopCategory::Protective(common::msg::ProtectiveCause::NonFinite),
+                        false,
+                    ),
+                    GuideError::Wrench(_) => return Err(crate::core::ModeEnd::Smoothly(reason)),
+                };
+                Err(crate::core::ModeEnd::Now {
+                    why: reason,
+                    stop,
+                    latch,
+                })
+            }
+        }
+    }
+}
+
 /// A rotation's angle-axis vector (for reports and tests).
 pub fn rotation_vector(r: &UnitQuaternion<f64>) -> Vector3<f64> {
     r.scaled_axis()
@@ -916,6 +956,81 @@ mod tests {
                 fast_swing_n: 0.0,
             },
         })
+    }
+
+    /// As one of the core's modes (`core::ModeLaw`): a ceiling, an impact or a saturated
+    /// sensor is a stop at once that robot-io latches; a non-finite wrench a stop at once it
+    /// does not latch; a gap in the estimate a smooth end; the deadman reaches the law.
+    #[test]
+    fn as_a_mode_a_protective_stop_is_latched_and_a_gap_ends_smoothly() {
+        use crate::core::{ModeEnd, ModeInput, ModeLaw, WrenchInput, WrenchUnusable};
+        use common::msg::{ProtectiveCause, WrenchFault};
+        let nan = Vector3::new(f64::NAN, 0.0, 0.0);
+        let cases: [(WrenchInput, f64, Option<(ProtectiveCause, bool)>); 5] = [
+            (
+                Ok((Vector3::new(10.0, 0.0, 0.0), Vector3::zeros())),
+                61.0,
+                Some((ProtectiveCause::ForceLimit, true)),
+            ),
+            (
+                Err(WrenchUnusable::Fault(WrenchFault::Spike)),
+                0.0,
+                Some((ProtectiveCause::Impact, true)),
+            ),
+            (
+                Err(WrenchUnusable::Fault(WrenchFault::Saturated)),
+                0.0,
+                Some((ProtectiveCause::Saturated, true)),
+            ),
+            (
+                Ok((nan, Vector3::zeros())),
+                0.0,
+                Some((ProtectiveCause::NonFinite, false)),
+            ),
+            (Err(WrenchUnusable::Stale { age_ms: 80.0 }), 0.0, None),
+        ];
+        for (wrench, peak_n, expect) in cases {
+            let mut g = GuideRun::new(GuideParams::default(), &tcp()).expect("params");
+            let input = ModeInput {
+                tcp: &tcp(),
+                now_s: 0.0,
+                wrench: &wrench,
+                peak: crate::hybrid::WrenchPeak {
+                    force_n: peak_n,
+                    ..Default::default()
+                },
+                cycle_period_s: Some(DT),
+                dt_s: 0.0,
+                deadman_held: true,
+            };
+            match (g.cycle(&input), expect) {
+                (Err(ModeEnd::Now { stop, latch, why }), Some((cause, latched))) => {
+                    assert_eq!(stop, StopCategory::Protective(cause), "{why}");
+                    assert_eq!(latch, latched, "{why}");
+                    assert!(why.starts_with("lead-through ended: "), "{why}");
+                }
+                (Err(ModeEnd::Smoothly(why)), None) => {
+                    assert!(why.contains("wrench not usable"), "{why}")
+                }
+                (other, _) => panic!("{wrench:?}: {other:?}"),
+            }
+        }
+        // The deadman held reaches the law as its enable.
+        let mut g = GuideRun::new(GuideParams::default(), &tcp()).expect("params");
+        let wrench: WrenchInput = Ok((Vector3::new(10.0, 0.0, 0.0), Vector3::zeros()));
+        for held in [true, false] {
+            let input = ModeInput {
+                tcp: &tcp(),
+                now_s: 0.0,
+                wrench: &wrench,
+                peak: crate::hybrid::WrenchPeak::default(),
+                cycle_period_s: Some(DT),
+                dt_s: 0.0,
+                deadman_held: held,
+            };
+            let (_, report) = g.cycle(&input).expect("a command");
+            assert_eq!(report.enabled, held);
+        }
     }
 
     /// Issue 19 item 6: a wrench above the guide's ceiling ends the session with a protective

@@ -1,11 +1,15 @@
 //! The control modes' pure core: one `step` per tool pose (i.e. per robot cycle).
 //!
-//! Modes available now: `Idle` (publishes nothing → robot-io holds), `Hold` (actively holds the
-//! TCP pose captured on entry), `Move` (straight-line TCP move with a smooth profile bounded
-//! in speed and, by `[control.ending]`'s accelerations, in acceleration; then hold at the
-//! target) and `Hybrid` (a Raibert–Craig task on the arm, see
-//! [`crate::hybrid`]). Lead-through and playback arrive with their issue; requesting them is
-//! refused with a clear error, never faked.
+//! Modes: `Idle` (publishes nothing → robot-io holds), `Hold` (actively holds the TCP pose
+//! captured on entry), `Move` (straight-line TCP move with a smooth profile bounded in speed
+//! and, by `[control.ending]`'s accelerations, in acceleration; then hold at the target),
+//! `Hybrid` (a Raibert–Craig task on the arm, [`crate::hybrid`]), `LeadThrough` (hand guiding,
+//! [`crate::guide`]) and `Playback` (a taught program, [`crate::trajectory`]). Every mode has
+//! one shape ([`law`]): the same input each cycle, the command and its report or how the motion
+//! ends; the core starts a requested mode from the measured pose, steps it, and carries out
+//! its end (an [`Ending`] that comes to rest, or a stop at once). The 2-DOF plant's task runs
+//! beside the arm's mode ([`plant`]); the lead-through session's deadman and teach-on-dwell
+//! are in [`session`].
 //!
 //! **Every motion is tied to robot-io** (item 2 of the command-path review): entering a mode
 //! that moves the robot starts a new motion with a new id and the boot id robot-io published
@@ -23,15 +27,17 @@ use common::msg::{
 use nalgebra::{Isometry3, Vector3};
 
 use crate::ending::{EndParams, Ending};
-use crate::guide::{GuideError, GuideInput, GuideParams, GuideReport, GuideRun};
-use crate::hybrid::{ArmInput, ArmRun, StepReport, WrenchPeak};
-use crate::trajectory::{PlaybackState, SegmentKind};
+use crate::guide::{GuideParams, GuideReport, GuideRun};
+use crate::hybrid::{ArmRun, StepReport, WrenchPeak};
+use crate::trajectory::PlaybackState;
 
 mod inputs;
+mod law;
 mod plant;
 mod play;
 mod session;
 pub use inputs::{RobotClock, WrenchGate, WrenchInput, WrenchUnusable};
+pub use law::{HoldPose, ModeEnd, ModeInput, ModeLaw, ModeStep, MoveState};
 pub use plant::PlantStep;
 pub use play::{PlayCommand, PlayReport, PlayRun};
 
@@ -82,17 +88,6 @@ impl StepClock {
         self.last_cycle = cycle.map(|c| c.0);
         dt
     }
-}
-
-/// A straight-line move in progress.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct MoveState {
-    from: Isometry3<f64>,
-    to: Isometry3<f64>,
-    duration_s: f64,
-    /// Move time elapsed (s), by [`StepClock`].
-    elapsed_s: f64,
-    clock: StepClock,
 }
 
 /// Mode request outcome.
@@ -185,7 +180,7 @@ struct Motion {
 #[derive(Debug, Clone, Default)]
 pub struct ControlCore {
     mode: Mode,
-    hold: Option<Isometry3<f64>>,
+    hold: Option<HoldPose>,
     mv: Option<MoveState>,
     pending_move: Option<MoveTarget>,
     safety: Option<SafetyState>,
@@ -217,7 +212,8 @@ pub struct ControlCore {
     pending_play: Option<(String, PlayRun)>,
     play: Option<(String, PlayRun)>,
     play_report: Option<PlayReport>,
-    play_clock: StepClock,
+    /// The running mode's step clock (reset when a mode is entered): its [`ModeInput::dt_s`].
+    mode_clock: StepClock,
     /// The robot cycle of this step and the robot's cycle period (s), when the shell knows
     /// them: playback advances by whole cycles (uniform steps: the receive-time jitter left in
     /// the robot clock would show as acceleration spikes in the joint references).
@@ -352,7 +348,7 @@ impl ControlCore {
 
     /// Whether a move is done (or no move active).
     pub fn move_done(&self) -> bool {
-        self.mv.is_none_or(|m| m.elapsed_s >= m.duration_s)
+        self.mv.is_none_or(|m| m.done())
     }
 
     /// Ends the motion at once (no ending): robot-io brakes from its last reference and holds.
@@ -744,7 +740,7 @@ impl ControlCore {
         self.pending_guide = None;
         self.guide = None;
         self.pending_play = None;
-        self.play_clock = StepClock::default();
+        self.mode_clock = StepClock::default();
         self.ending = None;
         // Idle keeps the last hybrid run and playback (name and final report for the status).
         if mode != Mode::Idle {
@@ -890,211 +886,126 @@ impl ControlCore {
         }
     }
 
+    /// One cycle of the running mode: a mode requested since the last step starts from the
+    /// measured pose; then every mode steps the same way ([`ModeLaw`]) and the core carries out
+    /// what it answers: the command, a smooth end, or a stop at once (latched at robot-io when
+    /// the mode says so).
     fn step_mode(
         &mut self,
         tcp: &Isometry3<f64>,
         now_s: f64,
         wrench: &WrenchInput,
     ) -> Option<CartesianTarget> {
-        match self.mode {
-            Mode::Idle => None,
-            Mode::Hold => {
-                let h = *self.hold.get_or_insert(*tcp);
-                Some(CartesianTarget::Pose(Pose::from_isometry(&h)))
-            }
-            Mode::Move => {
-                if let Some(t) = self.pending_move.take() {
-                    let to = t.tcp_in_base.to_isometry();
-                    // No harder than a motion's end decelerates (`[control.ending]`).
-                    let duration_s = move_duration_s(
-                        tcp,
-                        &to,
-                        t.max_speed_m_s,
-                        t.max_rot_speed_rad_s,
-                        self.end_params.max_accel_m_s2,
-                        self.end_params.max_rot_accel_rad_s2,
-                    );
-                    self.mv = Some(MoveState {
-                        from: *tcp,
-                        to,
-                        duration_s,
-                        elapsed_s: 0.0,
-                        clock: StepClock::default(),
-                    });
-                }
-                let cycle = self.cycle;
-                let m = self.mv.as_mut()?;
-                m.elapsed_s += m.clock.advance(cycle, now_s);
-                let m = *m;
-                let tau = m.elapsed_s / m.duration_s;
-                Some(CartesianTarget::Pose(Pose::from_isometry(&interpolate(
-                    &m.from, &m.to, tau,
-                ))))
-            }
-            Mode::Hybrid => {
-                if let Some((task, setup)) = self.pending_hybrid.take() {
-                    match ArmRun::new(
-                        task,
-                        setup.gains,
-                        setup.limits,
-                        setup.stiffness,
-                        setup.worst_case_n_per_m,
-                        setup.loop_delay_s,
-                        tcp,
-                    ) {
-                        Ok(run) => {
-                            let run = run
-                                .with_speed_adaptation(setup.slowdown_error_n)
-                                .with_position_speed(setup.position_speed.0, setup.position_speed.1)
-                                .with_max_lag(setup.max_reference_lag_s);
-                            self.hybrid = Some(match setup.adapt_softest_n_per_m {
-                                Some(soft) => run.with_adaptation(
-                                    crate::stiffness::StiffnessParams::default(),
-                                    soft,
-                                ),
-                                None => run,
-                            })
-                        }
-                        Err(e) => {
-                            self.end_motion(e.to_string());
-                            return None;
-                        }
-                    }
-                }
-                let run = self.hybrid.as_mut()?;
-                let input = ArmInput {
-                    peak: self.wrench_peak,
-                    tcp,
-                    wrench_base: wrench.clone(),
-                    now_s,
-                    cycle_period_s: self.cycle.map(|(_, period)| period),
-                };
-                match run.step(&input) {
-                    Ok((cmd, report)) => {
-                        self.report = Some(report);
-                        Some(CartesianTarget::Pose(Pose::from_isometry(&cmd)))
-                    }
-                    Err(why) => {
-                        if let Some(r) = self.report.as_mut() {
-                            r.phase = common::msg::HybridPhase::Aborted;
-                        }
-                        let reason = format!("hybrid task ended: {why}");
-                        if why.is_protective() {
-                            // A stop at once: robot-io holds where the arm is measured. An
-                            // impact or a saturated sensor is, for safety, a collision until
-                            // an operator has looked: latched at robot-io (`cell reset
-                            // --protective`), as guiding's protective stops are.
-                            self.protective_request |= matches!(
-                                why.stop,
-                                StopCategory::Protective(
-                                    ProtectiveCause::Impact | ProtectiveCause::Saturated
-                                )
-                            );
-                            self.end_motion_as(reason, why.stop);
-                        } else {
-                            self.end_smoothly(Some(reason), None);
-                        }
-                        None
-                    }
-                }
-            }
+        if self.mode == Mode::Idle {
+            return None;
+        }
+        if let Err(why) = self.start_requested(tcp) {
+            self.end_motion(why);
+            return None;
+        }
+        let input = ModeInput {
+            tcp,
+            now_s,
+            wrench,
+            peak: self.wrench_peak,
+            cycle_period_s: self.cycle.map(|(_, period)| period),
+            dt_s: self.mode_clock.advance(self.cycle, now_s),
+            deadman_held: self.deadman_held,
+        };
+        let step = match self.mode {
+            Mode::Idle => return None,
+            Mode::Hold => keep_report(
+                self.hold.get_or_insert(HoldPose(*tcp)).cycle(&input),
+                &mut None,
+            ),
+            Mode::Move => keep_report(self.mv.as_mut()?.cycle(&input), &mut None),
+            Mode::Hybrid => keep_report(self.hybrid.as_mut()?.cycle(&input), &mut self.report),
             Mode::LeadThrough => {
-                if let Some(params) = self.pending_guide.take() {
-                    match GuideRun::new(params, tcp) {
-                        Ok(g) => self.guide = Some(g),
-                        Err(e) => {
-                            self.end_motion(format!("lead-through refused: {e}"));
-                            return None;
-                        }
-                    }
-                }
-                let g = self.guide.as_mut()?;
-                let input = GuideInput {
-                    tcp,
-                    wrench_base: wrench.clone(),
-                    now_s,
-                    cycle_period_s: self.cycle.map(|(_, period)| period),
-                    enabled: self.deadman_held,
-                    peak: self.wrench_peak,
-                };
-                match g.step(&input) {
-                    Ok((cmd, report)) => {
-                        self.guide_report = Some(report);
-                        Some(CartesianTarget::Pose(Pose::from_isometry(&cmd)))
-                    }
-                    Err(why) => {
-                        let reason = format!("lead-through ended: {why}");
-                        let stop = match why {
-                            GuideError::ProtectiveStop(c, _) => Some(StopCategory::Protective(c)),
-                            GuideError::NonFinite(_) => {
-                                Some(StopCategory::Protective(ProtectiveCause::NonFinite))
-                            }
-                            _ => None,
-                        };
-                        if let Some(stop) = stop {
-                            self.protective_request |=
-                                matches!(why, GuideError::ProtectiveStop(..));
-                            self.end_motion_as(reason, stop);
-                        } else {
-                            self.end_smoothly(Some(reason), None);
-                        }
-                        None
-                    }
-                }
+                keep_report(self.guide.as_mut()?.cycle(&input), &mut self.guide_report)
             }
             Mode::Playback => {
-                if let Some(p) = self.pending_play.take() {
-                    self.play = Some(p);
-                }
-                let dt = self.play_clock.advance(self.cycle, now_s);
                 let (_, run) = self.play.as_mut()?;
-                let (target, report) = match run {
-                    PlayRun::Joint(pb) => {
-                        let sample = pb.step(dt);
-                        let traj = pb.trajectory();
-                        let seg = traj.segments().get(sample.segment);
-                        let report = PlayReport {
-                            state: sample.state,
-                            approach: seg.is_some_and(|s| s.kind == SegmentKind::Approach),
-                            waypoint: seg.map_or(0, |s| s.waypoint),
-                            waypoints: traj.waypoints().len(),
-                            progress: sample.progress,
-                            t_s: sample.tau,
-                            duration_s: traj.duration(),
-                            q_ref: Some(sample.q),
-                        };
-                        if !sample.q.iter().all(|v| v.is_finite()) {
-                            self.end_motion_as(
-                                "playback produced a non-finite reference".into(),
-                                StopCategory::Protective(ProtectiveCause::NonFinite),
-                            );
-                            return None;
-                        }
-                        (CartesianTarget::Joints { q_rad: sample.q }, report)
-                    }
-                    PlayRun::Cartesian(pb) => {
-                        let sample = pb.step(dt);
-                        let report = PlayReport {
-                            state: sample.state,
-                            approach: sample.approach,
-                            waypoint: sample.waypoint,
-                            waypoints: pb.waypoints(),
-                            progress: sample.progress,
-                            t_s: sample.tau,
-                            duration_s: sample.duration,
-                            q_ref: None,
-                        };
-                        (
-                            CartesianTarget::Pose(Pose::from_isometry(&sample.pose)),
-                            report,
-                        )
-                    }
-                };
-                self.play_report = Some(report);
-                Some(target)
+                keep_report(run.cycle(&input), &mut self.play_report)
+            }
+        };
+        let end = match step {
+            Ok(target) => return Some(target),
+            Err(end) => end,
+        };
+        if self.mode == Mode::Hybrid {
+            if let Some(r) = self.report.as_mut() {
+                r.phase = common::msg::HybridPhase::Aborted;
             }
         }
+        match end {
+            ModeEnd::Smoothly(why) => self.end_smoothly(Some(why), None),
+            ModeEnd::Now { why, stop, latch } => {
+                self.protective_request |= latch;
+                self.end_motion_as(why, stop);
+            }
+        }
+        None
     }
+
+    /// Starts the mode requested since the last step (at most one is: entering a mode drops
+    /// the others' requests) from the measured pose `tcp`; `Err` says why it cannot start.
+    fn start_requested(&mut self, tcp: &Isometry3<f64>) -> Result<(), String> {
+        if let Some(t) = self.pending_move.take() {
+            let to = t.tcp_in_base.to_isometry();
+            // No harder than a motion's end decelerates (`[control.ending]`).
+            let duration_s = move_duration_s(
+                tcp,
+                &to,
+                t.max_speed_m_s,
+                t.max_rot_speed_rad_s,
+                self.end_params.max_accel_m_s2,
+                self.end_params.max_rot_accel_rad_s2,
+            );
+            self.mv = Some(MoveState {
+                from: *tcp,
+                to,
+                duration_s,
+                elapsed_s: 0.0,
+            });
+        }
+        if let Some((task, setup)) = self.pending_hybrid.take() {
+            let run = ArmRun::new(
+                task,
+                setup.gains,
+                setup.limits,
+                setup.stiffness,
+                setup.worst_case_n_per_m,
+                setup.loop_delay_s,
+                tcp,
+            )
+            .map_err(|e| e.to_string())?
+            .with_speed_adaptation(setup.slowdown_error_n)
+            .with_position_speed(setup.position_speed.0, setup.position_speed.1)
+            .with_max_lag(setup.max_reference_lag_s);
+            self.hybrid = Some(match setup.adapt_softest_n_per_m {
+                Some(soft) => {
+                    run.with_adaptation(crate::stiffness::StiffnessParams::default(), soft)
+                }
+                None => run,
+            });
+        }
+        if let Some(params) = self.pending_guide.take() {
+            let g = GuideRun::new(params, tcp).map_err(|e| format!("lead-through refused: {e}"))?;
+            self.guide = Some(g);
+        }
+        if let Some(p) = self.pending_play.take() {
+            self.play = Some(p);
+        }
+        Ok(())
+    }
+}
+
+/// A mode's step, its report kept in `slot` (the newest, for the bus and the status).
+fn keep_report<R>(step: ModeStep<R>, slot: &mut Option<R>) -> Result<CartesianTarget, ModeEnd> {
+    step.map(|(target, report)| {
+        *slot = Some(report);
+        target
+    })
 }
 
 #[cfg(test)]

@@ -839,3 +839,43 @@ impl ArmRun {
         }
     }
 }
+
+/// The hybrid task as one of the core's modes: a protective end stops at once (robot-io holds
+/// where the arm is measured), latched at robot-io when it was an impact or a saturated sensor
+/// (for safety a collision until an operator has looked, as guiding's protective stops are);
+/// any other end comes to rest and unloads the surface.
+impl crate::core::ModeLaw for ArmRun {
+    type Report = StepReport;
+    fn cycle(&mut self, i: &crate::core::ModeInput) -> crate::core::ModeStep<StepReport> {
+        let input = ArmInput {
+            tcp: i.tcp,
+            peak: i.peak,
+            wrench_base: i.wrench.clone(),
+            now_s: i.now_s,
+            cycle_period_s: i.cycle_period_s,
+        };
+        match self.step(&input) {
+            Ok((cmd, report)) => Ok((
+                common::msg::CartesianTarget::Pose(common::msg::Pose::from_isometry(&cmd)),
+                report,
+            )),
+            Err(why) => {
+                let reason = format!("hybrid task ended: {why}");
+                Err(if why.is_protective() {
+                    crate::core::ModeEnd::Now {
+                        why: reason,
+                        stop: why.stop,
+                        latch: matches!(
+                            why.stop,
+                            common::msg::StopCategory::Protective(
+                                ProtectiveCause::Impact | ProtectiveCause::Saturated
+                            )
+                        ),
+                    }
+                } else {
+                    crate::core::ModeEnd::Smoothly(reason)
+                })
+            }
+        }
+    }
+}

@@ -2019,3 +2019,66 @@ fn a_force_step_through_the_pre_filter_does_not_overshoot() {
         }
     }
 }
+
+/// As one of the core's modes (`core::ModeLaw`): an impact or a saturated sensor is a stop at
+/// once that robot-io latches, a non-finite input a stop at once it does not latch, a gap in
+/// the estimate a smooth end. The core carries out whatever the mode answers, the same way
+/// for every mode.
+#[test]
+fn as_a_mode_an_impact_is_a_latched_stop_and_a_gap_a_smooth_end() {
+    use crate::core::{ModeEnd, ModeInput, ModeLaw, WrenchInput, WrenchUnusable};
+    let nan = Vector3::new(f64::NAN, 0.0, 0.0);
+    let cases: [(WrenchInput, Option<(ProtectiveCause, bool)>); 4] = [
+        (
+            Err(WrenchUnusable::Fault(WrenchFault::Spike)),
+            Some((ProtectiveCause::Impact, true)),
+        ),
+        (
+            Err(WrenchUnusable::Fault(WrenchFault::Saturated)),
+            Some((ProtectiveCause::Saturated, true)),
+        ),
+        (
+            Ok((nan, Vector3::zeros())),
+            Some((ProtectiveCause::NonFinite, false)),
+        ),
+        (Err(WrenchUnusable::Stale { age_ms: 80.0 }), None),
+    ];
+    for (wrench, expect) in cases {
+        let (tcp, mut run) = press_run();
+        let input = ModeInput {
+            tcp: &tcp,
+            now_s: 0.0,
+            wrench: &wrench,
+            peak: WrenchPeak::default(),
+            cycle_period_s: Some(0.004),
+            dt_s: 0.0,
+            deadman_held: false,
+        };
+        match (run.cycle(&input), expect) {
+            (Err(ModeEnd::Now { stop, latch, why }), Some((cause, latched))) => {
+                assert_eq!(stop, StopCategory::Protective(cause), "{why}");
+                assert_eq!(latch, latched, "{why}");
+                assert!(why.starts_with("hybrid task ended: "), "{why}");
+            }
+            (Err(ModeEnd::Smoothly(why)), None) => {
+                assert!(why.contains("wrench estimate"), "{why}")
+            }
+            (other, _) => panic!("{wrench:?}: {other:?}"),
+        }
+    }
+    // A usable wrench: the command and its report.
+    let (tcp, mut run) = press_run();
+    let wrench: WrenchInput = Ok((Vector3::zeros(), Vector3::zeros()));
+    let input = ModeInput {
+        tcp: &tcp,
+        now_s: 0.0,
+        wrench: &wrench,
+        peak: WrenchPeak::default(),
+        cycle_period_s: Some(0.004),
+        dt_s: 0.0,
+        deadman_held: false,
+    };
+    let (target, report) = run.cycle(&input).expect("a command");
+    assert!(matches!(target, common::msg::CartesianTarget::Pose(_)));
+    assert_eq!(report.phase, HybridPhase::Approach);
+}
