@@ -966,7 +966,9 @@ mod tests {
         use crate::core::{ModeEnd, ModeInput, ModeLaw, WrenchInput, WrenchUnusable};
         use common::msg::{ProtectiveCause, WrenchFault};
         let nan = Vector3::new(f64::NAN, 0.0, 0.0);
-        let cases: [(WrenchInput, f64, Option<(ProtectiveCause, bool)>); 5] = [
+        /// The wrench, its unfiltered peak (N), and the stop's cause and latch expected.
+        type Case = (WrenchInput, f64, Option<(ProtectiveCause, bool)>);
+        let cases: [Case; 5] = [
             (
                 Ok((Vector3::new(10.0, 0.0, 0.0), Vector3::zeros())),
                 61.0,

@@ -54,12 +54,13 @@ impl DirectChain {
         common::commander::other_commander(&own, seen, now_ns)
     }
 
-    /// Steps the servo towards `target` from the joint state `js` (once per robot cycle of
-    /// `period_s`) and publishes the joint command; `false` when the servo's output is not
-    /// finite (nothing sent).
+    /// Steps the servo towards `target` from the joint state `js` and its TCP (once per robot
+    /// cycle of `period_s`) and publishes the joint command; `false` when the servo's output
+    /// is not finite (nothing sent).
     pub fn command(
         &mut self,
         js: &common::msg::JointState,
+        tcp_measured: &nalgebra::Isometry3<f64>,
         target: &common::msg::CartesianTarget,
         motion: common::msg::MotionTag,
         period_s: Option<f64>,
@@ -73,7 +74,7 @@ impl DirectChain {
             .last_cmd_at
             .map_or(f64::INFINITY, |t| now.duration_since(t).as_secs_f64());
         self.last_cmd_at = Some(now);
-        let out = self.servo.step(&kinematics::servo::ServoInput {
+        let input = kinematics::servo::ServoInput {
             q_measured: &js.q_rad,
             target: &kinematics::node::servo_target(target),
             dt: period_s
@@ -81,7 +82,9 @@ impl DirectChain {
                 .unwrap_or(0.004),
             since_last_s: since,
             cycle: js.cycle,
-        });
+        };
+        // `tcp_measured` is the FK of `js` (the state its tool pose was made from).
+        let out = self.servo.step_measured(&input, tcp_measured);
         if !out.q.iter().chain(&out.qd).all(|v| v.is_finite()) {
             return false;
         }
@@ -197,7 +200,15 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
 
     // The tool pose of this cycle (with its arrival and time stamps), from kinematics or, on
     // the direct chain, computed here from the joint state.
-    let mut pose_in: Option<(common::msg::ToolPose, u64, u64)> = None;
+    // The cycle's tool pose, its arrival and robot time, and (direct chain) the TCP of the
+    // kinematic state it was made from: the law and the servo step on it, with no second FK
+    // and no round trip through the message's pose.
+    let mut pose_in: Option<(
+        common::msg::ToolPose,
+        u64,
+        u64,
+        Option<nalgebra::Isometry3<f64>>,
+    )> = None;
     let mut direct_js: Option<common::msg::JointState> = None;
     loop {
         let mode_at_start = core.mode();
@@ -335,15 +346,15 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 }
             }
             Some(p) = next_of(&mut poses) => {
-                pose_in = Some((p.msg, p.at_ns, p.msg.stamp.source_mono_ns));
+                pose_in = Some((p.msg, p.at_ns, p.msg.stamp.source_mono_ns, None));
             }
             Some(js) = next_of(&mut joints) => {
                 // The direct chain: FK here, the robot-io stamp as the cycle's time.
                 let stamp = common::msg::Stamp { seq: 0, source_mono_ns: clock::mono_ns() };
-                match kinematics::node::tool_pose(&setup.arm, &js.msg, stamp) {
-                    Some(tp) => {
+                match kinematics::node::tool_pose_and_state(&setup.arm, &js.msg, stamp) {
+                    Some((tp, state)) => {
                         direct_js = Some(js.msg);
-                        pose_in = Some((tp, js.at_ns, js.msg.stamp.source_mono_ns));
+                        pose_in = Some((tp, js.at_ns, js.msg.stamp.source_mono_ns, Some(state.tcp)));
                     }
                     None => node.set_error(format!("FK failed for joints {:?}", js.msg.q_rad)),
                 }
@@ -398,7 +409,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                 }));
             }
         }
-        if let Some((pose, arrived_ns, time_ns)) = pose_in.take() {
+        if let Some((pose, arrived_ns, time_ns, state_tcp)) = pose_in.take() {
             let now_s = robot_clock.time(pose.cycle, time_ns as f64 * 1e-9);
             let before = core.mode();
             let motion_before = core.motion_tag().map_or(0, |m| m.motion_id);
@@ -408,7 +419,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
             let (w, peak) = wrench_input(newest_wrench);
             core.set_wrench_peak(peak);
             // The deadman is the core's, on robot time (`core::session`).
-            let tcp = pose.tcp_in_base.to_isometry();
+            let tcp = state_tcp.unwrap_or_else(|| pose.tcp_in_base.to_isometry());
             // The robot's own period (its clock's step per cycle) when it gives one; else the
             // estimate from receive times.
             let period_s = Some(pose.period_s)
@@ -429,7 +440,7 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                             node.set_error(why.clone());
                             tracing::warn!("{why}: control goes idle");
                             core.stop_now(why);
-                        } else if !d.command(&js, &target, motion, period_s) {
+                        } else if !d.command(&js, &tcp, &target, motion, period_s) {
                             node.set_error("servo produced a non-finite reference: not sent");
                         }
                     }

@@ -4,7 +4,7 @@ use crate::arm::Arm;
 use crate::error::{check_finite, KinError};
 use crate::fk::Chain;
 use crate::Joints;
-use nalgebra::{Matrix3, Matrix6, Vector3};
+use nalgebra::{Isometry3, Matrix3, Matrix6, Vector3};
 use serde::{Deserialize, Serialize};
 
 /// Frame in which the Jacobian rows are expressed. The reference point is always the TCP.
@@ -29,6 +29,19 @@ pub struct SingularityMeasures {
     pub shoulder: f64,
     /// Manipulability `sqrt(det(J·Jᵀ)) = |det J|` of the base Jacobian at the TCP
     /// (mixed units, m³ for this arm type).
+    pub manipulability: f64,
+}
+
+/// One configuration's kinematic state ([`Arm::state`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ArmState {
+    /// `tool0` (the flange) in base.
+    pub tool0: Isometry3<f64>,
+    /// The TCP (tool0 · tool) in base.
+    pub tcp: Isometry3<f64>,
+    /// The geometric Jacobian at the TCP, base axes (rows `[v; ω]`).
+    pub jacobian_base: Matrix6<f64>,
+    /// `|det J|`.
     pub manipulability: f64,
 }
 
@@ -88,6 +101,24 @@ impl Arm {
         Ok(match frame {
             JacobianFrame::Base => j,
             JacobianFrame::Tool => rotate_rows(&j, &r.transpose()),
+        })
+    }
+
+    /// One configuration's tool0 and TCP poses, base Jacobian at the TCP and manipulability,
+    /// from one evaluation of the chain (what a tool pose needs each cycle; the separate calls
+    /// [`Arm::fk_tool0`], [`Arm::fk`], [`Arm::jacobian`] and [`Arm::manipulability`] evaluate
+    /// it once each and give the same values, bit for bit). Errors only on non-finite input.
+    pub fn state(&self, q: &Joints) -> Result<ArmState, KinError> {
+        check_finite(q, "q")?;
+        let ch = self.chain(q);
+        let tool0 = crate::fk::iso_from(&ch.r, &ch.p);
+        let (_, p) = self.tcp_from_chain(&ch);
+        let jacobian_base = self.jacobian_from_chain(&ch, &p);
+        Ok(ArmState {
+            tool0,
+            tcp: tool0 * self.tool,
+            jacobian_base,
+            manipulability: jacobian_base.determinant().abs(),
         })
     }
 

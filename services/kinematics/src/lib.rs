@@ -65,7 +65,7 @@ pub use arm::Arm;
 pub use dls::{DlsFlags, DlsResult};
 pub use error::KinError;
 pub use ik::{BranchStatus, IkBranch, IkFlags, IkSolution, IkSolutions};
-pub use jacobian::{JacobianFrame, SingularityMeasures};
+pub use jacobian::{ArmState, JacobianFrame, SingularityMeasures};
 pub use params::{ArmParams, DlsConfig, FrameParams, IkConfig, JointLimits, OpwParams};
 pub use planar::PlanarRP;
 pub use wrench::{Twist, Wrench};

@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use zenoh::Wait;
 
 use crate::{
-    jacobian::JacobianFrame,
     servo::{Servo, ServoInput, ServoParams, ServoTarget},
     Arm, Twist,
 };
@@ -203,14 +202,24 @@ pub fn tool_pose(
     js: &common::msg::JointState,
     stamp: common::msg::Stamp,
 ) -> Option<ToolPose> {
-    let (Ok(t0), Ok(tcp), Ok(jac), Ok(m)) = (
-        arm.fk_tool0(&js.q_rad),
-        arm.fk(&js.q_rad),
-        arm.jacobian(&js.q_rad, JacobianFrame::Base),
-        arm.manipulability(&js.q_rad),
-    ) else {
-        return None;
-    };
+    tool_pose_and_state(arm, js, stamp).map(|(p, _)| p)
+}
+
+/// [`tool_pose`] and the kinematic state it was made from (one evaluation of the chain: the
+/// direct chain steps its law and servo on the state's TCP, with no second FK and no
+/// round trip through the message's pose).
+pub fn tool_pose_and_state(
+    arm: &Arm,
+    js: &common::msg::JointState,
+    stamp: common::msg::Stamp,
+) -> Option<(ToolPose, crate::ArmState)> {
+    let state = arm.state(&js.q_rad).ok()?;
+    let (t0, tcp, jac, m) = (
+        state.tool0,
+        state.tcp,
+        state.jacobian_base,
+        state.manipulability,
+    );
     let v = jac * nalgebra::Vector6::from(js.qd_rad_s);
     let mut jb = [[0.0; 6]; 6];
     for (r, row) in jb.iter_mut().enumerate() {
@@ -218,7 +227,7 @@ pub fn tool_pose(
             *x = jac[(r, c)];
         }
     }
-    Some(ToolPose {
+    let pose = ToolPose {
         stamp,
         cycle: js.cycle,
         period_s: js.period_s,
@@ -231,7 +240,8 @@ pub fn tool_pose(
         },
         jacobian_base: jb,
         manipulability: m,
-    })
+    };
+    Some((pose, state))
 }
 
 /// The servo's target for a Cartesian command's.

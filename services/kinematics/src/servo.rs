@@ -273,6 +273,36 @@ impl Servo {
 
     /// Computes this cycle's joint reference.
     pub fn step(&mut self, input: &ServoInput) -> ServoOutput {
+        let tcp = if input.q_measured.iter().all(|v| v.is_finite()) {
+            self.arm.fk(input.q_measured).ok()
+        } else {
+            None
+        };
+        self.step_from(input, tcp)
+    }
+
+    /// [`Self::step`] with the measured TCP already known: `tcp_measured` must be this arm's
+    /// FK of `input.q_measured` (e.g. the state the cycle's tool pose was made from,
+    /// [`crate::Arm::state`]), so the cycle evaluates the measured configuration once.
+    pub fn step_measured(
+        &mut self,
+        input: &ServoInput,
+        tcp_measured: &Isometry3<f64>,
+    ) -> ServoOutput {
+        let finite = input.q_measured.iter().all(|v| v.is_finite())
+            && tcp_measured
+                .translation
+                .vector
+                .iter()
+                .all(|v| v.is_finite());
+        self.step_from(input, finite.then_some(*tcp_measured))
+    }
+
+    fn step_from(
+        &mut self,
+        input: &ServoInput,
+        tcp_measured: Option<Isometry3<f64>>,
+    ) -> ServoOutput {
         let ServoInput {
             q_measured,
             target,
@@ -281,14 +311,10 @@ impl Servo {
             cycle,
         } = *input;
         let mut flags = ServoFlags::default();
-        let measured = if q_measured.iter().all(|v| v.is_finite()) {
-            self.arm.fk(q_measured).ok().map(|tcp| Measured {
-                q: *q_measured,
-                tcp,
-            })
-        } else {
-            None
-        };
+        let measured = tcp_measured.map(|tcp| Measured {
+            q: *q_measured,
+            tcp,
+        });
         let fresh = since_last_s.is_finite() && since_last_s <= self.params.resync_after_s;
         let redo = matches!(self.last_base, Some((c, _)) if c == cycle && fresh);
         let previous = match self.last_base {
@@ -497,6 +523,54 @@ mod tests {
 
     fn within_speed(arm: &Arm, a: &Joints, b: &Joints, dt: f64) -> bool {
         (0..6).all(|j| (a[j] - b[j]).abs() <= arm.limits().max_speed[j] * dt * (1.0 + 1e-9))
+    }
+
+    /// The direct chain steps the servo on the tool pose's own FK (`step_measured`): the same
+    /// references, bit for bit, as `step`, which evaluates it again.
+    #[test]
+    fn a_known_measured_tcp_gives_the_same_references() {
+        let arm = Arm::irb120();
+        let (mut a, mut b) = (Servo::new(arm.clone()), Servo::new(arm.clone()));
+        let q0 = [0.1, 0.2, -0.1, 0.3, 0.6, -0.2];
+        let goal = arm.fk(&q0).expect("fk")
+            * Isometry3::from_parts(
+                Translation3::new(0.03, -0.02, 0.01),
+                UnitQuaternion::from_euler_angles(0.05, 0.0, -0.04),
+            );
+        let (mut qa, mut qb) = (q0, q0);
+        let target = ServoTarget::Pose(goal);
+        for k in 0..200u64 {
+            let input = |q| ServoInput {
+                q_measured: q,
+                target: &target,
+                dt: 0.004,
+                since_last_s: 0.004,
+                cycle: 10_000 + k,
+            };
+            // The robot lags the reference by one cycle.
+            let oa = a.step(&input(&qa));
+            let state = arm.state(&qb).expect("state");
+            let ob = b.step_measured(&input(&qb), &state.tcp);
+            assert_eq!(oa.q, ob.q, "cycle {k}");
+            assert_eq!(oa.qd, ob.qd, "cycle {k}");
+            (qa, qb) = (oa.q, ob.q);
+        }
+        // A non-finite measured TCP is no measurement, as a non-finite joint is: nothing to
+        // send (NaN, flagged unreachable) without a previous reference.
+        let mut nan = arm.fk(&q0).expect("fk");
+        nan.translation.vector.x = f64::NAN;
+        let input = ServoInput {
+            q_measured: &q0,
+            target: &ServoTarget::Pose(goal),
+            dt: 0.004,
+            since_last_s: 0.004,
+            cycle: 20_000,
+        };
+        let out = Servo::new(arm.clone()).step_measured(&input, &nan);
+        assert!(
+            out.flags.unreachable && out.q.iter().all(|v| v.is_nan()),
+            "{out:?}"
+        );
     }
 
     #[test]

@@ -133,3 +133,24 @@ fn singularity_measures_vanish_at_the_singularities() {
         assert!((m.wrist - q[4].sin().abs()).abs() < 1e-12);
     }
 }
+
+/// `Arm::state` (one evaluation of the chain per cycle) gives what the four separate calls
+/// give, bit for bit, with and without a tool; non-finite joints are an error.
+#[test]
+fn one_state_is_the_four_calls_bit_for_bit() {
+    for arm in [Arm::irb120(), tooled()] {
+        let mut rng = Rng::new(5);
+        for _ in 0..500 {
+            let q = random_joints(&mut rng, &arm, 0.0);
+            let s = arm.state(&q).unwrap();
+            assert_eq!(s.tool0, arm.fk_tool0(&q).unwrap());
+            assert_eq!(s.tcp, arm.fk(&q).unwrap());
+            assert_eq!(
+                s.jacobian_base,
+                arm.jacobian(&q, JacobianFrame::Base).unwrap()
+            );
+            assert_eq!(s.manipulability, arm.manipulability(&q).unwrap());
+        }
+        assert!(arm.state(&[0.0, f64::NAN, 0.0, 0.0, 0.0, 0.0]).is_err());
+    }
+}
