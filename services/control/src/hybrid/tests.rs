@@ -2043,18 +2043,21 @@ fn as_a_mode_an_impact_is_a_latched_stop_and_a_gap_a_smooth_end() {
         ),
         (Err(WrenchUnusable::Stale { age_ms: 80.0 }), None),
     ];
-    for (wrench, expect) in cases {
-        let (tcp, mut run) = press_run();
-        let input = ModeInput {
-            tcp: &tcp,
+    /// The first cycle of a press at `tcp` with `wrench`.
+    fn first<'a>(tcp: &'a Isometry3<f64>, wrench: &'a WrenchInput) -> ModeInput<'a> {
+        ModeInput {
+            tcp,
             now_s: 0.0,
-            wrench: &wrench,
+            wrench,
             peak: WrenchPeak::default(),
             cycle_period_s: Some(0.004),
             dt_s: 0.0,
             deadman_held: false,
-        };
-        match (run.cycle(&input), expect) {
+        }
+    }
+    for (wrench, expect) in cases {
+        let (tcp, mut run) = press_run();
+        match (run.cycle(&first(&tcp, &wrench)), expect) {
             (Err(ModeEnd::Now { stop, latch, why }), Some((cause, latched))) => {
                 assert_eq!(stop, StopCategory::Protective(cause), "{why}");
                 assert_eq!(latch, latched, "{why}");
@@ -2069,16 +2072,7 @@ fn as_a_mode_an_impact_is_a_latched_stop_and_a_gap_a_smooth_end() {
     // A usable wrench: the command and its report.
     let (tcp, mut run) = press_run();
     let wrench: WrenchInput = Ok((Vector3::zeros(), Vector3::zeros()));
-    let input = ModeInput {
-        tcp: &tcp,
-        now_s: 0.0,
-        wrench: &wrench,
-        peak: WrenchPeak::default(),
-        cycle_period_s: Some(0.004),
-        dt_s: 0.0,
-        deadman_held: false,
-    };
-    let (target, report) = run.cycle(&input).expect("a command");
+    let (target, report) = run.cycle(&first(&tcp, &wrench)).expect("a command");
     assert!(matches!(target, common::msg::CartesianTarget::Pose(_)));
     assert_eq!(report.phase, HybridPhase::Approach);
 }
