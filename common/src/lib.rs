@@ -9,7 +9,8 @@
 //! - [`clock`]: the monotonic clock used for stamps;
 //! - [`commander`]: one commander of the robot at a time (the rule both commanders apply);
 //! - [`latency`]: latency histograms (per-hop and end-to-end figures in the services' status);
-//! - [`watchdog`]: each process's scheduling gaps, and the proof of a host stall.
+//! - [`watchdog`]: each process's scheduling gaps, and the proof of a host stall;
+//! - [`loopwatch`]: one loop's output gaps and slow sections (what the watchdog cannot see).
 //!
 //! It deliberately holds no control law, kinematics or device protocol: those live in the
 //! services' pure cores.
@@ -21,6 +22,7 @@ pub mod commander;
 pub mod config;
 pub mod errtext;
 pub mod latency;
+pub mod loopwatch;
 pub mod msg;
 pub mod ports;
 pub mod service;

@@ -980,7 +980,7 @@ async fn start_motion(
                     c.cli_repeat_after_stall(&["move", &x, &y, &z, "0", "0", "1", "0", "--wait"]);
                 assert!(ok, "{label}: move off the table: {err}");
                 place_and_tare(c, tap, [350.0, 0.0, PRESS_START_Z_MM]).await;
-                let out = std::env::temp_dir().join(format!(
+                let out_dir = std::env::temp_dir().join(format!(
                     "faults-{}-{}",
                     label.replace([' ', '/'], "-"),
                     std::process::id()
@@ -989,7 +989,7 @@ async fn start_motion(
                 cmd.arg("hybrid")
                     .arg(repo_root().join("tasks/press-table.toml"))
                     .args(["--json", "--out"])
-                    .arg(out);
+                    .arg(&out_dir);
                 let started = mono_ns();
                 let run =
                     tokio::task::spawn_blocking(move || cmd.output().expect("run cell hybrid"));
@@ -1024,11 +1024,16 @@ async fn start_motion(
                         };
                         match proof {
                             Ok(proof) => {
+                                // The aborted task wrote its trace: keep it beside the second.
+                                let kept = cell::stall::keep_first_run(&out_dir)
+                                    .map(|d| d.display().to_string())
+                                    .unwrap_or_else(|e| format!("not kept: {e}"));
                                 tests::report(
                                     tests::Report::Retry,
                                     &format!(
                                         "{label}: the press ended before it touched ({why}), \
-                                         held by a proven host stall ({proof}); once more"
+                                         held by a proven host stall ({proof}); once more \
+                                         (first attempt kept in {kept})"
                                     ),
                                 );
                                 ready(s, c).await;

@@ -154,7 +154,9 @@ async fn pull_with(
         .chars()
         .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '-' })
         .collect();
-    let keep = std::env::temp_dir().join(format!("leadthrough-{slug}-first-run.csv"));
+    // The cell's id (unique per test cell) in the name: two tests' pulls of the same label
+    // never overwrite each other's kept first pull.
+    let keep = std::env::temp_dir().join(format!("leadthrough-{}-{slug}-first-run.csv", c.cell.id));
     let (p, data) = match leadexp::pull(s, &c.cell, rec, &spec, &keep).await {
         Ok(r) => r,
         Err(e) => panic!("{label}: {e:#}\n{}", c.log_text()),

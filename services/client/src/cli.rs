@@ -576,6 +576,27 @@ pub async fn latest_tcp(
         .tcp_in_base)
 }
 
+/// The newest measured joints (rad; waits up to `timeout` for a joint state).
+pub async fn latest_joints(
+    s: &Session,
+    cell: &CellSection,
+    timeout: Duration,
+) -> anyhow::Result<[f64; 6]> {
+    let sub = s
+        .declare_subscriber(topic::JOINT_STATE.key(&cell.id))
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
+    let sample = tokio::time::timeout(timeout, sub.recv_async())
+        .await
+        .with_context(|| format!("no joint state within {timeout:?} (is the cell running?)"))?
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(
+        codec::decode::<msg::JointState>(&sample.payload().to_bytes())
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .q_rad,
+    )
+}
+
 /// Waits until the tool pose is within `tol_m`/`tol_rad` of `target` and (nearly) still.
 pub async fn wait_at_pose(
     s: &Session,

@@ -1222,12 +1222,15 @@ pub async fn play_program(
 ) -> anyhow::Result<Played> {
     rec.take();
     let mut rio_before = cli::RobotIoCounters::read(s, cell).await;
+    // Where the first playback starts: a repeat is placed back here first, so it runs the
+    // same approach (playback plans its approach from the measured joints).
+    let start_q_rad = cli::latest_joints(s, cell, Duration::from_secs(2)).await?;
     let attempt = stall::Attempt::start();
     let first = lead::play(s, cell, program, 1.0, false, progress).await;
     let mut repeated_after_hold = None;
     // Aborted (or control's states stopped) by a proven host stall — the safety path, not
-    // the playback: once more, from where the arm stands (playback plans its approach from
-    // the measured joints). Any other end is returned as it is.
+    // the playback: once more, from where the first one started. Any other end is returned
+    // as it is.
     let ended = match &first {
         Ok(o) => o.phase == PlaybackPhase::Aborted,
         Err(_) => true,
@@ -1249,6 +1252,8 @@ pub async fn play_program(
             write_truth_csv(&kept, &first_data)?;
             retry.first_run = Some(kept.display().to_string());
             eprintln!("      {}", retry.describe());
+            lead::move_joints(s, cell, start_q_rad.map(f64::to_degrees), None, false).await?;
+            rec.take();
             rio_before = cli::RobotIoCounters::read(s, cell).await;
             repeated_after_hold = Some(retry);
             lead::play(s, cell, program, 1.0, false, progress).await?

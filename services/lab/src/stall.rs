@@ -142,8 +142,13 @@ impl Retry {
 /// services of [`CELL_SERVICES`] that did not answer.
 pub async fn gaps(s: &Session, cell: &CellSection) -> (Vec<(String, Vec<Gap>)>, Vec<String>) {
     let all = client::cli::status(s, cell, None).await.unwrap_or_default();
+    gaps_of(&all)
+}
+
+/// [`gaps`] from the statuses already fetched. Pure.
+pub fn gaps_of(all: &[Value]) -> (Vec<(String, Vec<Gap>)>, Vec<String>) {
     let mut out = Vec::new();
-    for v in &all {
+    for v in all {
         let Some(name) = v["service"].as_str() else {
             continue;
         };
@@ -173,7 +178,8 @@ pub async fn prove(
     // A frozen process answers late: give the statuses a moment after the stop.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let to_ns = common::clock::mono_ns();
-    let (procs, missing) = gaps(s, cell).await;
+    let all = client::cli::status(s, cell, None).await.unwrap_or_default();
+    let (procs, missing) = gaps_of(&all);
     for needed in ["robot-io", "control"] {
         if missing.iter().any(|m| m == needed) {
             return Err(format!(
@@ -181,7 +187,40 @@ pub async fn prove(
             ));
         }
     }
-    common_stall(&procs, attempt.from_ns, to_ns)
+    common_stall(&procs, attempt.from_ns, to_ns).map_err(|e| {
+        match sim_loop_evidence(&all, attempt.from_ns, to_ns) {
+            Some(sim) => format!("{e}; the emulated IRC5 (sim): {sim}"),
+            None => e,
+        }
+    })
+}
+
+/// What the simulator's own loop record (`egm_loop` in its status: the gaps between its
+/// `EgmRobot` sends and its slow sections, `common::loopwatch`) shows inside the window, with
+/// its session counters; None when it shows nothing there or no sim answered. A silence the
+/// watchdogs cannot explain is then named: the emulated IRC5 paused, and where. Pure.
+pub fn sim_loop_evidence(all: &[Value], from_ns: u64, to_ns: u64) -> Option<String> {
+    let sim = all.iter().find(|v| v["service"] == "sim")?;
+    let detail = &sim["detail"];
+    let rec: common::loopwatch::LoopStatus =
+        serde_json::from_value(detail["egm_loop"].clone()).ok()?;
+    let late = &detail["egm_delayed_sender"];
+    let late_text = (late["late_over_gap"].as_u64().unwrap_or(0) > 0).then(|| {
+        format!(
+            "its delayed sender sent {} datagrams late past the gap bound (latest by {} ms)",
+            late["late_over_gap"], late["late_max_ms"]
+        )
+    });
+    let seen = match (rec.describe_window(from_ns, to_ns), late_text) {
+        (None, None) => return None,
+        (Some(a), None) | (None, Some(a)) => a,
+        (Some(a), Some(b)) => format!("{a}; {b}"),
+    };
+    let egm = &detail["egm"];
+    Some(format!(
+        "{seen} (sessions {}, comm timeouts {})",
+        egm["sessions"], egm["comm_timeouts"]
+    ))
 }
 
 /// [`prove`], then the retry record for `step`, printed; or the reason the stop stands, printed.
@@ -253,6 +292,29 @@ pub fn record(metrics: &mut serde_json::Map<String, Value>, retry: &Retry) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pause_of_the_emulated_irc5_is_named_in_the_window_only() {
+        let ms = 1_000_000u64;
+        let mut w = common::loopwatch::LoopWatch::default();
+        for t in [100u64, 104, 108, 170, 174] {
+            w.beat(t * ms);
+        }
+        w.section("truth publish", 109 * ms, 168 * ms);
+        let all = vec![
+            json!({"service": "robot-io", "detail": {}}),
+            json!({"service": "sim", "detail": {
+                "egm_loop": w.status(),
+                "egm": {"sessions": 1, "comm_timeouts": 0},
+            }}),
+        ];
+        let e = sim_loop_evidence(&all, 0, 200 * ms).expect("named");
+        assert!(e.contains("output paused 62 ms"), "{e}");
+        assert!(e.contains("truth publish 59 ms"), "{e}");
+        assert!(e.contains("sessions 1, comm timeouts 0"), "{e}");
+        assert_eq!(sim_loop_evidence(&all, 180 * ms, 300 * ms), None);
+        assert_eq!(sim_loop_evidence(&all[..1], 0, 200 * ms), None);
+    }
 
     #[test]
     fn only_silences_read_like_a_stall() {

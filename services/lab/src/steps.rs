@@ -45,8 +45,13 @@ pub async fn place(
             Err(e) => {
                 let why = format!("{e:#}");
                 let step = format!("placement at {xyz_mm:?} mm");
+                if attempt > 0 {
+                    // No third attempt: nothing is proven (or reported as a repeat) again.
+                    last = Some(e);
+                    break;
+                }
                 match stall::check(s, cell, &step, &why, started).await {
-                    Ok(retry) if attempt == 0 => {
+                    Ok(retry) => {
                         eprintln!("      {}", retry.describe());
                         stall::note_setup_retry(&retry);
                         tokio::time::sleep(Duration::from_millis(500)).await;

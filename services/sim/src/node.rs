@@ -29,6 +29,7 @@ use std::{
 use common::{
     bus::Node,
     config::{check_range, ConfigErrors, Validate},
+    loopwatch::LoopWatch,
     service::Shutdown,
 };
 use kinematics::{Arm, Wrench};
@@ -372,30 +373,51 @@ fn read_scenario_file(p: &str) -> Result<(String, String), String> {
         .map_err(|e| format!("{shown}: {e}"))
 }
 
-fn reply_json(q: &Query, v: &serde_json::Value) {
-    let r = q
-        .reply(q.key_expr().clone(), v.to_string())
-        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
-        .wait();
-    if let Err(e) = r {
-        tracing::debug!("scenario reply: {e}");
+/// Records a section of the tick loop that began at `from_ns` and ends now; one longer than
+/// the watchdog's gap bound is also logged (the loop is the emulated IRC5: it must not pause).
+fn timed(watch: &mut LoopWatch, section: &str, from_ns: u64) {
+    let to_ns = common::clock::mono_ns();
+    watch.section(section, from_ns, to_ns);
+    let ms = to_ns.saturating_sub(from_ns) as f64 * 1e-6;
+    if to_ns.saturating_sub(from_ns) > common::watchdog::GAP_NS {
+        tracing::warn!("the EGM loop spent {ms:.1} ms in {section}");
     }
 }
 
-fn reply_error(q: &Query, errors: &[String], scenario: &serde_json::Value) {
+/// Sends a scenario reply off the tick loop: a reply waits on zenoh's reliable queue
+/// (`Block`), and the loop that emulates the IRC5 must never wait on the bus.
+fn reply_json(q: Query, v: &serde_json::Value) {
+    let body = v.to_string();
+    tokio::spawn(async move {
+        let r = q
+            .reply(q.key_expr().clone(), body)
+            .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
+            .await;
+        if let Err(e) = r {
+            tracing::debug!("scenario reply: {e}");
+        }
+    });
+}
+
+/// [`reply_json`] for a refused request.
+fn reply_error(q: Query, errors: &[String], scenario: &serde_json::Value) {
     let body = serde_json::json!({
         "error": errors.join("; "),
         "errors": errors,
         "scenario": scenario,
+    })
+    .to_string();
+    tokio::spawn(async move {
+        if let Err(e) = q.reply_err(body).await {
+            tracing::debug!("scenario reply: {e}");
+        }
     });
-    if let Err(e) = q.reply_err(body.to_string()).wait() {
-        tracing::debug!("scenario reply: {e}");
-    }
 }
 
 /// Answers one scenario RPC: applies it (nothing changes unless all of it is valid), passes a
-/// servo change on to the controller, replies with the summary or the errors.
-fn answer_scenario(q: &Query, scenario: &mut Scenario, ctl: &mut Controller) {
+/// servo change on to the controller, replies with the summary or the errors (sent off the
+/// loop).
+fn answer_scenario(q: Query, scenario: &mut Scenario, ctl: &mut Controller) {
     let body = q
         .payload()
         .map(|p| p.to_bytes().into_owned())
@@ -464,6 +486,10 @@ struct EgmSender {
     delayed: tokio::sync::mpsc::UnboundedSender<(Vec<u8>, tokio::time::Instant)>,
     in_flight: Arc<AtomicUsize>,
     sent: Arc<AtomicU64>,
+    /// The delayed sender's lateness past a datagram's deadline: the largest (ns) and how
+    /// many were later than the watchdog's gap bound (a starved runtime would show here).
+    late_max_ns: Arc<AtomicU64>,
+    late_over_gap: Arc<AtomicU64>,
 }
 
 impl EgmSender {
@@ -472,11 +498,24 @@ impl EgmSender {
             tokio::sync::mpsc::unbounded_channel::<(Vec<u8>, tokio::time::Instant)>();
         let in_flight = Arc::new(AtomicUsize::new(0));
         let sent = Arc::new(AtomicU64::new(0));
+        let late_max_ns = Arc::new(AtomicU64::new(0));
+        let late_over_gap = Arc::new(AtomicU64::new(0));
         let task = {
             let (sock, in_flight, sent) = (sock.clone(), in_flight.clone(), sent.clone());
+            let (late_max_ns, late_over_gap) = (late_max_ns.clone(), late_over_gap.clone());
             tokio::spawn(async move {
                 while let Some((bytes, deadline)) = rx.recv().await {
                     tokio::time::sleep_until(deadline).await;
+                    let late = tokio::time::Instant::now().saturating_duration_since(deadline);
+                    let late_ns = late.as_nanos().min(u64::MAX as u128) as u64;
+                    late_max_ns.fetch_max(late_ns, Ordering::Relaxed);
+                    if late_ns > common::watchdog::GAP_NS {
+                        late_over_gap.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            "delayed EgmRobot left {:.1} ms after its deadline",
+                            late_ns as f64 * 1e-6
+                        );
+                    }
                     if sock.send_to(&bytes, target).await.is_ok() {
                         sent.fetch_add(1, Ordering::Relaxed);
                     }
@@ -491,6 +530,8 @@ impl EgmSender {
                 delayed: tx,
                 in_flight,
                 sent,
+                late_max_ns,
+                late_over_gap,
             },
             task,
         )
@@ -521,6 +562,14 @@ impl EgmSender {
 
     fn sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
+    }
+
+    /// The delayed sender's record, for the status.
+    fn lateness(&self) -> serde_json::Value {
+        serde_json::json!({
+            "late_max_ms": self.late_max_ns.load(Ordering::Relaxed) as f64 * 1e-6,
+            "late_over_gap": self.late_over_gap.load(Ordering::Relaxed),
+        })
     }
 }
 
@@ -740,12 +789,16 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     // the bus away (a frozen or killed router) can still be scored on.
     let mut contact_force_peak_n: f64 = 0.0;
     let mut last_spike = [0.0; 6];
+    let mut watch = LoopWatch::default();
+    let mono = common::clock::mono_ns;
+    let mut last_tick_ns: Option<u64> = None;
 
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             Some(()) = tick.recv() => {}
             r = sock.recv_from(&mut buf) => {
+                let t0 = mono();
                 if let Ok((n, _from)) = r {
                     let f = faults.lock().map(|g| *g).unwrap_or_default();
                     let bytes = &buf[..n];
@@ -763,12 +816,19 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                         }
                     }
                 }
+                timed(&mut watch, "EgmSensor receive", t0);
                 continue;
             }
             Ok(query) = scenario_q.recv_async() => {
-                answer_scenario(&query, &mut scenario, &mut ctl);
+                let t0 = mono();
+                answer_scenario(query, &mut scenario, &mut ctl);
+                timed(&mut watch, "scenario request", t0);
                 continue;
             }
+        }
+        let tick_ns = mono();
+        if let Some(last) = last_tick_ns.replace(tick_ns) {
+            watch.section("tick to tick", last, tick_ns);
         }
         let phase = base_ticks % ticks_per_cycle;
         base_ticks += 1;
@@ -801,6 +861,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         if phase == 0 {
             ctl.begin_cycle(cycle_s);
         }
+        let t0 = mono();
         let (q, qd) = ctl.advance(BASE_TICK_S);
         for (v, m) in qd.iter().zip(arm.limits().max_speed.iter()) {
             peak_joint_speed_ratio = peak_joint_speed_ratio.max(v.abs() / m);
@@ -820,12 +881,15 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             }
             Err(e) => node.set_error(format!("world: {e}")),
         }
+        let t1 = mono();
+        watch.section("world", t0, t1);
         if let (Some(io), Some(p)) = (plant_io.as_mut(), out.plant) {
             if p.command_stale {
                 io.stale_ticks += 1;
             }
             if base_ticks.is_multiple_of(io.publish_every) {
                 io.publish(&p);
+                timed(&mut watch, "plant state publish", t1);
             }
             io.last = Some(p);
         }
@@ -845,12 +909,15 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     q_ref_rad: ctl.reference(),
                     q_ref_seqno: ctl.reference_seqno(),
                 };
+                let t0 = mono();
                 truth_pub.put(&msg);
+                timed(&mut watch, "truth publish", t0);
             }
         }
         if phase + 1 == ticks_per_cycle && !f.controller_stopped && ctl.session_running() {
             // The datagram is built (its seqno used) even when the network loses it.
             // The IRC5's clock advances one cycle per cycle, whatever this host's timer jitter.
+            let t0 = mono();
             cycles += 1;
             let tm_ms = (cycles as f64 * cfg.egm.cycle_ms).round() as u32;
             let tool0 = arm
@@ -881,6 +948,17 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     }
                 }
             }
+            // A lost datagram counts as sent: the IRC5 did its part.
+            let t1 = mono();
+            if let Some(gap) = watch.beat(t1) {
+                tracing::warn!(
+                    "EgmRobot sends paused {:.1} ms (session running; sessions {}, comm timeouts {})",
+                    gap as f64 * 1e-6,
+                    ctl.stats.sessions,
+                    ctl.stats.comm_timeouts
+                );
+            }
+            watch.section("EgmRobot send", t0, t1);
         } else if phase + 1 == ticks_per_cycle {
             // Not sending: a datagram held back is not delivered seconds later into another
             // session (no real network holds one that long).
@@ -888,6 +966,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         }
         if last_status.elapsed() >= Duration::from_millis(250) {
             last_status = Instant::now();
+            let t0 = mono();
             ctl.stats.sent = egm_out.sent();
             let sim_elapsed = base_ticks as f64 * BASE_TICK_S;
             node.set_detail(serde_json::json!({
@@ -917,7 +996,10 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     "source": scenario.source(),
                     "plant": scenario.runtime(),
                 },
+                "egm_loop": watch.status(),
+                "egm_delayed_sender": egm_out.lateness(),
             }));
+            timed(&mut watch, "status", t0);
         }
     }
     let _ = plug_tx.send(false);

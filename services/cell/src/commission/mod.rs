@@ -706,7 +706,11 @@ async fn run_steps(
 /// reader can tell a frozen host from a bad link.
 async fn host_stall(s: &Session, cell: &CellSection, from_ns: u64) -> Option<Value> {
     let to_ns = clock::mono_ns();
-    let (procs, _missing) = crate::stall::gaps(s, cell).await;
+    let (procs, missing) = crate::stall::gaps(s, cell).await;
+    // As `stall::prove`: a robot-io or control that did not answer may be the frozen one.
+    if missing.iter().any(|m| m == "robot-io" || m == "control") {
+        return None;
+    }
     common::watchdog::common_stall(&procs, from_ns, to_ns)
         .ok()
         .map(|st| {
