@@ -277,16 +277,8 @@ pub fn apply_rt(rt: &RtConfig) -> Vec<String> {
         }
     }
     if let Some(prio) = rt.fifo_priority {
-        let param = libc::sched_param {
-            sched_priority: prio,
-        };
-        // SAFETY: plain syscall on the calling thread with a valid sched_param.
-        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-        if rc != 0 {
-            problems.push(format!(
-                "SCHED_FIFO {prio}: {}",
-                std::io::Error::last_os_error()
-            ));
+        if let Err(e) = set_thread_fifo(Some(prio)) {
+            problems.push(format!("SCHED_FIFO {prio}: {e}"));
         }
     }
     if rt.lock_memory {
@@ -299,5 +291,79 @@ pub fn apply_rt(rt: &RtConfig) -> Vec<String> {
     problems
 }
 
+/// Sets the calling thread's scheduling: `SCHED_FIFO` at `prio` (1–99), or back to
+/// `SCHED_OTHER` (None). The workspace's one `sched_setscheduler` call: a service's real-time
+/// thread ([`apply_rt`]) and every harness that starts a cell under `SCHED_FIFO`
+/// ([`spawn_under_fifo`]) go through it.
+pub fn set_thread_fifo(prio: Option<i32>) -> std::io::Result<()> {
+    let (policy, p) = match prio {
+        Some(p) => (libc::SCHED_FIFO, p),
+        None => (libc::SCHED_OTHER, 0),
+    };
+    let param = libc::sched_param { sched_priority: p };
+    // SAFETY: plain syscall on the calling thread with a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether this process may run a thread under `SCHED_FIFO` (tried at priority 1 on a
+/// throwaway thread).
+pub fn fifo_permitted() -> bool {
+    std::thread::spawn(|| set_thread_fifo(Some(1)).is_ok())
+        .join()
+        .unwrap_or(false)
+}
+
+/// Spawns `cmd` from a helper thread that first asks for `SCHED_FIFO` at `prio` (None: normal
+/// scheduling): the child inherits the spawning thread's policy, so the child and every
+/// thread it starts run under it, and the caller's threads keep theirs. Returns the child and
+/// whether the policy was granted (`Err(why)` when it was refused: the child then runs under
+/// normal scheduling, and the caller decides whether that is acceptable).
+pub fn spawn_under_fifo(
+    cmd: &mut std::process::Command,
+    prio: Option<i32>,
+) -> std::io::Result<(std::process::Child, Result<(), String>)> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let granted = match prio {
+                None => Ok(()),
+                Some(p) => set_thread_fifo(Some(p)).map_err(|e| format!("SCHED_FIFO {p}: {e}")),
+            };
+            cmd.spawn().map(|c| (c, granted))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the spawning thread panicked")))
+    })
+}
+
 /// The shutdown future handed to a service.
 pub type Shutdown = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normal_scheduling_is_always_granted_and_priority_zero_is_not_fifo() {
+        std::thread::spawn(|| {
+            assert!(set_thread_fifo(None).is_ok());
+            assert!(
+                set_thread_fifo(Some(0)).is_err(),
+                "FIFO needs a priority of 1–99"
+            );
+        })
+        .join()
+        .expect("thread");
+    }
+
+    #[test]
+    fn a_child_spawned_without_fifo_runs_and_is_reported_granted() {
+        let mut cmd = std::process::Command::new("true");
+        let (mut child, granted) = spawn_under_fifo(&mut cmd, None).expect("spawn");
+        assert!(granted.is_ok());
+        assert!(child.wait().expect("wait").success());
+    }
+}

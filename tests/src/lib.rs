@@ -108,34 +108,17 @@ fn spawn_up_with(
         .stderr(logf)
         .env("RUST_LOG", "info,zenoh=warn");
     let fifo = test_fifo_priority();
-    if let Some(prio) = fifo {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: between fork and exec only async-signal-safe calls: sched_setscheduler on
-        // the child itself. A refusal (no privilege) is checked after the spawn.
-        unsafe {
-            cmd.pre_exec(move || {
-                let param = libc::sched_param {
-                    sched_priority: prio,
-                };
-                libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
-                Ok(())
-            });
-        }
-    }
-    let child = cmd.spawn().expect("spawn cell up");
-    if let Some(prio) = fifo {
-        // SAFETY: plain query of the child's policy.
-        let policy = unsafe { libc::sched_getscheduler(child.id() as libc::pid_t) };
-        if policy != libc::SCHED_FIFO {
-            // CELL_REQUIRE_FIFO=1 (CI, as root): the figures must be the deployed form's.
-            require_or_skip(
-                "CELL_REQUIRE_FIFO",
-                &format!(
-                    "test cell {name}: SCHED_FIFO {prio} not permitted here; the cell runs under \
-                     normal scheduling and its timing-sensitive figures measure the host too"
-                ),
-            );
-        }
+    let (child, granted) =
+        common::service::spawn_under_fifo(&mut cmd, fifo).expect("spawn cell up");
+    if let (Some(prio), Err(_)) = (fifo, granted) {
+        // CELL_REQUIRE_FIFO=1 (CI, as root): the figures must be the deployed form's.
+        require_or_skip(
+            "CELL_REQUIRE_FIFO",
+            &format!(
+                "test cell {name}: SCHED_FIFO {prio} not permitted here; the cell runs under \
+                 normal scheduling and its timing-sensitive figures measure the host too"
+            ),
+        );
     }
     child
 }

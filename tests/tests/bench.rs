@@ -177,11 +177,5 @@ fn report_figures(r: &serde_json::Value) {
 
 /// Whether this process may use `SCHED_FIFO` (tried on a thread of its own).
 fn fifo_allowed() -> bool {
-    std::thread::spawn(|| {
-        let param = libc::sched_param { sched_priority: 1 };
-        // SAFETY: plain syscall on this short-lived thread with a valid sched_param.
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
-    })
-    .join()
-    .unwrap_or(false)
+    common::service::fifo_permitted()
 }

@@ -261,3 +261,53 @@ fn controls_core_imports_no_shell() {
         bad.join("\n")
     );
 }
+
+/// One place sets a real-time policy: `common::service::set_thread_fifo`. A service's
+/// real-time thread and every harness that starts a cell under `SCHED_FIFO` (the lab's private
+/// cell, the bench, the tests' cells) go through it; a second `sched_setscheduler` call (a
+/// harness's own `pre_exec`, a probe) fails this test.
+#[test]
+fn one_call_sets_a_real_time_policy() {
+    let root = tests::repo_root();
+    let mut calls = Vec::new();
+    let mut stack: Vec<_> = ["common", "services", "tests", "fuzz/src"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                if !p.ends_with("target") {
+                    stack.push(p);
+                }
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                // Spelt in two halves, so this line is not a call it finds.
+                let set = concat!("sched_", "setscheduler(");
+                let get = concat!("sched_", "getscheduler(");
+                if code.contains(set) || code.contains(get) {
+                    calls.push(format!("{}:{}", p.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert_eq!(
+        calls.len(),
+        1,
+        "expected one call, in common/src/service.rs: {calls:?}"
+    );
+    assert!(
+        calls[0].contains("common/src/service.rs"),
+        "the one call is not common's: {calls:?}"
+    );
+}

@@ -45,21 +45,6 @@ pub struct Request {
     pub fifo: Option<i32>,
 }
 
-/// Sets the calling thread's scheduling: `SCHED_FIFO` at `prio`, or back to `SCHED_OTHER`.
-fn set_fifo(prio: Option<i32>) -> std::io::Result<()> {
-    let (policy, p) = match prio {
-        Some(p) => (libc::SCHED_FIFO, p),
-        None => (libc::SCHED_OTHER, 0),
-    };
-    let param = libc::sched_param { sched_priority: p };
-    // SAFETY: plain syscall on the calling thread with a valid sched_param.
-    if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// The hops: (label, service that receives, its input key suffix). On the direct chain
 /// (`[control] chain = "direct"`) the command path is robot-io → control → robot-io; the
 /// kinematics service still turns joint states into tool poses for the force service.
@@ -481,16 +466,13 @@ pub async fn command(
             log.display()
         );
     }
-    // Children inherit the spawning thread's policy: elevate it for the spawn only (an error
-    // here, unlike the private cell's own attempt, refuses the benchmark).
-    if let Some(prio) = req.fifo {
-        set_fifo(Some(prio)).map_err(|e| anyhow::anyhow!("--fifo {prio}: SCHED_FIFO: {e}"))?;
+    let mut p = PrivateCell::start(config, &all, &log, req.fifo)?;
+    // A refusal, unlike the private cell's own attempt, refuses the benchmark.
+    if let (Some(prio), Err(e)) = (req.fifo, &p.fifo) {
+        let e = e.clone();
+        p.stop();
+        anyhow::bail!("--fifo {prio}: {e}");
     }
-    let started = PrivateCell::start(config, &all, &log, req.fifo);
-    if req.fifo.is_some() {
-        let _ = set_fifo(None);
-    }
-    let mut p = started?;
     let launcher = p.pid();
     let s = match p.ready(bus, Duration::from_secs(90), !req.json).await {
         Ok(s) => s,

@@ -922,6 +922,8 @@ pub fn private_fifo_priority() -> Option<i32> {
 pub struct PrivateCell {
     child: std::process::Child,
     pub cell: CellSection,
+    /// Whether the `SCHED_FIFO` asked for was granted (Ok also when none was asked).
+    pub fifo: Result<(), String>,
     log: PathBuf,
 }
 
@@ -979,43 +981,25 @@ impl PrivateCell {
         // private cell under normal scheduling, `=N` at priority N (default 50); without the
         // privilege it runs under normal scheduling and says so. `fifo`: the priority (None:
         // normal scheduling).
-        if let Some(prio) = fifo {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: between fork and exec only an async-signal-safe call on the child itself;
-            // a refusal (no privilege) is checked after the spawn.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let param = libc::sched_param {
-                        sched_priority: prio,
-                    };
-                    libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
-                    Ok(())
-                });
-            }
-        }
-        let child = cmd
-            .arg("up")
+        cmd.arg("up")
             .stdin(std::process::Stdio::null())
             .stdout(logf.try_clone()?)
-            .stderr(logf)
-            .spawn()
+            .stderr(logf);
+        let (child, granted) = common::service::spawn_under_fifo(&mut cmd, fifo)
             .context("starting a private cell (cell up)")?;
-        if let Some(prio) = fifo {
-            // SAFETY: a plain query of the child's policy.
-            let policy = unsafe { libc::sched_getscheduler(child.id() as libc::pid_t) };
-            if policy == libc::SCHED_FIFO {
-                eprintln!("private cell: SCHED_FIFO {prio}, as deployed");
-            } else {
-                eprintln!(
-                    "private cell: SCHED_FIFO {prio} not permitted here; it runs under normal \
-                     scheduling, and a service the host starves past its staleness bound ends \
-                     the step it was in (give the privilege, e.g. run as root or with \
-                     CAP_SYS_NICE, for the deployed timing)"
-                );
-            }
+        match (fifo, &granted) {
+            (None, _) => {}
+            (Some(prio), Ok(())) => eprintln!("private cell: SCHED_FIFO {prio}, as deployed"),
+            (Some(prio), Err(_)) => eprintln!(
+                "private cell: SCHED_FIFO {prio} not permitted here; it runs under normal \
+                 scheduling, and a service the host starves past its staleness bound ends \
+                 the step it was in (give the privilege, e.g. run as root or with \
+                 CAP_SYS_NICE, for the deployed timing)"
+            ),
         }
         Ok(PrivateCell {
             child,
+            fifo: granted,
             cell: CellSection {
                 id,
                 router,
