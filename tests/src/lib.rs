@@ -55,13 +55,17 @@ pub fn free_udp_port() -> u16 {
     common::ports::free_loopback_port().expect("free udp port")
 }
 
-/// A running cell (`cell up`) with its own router port, cell id and device ports.
+/// A running cell (`cell up`) with its own router port, cell id and device ports, started
+/// through the one private-cell harness (`cell::harness`, as the lab's); this adds the tests'
+/// policy: the cell lock, panics instead of errors, a refused `SCHED_FIFO` skips or fails
+/// (`CELL_REQUIRE_FIFO`).
 pub struct TestCell {
     pub child: Child,
     pub cell: CellSection,
     pub log: PathBuf,
     /// Every `--set` the cell was started with (for CLI calls against it).
     pub sets: Vec<String>,
+    spec: cell::harness::Spec,
 }
 
 /// The whole-cell tests run the cell as it is deployed (`deploy/systemd`: every unit under
@@ -71,45 +75,12 @@ pub struct TestCell {
 /// error at 2.75 N). `CELL_TEST_FIFO=0` runs them under normal scheduling; where the privilege
 /// is missing they run so and say so.
 pub fn test_fifo_priority() -> Option<i32> {
-    match std::env::var("CELL_TEST_FIFO").ok().as_deref() {
-        Some("0") => None,
-        Some(v) => v.parse().ok().filter(|p| (1..=99).contains(p)).or(Some(50)),
-        None => Some(50),
-    }
+    cell::harness::fifo_from_env("CELL_TEST_FIFO")
 }
 
-/// Starts `cell up` with `all_sets`, its output into `log` (appended).
-fn spawn_up(name: &str, all_sets: &[String], log: &std::path::Path) -> Child {
-    spawn_up_with(&bin_dir().join("cell"), name, all_sets, log)
-}
-
-/// [`spawn_up`] with a given `cell` binary.
-fn spawn_up_with(
-    cell_bin: &std::path::Path,
-    name: &str,
-    all_sets: &[String],
-    log: &std::path::Path,
-) -> Child {
-    let logf = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .expect("log file");
-    let mut cmd = Command::new(cell_bin);
-    cmd.current_dir(repo_root())
-        .arg("--config")
-        .arg("deploy/config/sim.toml");
-    for s in all_sets {
-        cmd.arg("--set").arg(s);
-    }
-    cmd.arg("up")
-        .stdin(Stdio::null())
-        .stdout(logf.try_clone().expect("log"))
-        .stderr(logf)
-        .env("RUST_LOG", "info,zenoh=warn");
-    let fifo = test_fifo_priority();
-    let (child, granted) =
-        common::service::spawn_under_fifo(&mut cmd, fifo).expect("spawn cell up");
+/// A refused `SCHED_FIFO`: CELL_REQUIRE_FIFO=1 (CI, as root) fails, else the test runs on
+/// and says so.
+fn check_fifo(name: &str, fifo: Option<i32>, granted: &Result<(), String>) {
     if let (Some(prio), Err(_)) = (fifo, granted) {
         // CELL_REQUIRE_FIFO=1 (CI, as root): the figures must be the deployed form's.
         require_or_skip(
@@ -120,7 +91,6 @@ fn spawn_up_with(
             ),
         );
     }
-    child
 }
 
 impl TestCell {
@@ -129,48 +99,33 @@ impl TestCell {
         Self::start_with(&bin_dir().join("cell"), name, sets)
     }
 
-    /// [`TestCell::start`] with a given `cell` binary (e.g. a copy alone in a directory).
+    /// [`TestCell::start`] with a given `cell` binary (e.g. a copy alone in a directory):
+    /// the repository's `deploy/config/sim.toml`, the private ports, then `sets` (they win).
     pub fn start_with(cell_bin: &std::path::Path, name: &str, sets: &[&str]) -> TestCell {
         harness::assert_cell_lock_held(name);
-        let port = free_port();
-        let id = format!("t{}{}", name.replace(['-', '_'], ""), port);
-        let router = format!("tcp/127.0.0.1:{port}");
-        let log = std::env::temp_dir().join(format!("cell-test-{id}.log"));
-        std::fs::File::create(&log).expect("log file");
-        let mut all_sets = vec![
-            format!("cell.router=\"{router}\""),
-            format!("cell.id=\"{id}\""),
-        ];
-        // Private device ports, so tests can run in parallel.
-        let egm = free_udp_port();
-        let ctl = free_udp_port();
-        let sri = free_port();
-        let rdt = free_udp_port();
-        let http = free_port();
-        for s in [
-            format!("robot_io.egm.bind=\"127.0.0.1:{egm}\""),
-            format!("sim.egm.robot_io=\"127.0.0.1:{egm}\""),
-            format!("sim.egm.bind=\"127.0.0.1:{ctl}\""),
-            format!("sim.sri.bind=\"127.0.0.1:{sri}\""),
-            format!("sensor.sri.address=\"127.0.0.1:{sri}\""),
-            format!("sim.ati.rdt_bind=\"127.0.0.1:{rdt}\""),
-            format!("sim.ati.http_bind=\"127.0.0.1:{http}\""),
-            format!("sensor.ati.address=\"127.0.0.1:{rdt}\""),
-            format!("sensor.ati.http_port={http}"),
-        ] {
-            all_sets.push(s);
-        }
-        all_sets.extend(sets.iter().map(|s| s.to_string()));
-        let child = spawn_up_with(cell_bin, name, &all_sets, &log);
+        let prefix = format!("t{}", name.replace(['-', '_'], ""));
+        let spec = cell::harness::Spec {
+            exe: cell_bin.to_path_buf(),
+            cwd: Some(repo_root()),
+            config: Some("deploy/config/sim.toml".into()),
+            base_sets: Vec::new(),
+            overrides: sets.iter().map(|s| s.to_string()).collect(),
+            plant: false,
+            // The log's name carries the cell id, known only once the router's port is.
+            log: std::env::temp_dir()
+                .join(format!("cell-test-{prefix}-{}.log", std::process::id())),
+            id_prefix: prefix,
+            rust_log: Some("info,zenoh=warn".into()),
+            fifo: test_fifo_priority(),
+        };
+        let l = spec.launch().expect("start cell up");
+        check_fifo(name, spec.fifo, &l.fifo);
         TestCell {
-            child,
-            cell: CellSection {
-                id,
-                router,
-                zenoh_config: None,
-            },
-            log,
-            sets: all_sets,
+            child: l.child,
+            cell: l.cell,
+            log: spec.log.clone(),
+            sets: l.sets,
+            spec,
         }
     }
 
@@ -178,7 +133,14 @@ impl TestCell {
     /// first one died; the old child is reaped.
     pub fn restart_up(&mut self) {
         let _ = self.child.try_wait();
-        self.child = spawn_up(&self.cell.id, &self.sets, &self.log);
+        let (child, granted) = self.spec.relaunch(&self.sets).expect("restart cell up");
+        check_fifo(&self.cell.id, self.spec.fifo, &granted);
+        self.child = child;
+    }
+
+    /// The `cell up` process's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Runs a `cell` subcommand as its own long-lived process with this cell's settings
@@ -203,14 +165,7 @@ impl TestCell {
 
     /// The `cell` binary with this cell's config and settings, to add a subcommand to.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(bin_dir().join("cell"));
-        cmd.current_dir(repo_root())
-            .arg("--config")
-            .arg("deploy/config/sim.toml");
-        for s in &self.sets {
-            cmd.arg("--set").arg(s);
-        }
-        cmd
+        self.spec.command(&self.sets)
     }
 
     /// Runs the `cell` CLI against this cell; returns (success, stdout, stderr).

@@ -30,7 +30,7 @@ use common::{config::CellSection, latency::Histogram};
 use serde_json::{json, Value};
 use zenoh::Session;
 
-use crate::{cli, experiment::PrivateCell, leadexp};
+use crate::{cli, harness::PrivateCell, leadexp};
 
 /// What `cell bench latency` was asked.
 #[derive(Debug, Clone)]

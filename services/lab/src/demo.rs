@@ -129,11 +129,11 @@ pub async fn command(
                 cell.router,
                 log.display()
             ));
-            let mut p = experiment::PrivateCell::start(
+            let mut p = crate::harness::PrivateCell::start(
                 config,
                 sets,
                 &log,
-                experiment::private_fifo_priority(),
+                crate::harness::private_fifo_priority(),
             )?;
             let started = p.ready(bus, Duration::from_secs(90), true);
             let r = tokio::select! {

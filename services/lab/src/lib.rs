@@ -2,9 +2,9 @@
 //! plots and the report, the demo's steps, and the proven-stall rule for a repeat.
 //!
 //! Module graph (no cycles): [`score`] (pure: targets, checks, value format) and [`plot`] and
-//! [`stall`] at the bottom; [`steps`] (placement, tare, scenario RPC) on them; [`leadexp`]
+//! [`stall`] and [`harness`] (the one private-cell harness) at the bottom; [`steps`] (placement, tare, scenario RPC) on them; [`leadexp`]
 //! (lead-through experiments) and [`peg`] (peg-in-hole) on those; [`experiment`] (the hybrid
-//! experiments, the private cell, `cell experiment`'s dispatch and report) on those; [`demo`]
+//! experiments, `cell experiment`'s dispatch and report) on those; [`demo`]
 //! on top. The `cell` binary parses arguments and calls in.
 
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ use serde_json::Value;
 
 pub mod demo;
 pub mod experiment;
+pub mod harness;
 pub mod leadexp;
 pub mod peg;
 pub mod plot;

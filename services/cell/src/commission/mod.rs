@@ -32,7 +32,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use zenoh::Session;
 
-use crate::{cli, experiment, leadexp};
+use crate::{cli, leadexp};
 use judge::at_most;
 
 /// What the cell's config says, for the checks.
@@ -223,11 +223,11 @@ pub async fn command(
                 cell.router,
                 log.display()
             ));
-            let mut p = experiment::PrivateCell::start(
+            let mut p = crate::harness::PrivateCell::start(
                 setup.config.as_deref(),
                 &setup.sets,
                 &log,
-                experiment::private_fifo_priority(),
+                crate::harness::private_fifo_priority(),
             )?;
             match p.ready(bus, Duration::from_secs(90), true).await {
                 Ok(s) => {
