@@ -12,4 +12,4 @@ pub mod inproc;
 pub mod launcher;
 
 pub use client::{cli, hybrid, identify, lead};
-pub use lab::{demo, experiment, harness, leadexp, peg, plot, score, stall, steps};
+pub use lab::{demo, experiment, harness, leadexp, peg, plot, score, stall, steps, trace};

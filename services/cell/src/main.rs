@@ -728,11 +728,16 @@ async fn run(
                 let _ = tokio::signal::ctrl_c().await;
             };
             let run = client::guide::run(&s, &cell, body, seconds, stop, trace.is_some()).await?;
-            if let Some(dir) = &trace {
-                run.write(dir)?;
-                cell::score::write_metrics(dir, &cell::score::lead::guide_metrics(&run))?;
-                eprintln!("trace written to {}", dir.display());
-            }
+            let run = match &trace {
+                Some(dir) => {
+                    let t = cell::trace::guide::finish(run).await;
+                    t.write(dir)?;
+                    cell::score::write_metrics(dir, &cell::score::lead::guide_metrics(&t))?;
+                    eprintln!("trace written to {}", dir.display());
+                    t.session
+                }
+                None => run,
+            };
             if let Some(why) = &run.ended_by_control {
                 anyhow::bail!(
                     "guiding ended by control after {} keep-alives: {why}",
@@ -1003,11 +1008,11 @@ async fn run(
                     .map_or(0, |d| d.as_secs());
                 std::path::PathBuf::from(format!("runs/{}-{secs}", t.name))
             });
-            let opts = cell::hybrid::RunOptions {
+            let opts = cell::trace::hybrid::RunOptions {
                 out: Some(out.clone()),
                 progress: !json,
             };
-            let o = cell::hybrid::run(&s, &cell, t, &opts).await?;
+            let o = cell::trace::hybrid::run(&s, &cell, t, &opts).await?;
             let metrics = cell::score::hybrid::score_run(&o, Some(&out))?;
             if json {
                 println!("{metrics}");

@@ -1,13 +1,12 @@
 //! `cell guide`: one lead-through session from this terminal — the guide request, the deadman
 //! keep-alive, how the session ended (the operator's release, or control's stop and its
-//! reason) and, with `--trace DIR`, its record: control's guide states through the session
-//! and for [`AFTER_END_S`] after its end, with the force service's estimate (and the
-//! simulator's truth, on a simulated cell) over that second (issue 41: what the force did
-//! after a stop was recorded nowhere).
+//! reason) and, with `--trace DIR`, the subscribers its record needs: control's guide states
+//! through the session, and the force service's estimate and the simulator's truth, left open
+//! past the end (`lab::trace::guide::finish` records the second after it; issue 41: what the
+//! force did after a stop was recorded nowhere).
 
-use std::{io::Write, path::Path, time::Duration};
+use std::time::Duration;
 
-use anyhow::Context;
 use common::{codec, config::CellSection, msg::GuideState, topic};
 use zenoh::{
     handlers::{RingChannel, RingChannelHandler},
@@ -16,11 +15,7 @@ use zenoh::{
     Session,
 };
 
-use crate::{
-    cli,
-    hybrid::{self, AfterRow, AFTER_END_S},
-    lead,
-};
+use crate::{cli, lead};
 
 /// Guide states kept for a trace (250 Hz: 80 s between two drains would be needed to lose one).
 const STATE_RING: usize = 20_000;
@@ -28,7 +23,6 @@ const STATE_RING: usize = 20_000;
 const WATCH_PERIOD: Duration = Duration::from_millis(200);
 
 /// A finished session.
-#[derive(Debug, Clone)]
 pub struct GuideRun {
     /// Control's reply to the guide request (law, parameters, token).
     pub reply: serde_json::Value,
@@ -40,58 +34,24 @@ pub struct GuideRun {
     /// Host monotonic time of the end (ns): the release, or control's stop (its last guide
     /// state; without a trace, when the end was seen).
     pub end_mono_ns: u64,
-    /// With a trace: control's guide states from the request to [`AFTER_END_S`] after the end.
+    /// Host monotonic time of the guide request (ns).
+    pub requested_ns: u64,
+    /// With a trace: control's guide states from the request to the end.
     pub states: Vec<GuideState>,
-    /// With a trace: the estimate and the truth over [`AFTER_END_S`] after the end.
-    pub after: Vec<AfterRow>,
+    /// With a trace: the subscribers, still open, that record the second after the end.
+    pub rings: Option<GuideRings>,
 }
 
-impl GuideRun {
-    /// Writes `guide.csv` (control's guide states, timed from the end: negative before it) and
-    /// `after_end.csv` into `dir` (the figures, `metrics.json`, are
-    /// `lab::score::lead::guide_metrics`).
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let path = dir.join("guide.csv");
-        let mut f = std::io::BufWriter::new(
-            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
-        );
-        writeln!(
-            f,
-            "t_from_end_s,t_s,motion_id,enabled,force_x_n,force_y_n,force_z_n,torque_x_nm,\
-             torque_y_nm,torque_z_nm,v_x_m_s,v_y_m_s,v_z_m_s,w_x_rad_s,w_y_rad_s,w_z_rad_s,\
-             tcp_cmd_x_m,tcp_cmd_y_m,tcp_cmd_z_m,damping_scale,speed_limited,wall_limited,steps"
-        )?;
-        for g in &self.states {
-            let t = (g.stamp.source_mono_ns as f64 - self.end_mono_ns as f64) * 1e-9;
-            let mut v = vec![
-                format!("{t:.6}"),
-                format!("{:.6}", g.t_s),
-                g.motion_id.to_string(),
-                u8::from(g.enabled).to_string(),
-            ];
-            for a in [
-                g.force_n,
-                g.torque_nm,
-                g.twist.linear_m_s,
-                g.twist.angular_rad_s,
-            ] {
-                v.extend(a.iter().map(|x| format!("{x:.5}")));
-            }
-            v.extend(g.tcp_cmd_m.iter().map(|x| format!("{x:.7}")));
-            v.push(format!("{:.3}", g.damping_scale));
-            v.push(u8::from(g.speed_limited).to_string());
-            v.push(u8::from(g.wall_limited).to_string());
-            v.push(g.steps.to_string());
-            writeln!(f, "{}", v.join(","))?;
-        }
-        f.flush()?;
-        hybrid::write_after_end(&dir.join("after_end.csv"), &self.after)?;
-        Ok(())
-    }
+/// The subscribers of a traced session: control's guide states, the simulator's truth and the
+/// force service's estimate.
+pub struct GuideRings {
+    pub states: Ring,
+    pub world: Ring,
+    pub estimates: Ring,
 }
 
-type Ring = Subscriber<RingChannelHandler<Sample>>;
+/// A subscriber that keeps the newest samples.
+pub type Ring = Subscriber<RingChannelHandler<Sample>>;
 
 async fn ring(s: &Session, key: String, n: usize) -> anyhow::Result<Ring> {
     s.declare_subscriber(key.clone())
@@ -100,7 +60,8 @@ async fn ring(s: &Session, key: String, n: usize) -> anyhow::Result<Ring> {
         .map_err(|e| anyhow::anyhow!("subscribe {key}: {e}"))
 }
 
-fn drain_states(sub: &Ring, into: &mut Vec<GuideState>) {
+/// Moves the guide states in `sub` into `into`.
+pub fn drain_states(sub: &Ring, into: &mut Vec<GuideState>) {
     while let Ok(Some(smp)) = sub.try_recv() {
         if let Ok(g) = codec::decode::<GuideState>(&smp.payload().to_bytes()) {
             into.push(g);
@@ -142,8 +103,9 @@ async fn control_end(
 }
 
 /// Starts guiding with the `body` overrides and holds the enable until `stop` resolves,
-/// `seconds` pass or control ends the session; with `trace`, records the session and the
-/// second after its end.
+/// `seconds` pass or control ends the session; with `trace`, records the session's guide
+/// states and keeps the subscribers open for the second after its end
+/// (`lab::trace::guide::finish`).
 pub async fn run(
     s: &Session,
     cell: &CellSection,
@@ -182,29 +144,33 @@ pub async fn run(
         lead::stream_enable(s, cell, token, seconds, until).await?
     };
     let mut end_mono_ns = common::clock::mono_ns();
-    let mut after = Vec::new();
-    if let (Some(sub), Some(world), Some(est)) = (&states_sub, &world, &estimates) {
-        drain_states(sub, &mut states);
-        // This session's states only (an earlier session's last ones may be in the ring).
-        states.retain(|g| g.stamp.source_mono_ns >= requested_ns);
-        if ended_by_control.is_some() {
-            // Control stopped publishing guide states at its stop, up to a status poll before
-            // the end was seen: the trace after the end starts at the stop.
-            if let Some(last) = states.last() {
-                end_mono_ns = end_mono_ns.min(last.stamp.source_mono_ns);
+    let rings = match (states_sub, world, estimates) {
+        (Some(sub), Some(world), Some(estimates)) => {
+            drain_states(&sub, &mut states);
+            // This session's states only (an earlier session's last ones may be in the ring).
+            states.retain(|g| g.stamp.source_mono_ns >= requested_ns);
+            if ended_by_control.is_some() {
+                // Control stopped publishing guide states at its stop, up to a status poll
+                // before the end was seen: the trace after the end starts at the stop.
+                if let Some(last) = states.last() {
+                    end_mono_ns = end_mono_ns.min(last.stamp.source_mono_ns);
+                }
             }
+            Some(GuideRings {
+                states: sub,
+                world,
+                estimates,
+            })
         }
-        after = hybrid::trace_after_end(world, est, end_mono_ns).await;
-        drain_states(sub, &mut states);
-        let last_ns = end_mono_ns + (AFTER_END_S * 1e9) as u64;
-        states.retain(|g| (requested_ns..=last_ns).contains(&g.stamp.source_mono_ns));
-    }
+        _ => None,
+    };
     Ok(GuideRun {
         reply,
         enables_sent,
         ended_by_control,
         end_mono_ns,
+        requested_ns,
         states,
-        after,
+        rings,
     })
 }

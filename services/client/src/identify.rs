@@ -190,17 +190,12 @@ pub async fn stiffness(
         probe.max_approach_m,
         probe.approach_timeout_ceiling_s,
     );
-    let o = crate::hybrid::run(
-        s,
-        cell,
-        approach,
-        &crate::hybrid::RunOptions {
-            out: None,
-            progress: false,
-        },
-    )
-    .await?;
-    if let Some(why) = o.aborted {
+    let mut approach = approach;
+    let aborted = crate::hybrid::follow(s, cell, &mut approach, false, |_| {}).await?;
+    // The contact settles for a second before it is averaged (as long as the recorded run
+    // this step used until 2026-12-06 spent tracing the second after the task's end).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    if let Some(why) = aborted {
         let _ = go(s, cell, &start, speed).await;
         anyhow::bail!("approach to the fixture failed: {why}");
     }

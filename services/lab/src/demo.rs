@@ -21,7 +21,9 @@ use nalgebra::Vector3;
 use serde_json::{json, Value};
 use zenoh::Session;
 
-use client::{cli, hybrid, lead};
+use client::{cli, lead};
+
+use crate::trace::hybrid;
 
 use crate::{
     experiment,

@@ -4,7 +4,7 @@
 //! Each experiment is a list of cases: a scenario request to `cell-sim` (plus the operator's
 //! `--world KEY=VALUE` settings), for arm cases a move above the fixture and a tare, then a
 //! hybrid task (the files of `tasks/`, embedded; amplitude, step size and rate set per case)
-//! run and recorded by [`client::hybrid::run`]. Forces are scored on the simulator's ground
+//! run and recorded by [`crate::trace::hybrid::run`]. Forces are scored on the simulator's ground
 //! truth, 12 Hz zero-phase filtered as the paper's plots (the plant at 1 kHz; the arm once per
 //! law step), against the task's reference. Per case: `trace.csv`/`truth.csv`/`metrics.json`
 //! (as `cell hybrid`) and `plot.csv` (the plotted series); per experiment: `NAME.svg`,
@@ -28,10 +28,9 @@ use common::{
 use serde_json::{json, Value};
 use zenoh::Session;
 
-use client::{
-    cli,
-    hybrid::{self, Outcome, RunOptions},
-};
+use client::cli;
+
+use crate::trace::hybrid::{self, Outcome, RunOptions};
 
 use crate::plot::{self, Figure, Panel, Series};
 use crate::score::hybrid::{
@@ -1337,7 +1336,7 @@ mod tests {
     //! Scoring ([`crate::score::hybrid`]) of the experiments' own cases on synthetic traces
     //! whose answers are known (issue 22).
     use super::*;
-    use client::hybrid::Row;
+    use crate::trace::hybrid::Row;
     use common::msg::{HybridPhase, HybridState};
 
     fn plant_outcome(task: &HybridTask, force: impl Fn(f64) -> f64, end_s: f64) -> Outcome {

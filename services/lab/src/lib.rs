@@ -2,7 +2,8 @@
 //! plots and the report, the demo's steps, and the proven-stall rule for a repeat.
 //!
 //! Module graph (no cycles): [`score`] (pure: targets, checks, value format) and [`plot`] and
-//! [`stall`] and [`harness`] (the one private-cell harness) at the bottom; [`steps`] (placement, tare, scenario RPC) on them; [`leadexp`]
+//! [`stall`] and [`harness`] (the one private-cell harness) and [`trace`] (every recorded trace
+//! and its CSV files) at the bottom; [`steps`] (placement, tare, scenario RPC) on them; [`leadexp`]
 //! (lead-through experiments) and [`peg`] (peg-in-hole) on those; [`experiment`] (the hybrid
 //! experiments, `cell experiment`'s dispatch and report) on those; [`demo`]
 //! on top. The `cell` binary parses arguments and calls in.
@@ -20,6 +21,7 @@ pub mod plot;
 pub mod score;
 pub mod stall;
 pub mod steps;
+pub mod trace;
 
 /// Options of a run.
 #[derive(Debug, Clone)]

@@ -5,7 +5,10 @@
 //! definitions.
 
 use super::signal::{error_stats, lowpass_zero_phase, resample, step_figures};
-use client::hybrid::{AfterRow, Outcome, Row};
+use crate::trace::{
+    hybrid::{Outcome, Row},
+    AfterRow,
+};
 use common::msg::{HybridPhase, HybridTask, Profile};
 use control::hybrid::AXES;
 use serde_json::{json, Value};
@@ -13,7 +16,7 @@ use serde_json::{json, Value};
 use super::{checks, Target};
 
 /// A finished run in figures ([`task_metrics`] with what happened after its end), written as
-/// `metrics.json` into `out` when given (beside the traces `client::hybrid::run` wrote).
+/// `metrics.json` into `out` when given (beside the traces `crate::trace::hybrid::run` wrote).
 pub fn score_run(o: &Outcome, out: Option<&std::path::Path>) -> anyhow::Result<Value> {
     let mut m = task_metrics(&o.task, &o.rows, &o.truth, o.aborted.as_deref());
     if let Some(obj) = m.as_object_mut() {
@@ -205,7 +208,7 @@ pub fn after_end_figures(after: &[AfterRow]) -> serde_json::Value {
         })
     };
     serde_json::json!({
-        "seconds": client::hybrid::AFTER_END_S,
+        "seconds": crate::trace::AFTER_END_S,
         "estimate": figs(false),
         "truth": figs(true),
     })

@@ -358,7 +358,8 @@ pub fn joint_fractions(
 }
 
 /// A guide session in figures (`metrics.json` of `cell guide --trace`).
-pub fn guide_metrics(run: &client::guide::GuideRun) -> serde_json::Value {
+pub fn guide_metrics(trace: &crate::trace::guide::GuideTrace) -> serde_json::Value {
+    let run = &trace.session;
     let end = run.end_mono_ns as f64 * 1e-9;
     let last_state_after_end_s = run
         .states
@@ -371,7 +372,7 @@ pub fn guide_metrics(run: &client::guide::GuideRun) -> serde_json::Value {
         "reason": run.ended_by_control,
         "guide_states": run.states.len(),
         "last_guide_state_after_end_s": last_state_after_end_s,
-        "after_end": super::hybrid::after_end_figures(&run.after),
+        "after_end": super::hybrid::after_end_figures(&trace.after),
     })
 }
 
