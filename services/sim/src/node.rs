@@ -207,6 +207,14 @@ fn precise_ticks(period: Duration) -> anyhow::Result<tokio::sync::mpsc::Receiver
                 if next > now {
                     std::thread::sleep(next - now);
                 } else if now.duration_since(next) > period {
+                    // Woken this late: the thread was not scheduled (or the whole process).
+                    let late = now.duration_since(next);
+                    if late.as_nanos() > u128::from(common::watchdog::GAP_NS) {
+                        tracing::warn!(
+                            "the sim's tick thread woke {:.1} ms late",
+                            late.as_secs_f64() * 1e3
+                        );
+                    }
                     next = now;
                 }
                 if let Err(tokio::sync::mpsc::error::TrySendError::Closed(())) = tx.try_send(()) {
@@ -376,7 +384,11 @@ fn read_scenario_file(p: &str) -> Result<(String, String), String> {
 /// Records a section of the tick loop that began at `from_ns` and ends now; one longer than
 /// the watchdog's gap bound is also logged (the loop is the emulated IRC5: it must not pause).
 fn timed(watch: &mut LoopWatch, section: &str, from_ns: u64) {
-    let to_ns = common::clock::mono_ns();
+    note(watch, section, from_ns, common::clock::mono_ns());
+}
+
+/// [`timed`] for a section that ended at `to_ns`.
+fn note(watch: &mut LoopWatch, section: &str, from_ns: u64, to_ns: u64) {
     watch.section(section, from_ns, to_ns);
     let ms = to_ns.saturating_sub(from_ns) as f64 * 1e-6;
     if to_ns.saturating_sub(from_ns) > common::watchdog::GAP_NS {
@@ -828,7 +840,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         }
         let tick_ns = mono();
         if let Some(last) = last_tick_ns.replace(tick_ns) {
-            watch.section("tick to tick", last, tick_ns);
+            note(&mut watch, "tick to tick", last, tick_ns);
         }
         let phase = base_ticks % ticks_per_cycle;
         base_ticks += 1;
@@ -882,7 +894,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             Err(e) => node.set_error(format!("world: {e}")),
         }
         let t1 = mono();
-        watch.section("world", t0, t1);
+        note(&mut watch, "world", t0, t1);
         if let (Some(io), Some(p)) = (plant_io.as_mut(), out.plant) {
             if p.command_stale {
                 io.stale_ticks += 1;
@@ -958,7 +970,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                     ctl.stats.comm_timeouts
                 );
             }
-            watch.section("EgmRobot send", t0, t1);
+            note(&mut watch, "EgmRobot send", t0, t1);
         } else if phase + 1 == ticks_per_cycle {
             // Not sending: a datagram held back is not delivered seconds later into another
             // session (no real network holds one that long).
