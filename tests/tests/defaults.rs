@@ -17,18 +17,17 @@ fn private_sets(name: &str) -> (CellSection, Vec<String>) {
     let port = free_port();
     let id = format!("t{name}{port}");
     let router = format!("tcp/127.0.0.1:{port}");
-    let egm = free_udp_port();
-    let ctl = free_udp_port();
-    let sri = free_port();
-    let sets = vec![
+    let mut sets = vec![
         format!("cell.router=\"{router}\""),
         format!("cell.id=\"{id}\""),
-        format!("robot_io.egm.bind=\"127.0.0.1:{egm}\""),
-        format!("sim.egm.robot_io=\"127.0.0.1:{egm}\""),
-        format!("sim.egm.bind=\"127.0.0.1:{ctl}\""),
-        format!("sim.sri.bind=\"127.0.0.1:{sri}\""),
-        format!("sensor.sri.address=\"127.0.0.1:{sri}\""),
     ];
+    sets.extend(cell::harness::device_port_sets([
+        free_udp_port(),
+        free_udp_port(),
+        free_port(),
+        free_udp_port(),
+        free_port(),
+    ]));
     (
         CellSection {
             id,

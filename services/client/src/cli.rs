@@ -563,17 +563,8 @@ pub async fn latest_tcp(
     cell: &CellSection,
     timeout: Duration,
 ) -> anyhow::Result<Pose> {
-    let sub = s
-        .declare_subscriber(topic::TOOL_POSE.key(&cell.id))
-        .await
-        .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
-    let sample = tokio::time::timeout(timeout, sub.recv_async())
-        .await
-        .with_context(|| format!("no tool pose within {timeout:?} (is the cell running?)"))?
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(codec::decode::<msg::ToolPose>(&sample.payload().to_bytes())
-        .map_err(|e| anyhow::anyhow!("{e}"))?
-        .tcp_in_base)
+    let m: msg::ToolPose = latest(s, topic::TOOL_POSE.key(&cell.id), "tool pose", timeout).await?;
+    Ok(m.tcp_in_base)
 }
 
 /// The newest measured joints (rad; waits up to `timeout` for a joint state).
@@ -582,19 +573,27 @@ pub async fn latest_joints(
     cell: &CellSection,
     timeout: Duration,
 ) -> anyhow::Result<[f64; 6]> {
+    let m: msg::JointState =
+        latest(s, topic::JOINT_STATE.key(&cell.id), "joint state", timeout).await?;
+    Ok(m.q_rad)
+}
+
+/// The next message on `key` (waits up to `timeout`; `what` names it in the error).
+async fn latest<T: serde::de::DeserializeOwned>(
+    s: &Session,
+    key: String,
+    what: &str,
+    timeout: Duration,
+) -> anyhow::Result<T> {
     let sub = s
-        .declare_subscriber(topic::JOINT_STATE.key(&cell.id))
+        .declare_subscriber(key)
         .await
         .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
     let sample = tokio::time::timeout(timeout, sub.recv_async())
         .await
-        .with_context(|| format!("no joint state within {timeout:?} (is the cell running?)"))?
+        .with_context(|| format!("no {what} within {timeout:?} (is the cell running?)"))?
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(
-        codec::decode::<msg::JointState>(&sample.payload().to_bytes())
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .q_rad,
-    )
+    codec::decode::<T>(&sample.payload().to_bytes()).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Waits until the tool pose is within `tol_m`/`tol_rad` of `target` and (nearly) still.

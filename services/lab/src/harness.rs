@@ -33,6 +33,24 @@ pub fn private_fifo_priority() -> Option<i32> {
     fifo_from_env("CELL_PRIVATE_FIFO")
 }
 
+/// The `--set`s that put every device link of a cell on its own loopback port (`ports`:
+/// `[egm, controller, sri, rdt, http]`): robot-io ↔ the emulated IRC5, the SRI box, the ATI
+/// box's RDT and HTTP. Pure.
+pub fn device_port_sets(ports: [u16; 5]) -> Vec<String> {
+    let [egm, ctl, sri, rdt, http] = ports;
+    vec![
+        format!("robot_io.egm.bind=\"127.0.0.1:{egm}\""),
+        format!("sim.egm.robot_io=\"127.0.0.1:{egm}\""),
+        format!("sim.egm.bind=\"127.0.0.1:{ctl}\""),
+        format!("sim.sri.bind=\"127.0.0.1:{sri}\""),
+        format!("sensor.sri.address=\"127.0.0.1:{sri}\""),
+        format!("sim.ati.rdt_bind=\"127.0.0.1:{rdt}\""),
+        format!("sim.ati.http_bind=\"127.0.0.1:{http}\""),
+        format!("sensor.ati.address=\"127.0.0.1:{rdt}\""),
+        format!("sensor.ati.http_port={http}"),
+    ]
+}
+
 /// How to start a private cell.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -103,21 +121,12 @@ impl Spec {
     /// ports (`[egm, controller, sri, rdt, http]`), the plant, then the overrides (`--set`
     /// applies in order: the last wins). Pure.
     pub fn sets(&self, id: &str, router: &str, ports: [u16; 5]) -> Vec<String> {
-        let [egm, ctl, sri, rdt, http] = ports;
         let mut sets: Vec<String> = self.base_sets.clone();
         sets.extend([
             format!("cell.router=\"{router}\""),
             format!("cell.id=\"{id}\""),
-            format!("robot_io.egm.bind=\"127.0.0.1:{egm}\""),
-            format!("sim.egm.robot_io=\"127.0.0.1:{egm}\""),
-            format!("sim.egm.bind=\"127.0.0.1:{ctl}\""),
-            format!("sim.sri.bind=\"127.0.0.1:{sri}\""),
-            format!("sensor.sri.address=\"127.0.0.1:{sri}\""),
-            format!("sim.ati.rdt_bind=\"127.0.0.1:{rdt}\""),
-            format!("sim.ati.http_bind=\"127.0.0.1:{http}\""),
-            format!("sensor.ati.address=\"127.0.0.1:{rdt}\""),
-            format!("sensor.ati.http_port={http}"),
         ]);
+        sets.extend(device_port_sets(ports));
         if self.plant {
             sets.push("sim.plant.enabled=true".into());
         }
