@@ -21,10 +21,7 @@ use std::{
 };
 
 use anyhow::Context;
-use common::{
-    config::CellSection,
-    msg::{HybridTask, Profile, TaskRobot},
-};
+use common::{config::CellSection, msg::TaskRobot};
 use serde_json::{json, Value};
 use zenoh::Session;
 
@@ -33,9 +30,7 @@ use client::cli;
 use crate::trace::hybrid::{self, Outcome, RunOptions};
 
 use crate::plot::{self, Figure, Panel, Series};
-use crate::score::hybrid::{
-    first_contact_figures, judge, score, Anchor, Case, CaseSeries, Score, TrueStiffness,
-};
+use crate::score::hybrid::{first_contact_figures, judge, score, Case, CaseSeries, TrueStiffness};
 pub use crate::score::{checks, fmt_value, target, Target};
 pub use crate::Options;
 
@@ -54,509 +49,23 @@ pub const NAMES: &[&str] = &[
     "teach-playback",
 ];
 
-const TASK_FIG7: &str = include_str!("../../../tasks/rc-fig7-force-step.toml");
-const TASK_FIG8: &str = include_str!("../../../tasks/rc-fig8-ramp-disturbance.toml");
-const TASK_FIG9: &str = include_str!("../../../tasks/rc-fig9-sine-force-step.toml");
-const TASK_FIG10: &str = include_str!("../../../tasks/rc-fig10-force-ramp.toml");
-const TASK_CONTOUR: &str = include_str!("../../../tasks/contour-cylinder.toml");
-const PRESS_TASK: &str = include_str!("../../../tasks/press-table.toml");
-
-// The plant and arm experiments' short name for [`target`].
-use self::target as t;
-
-fn parse_task(text: &str) -> anyhow::Result<HybridTask> {
-    control::taskfile::parse(text).map_err(|e| anyhow::anyhow!("task: {}", e.join("; ")))
-}
-
-fn plant_scenario(file: &str) -> Value {
-    json!({ "load": format!("scenarios/{file}") })
-}
-
 /// The paper's figure and what it reports, per experiment.
 fn paper(name: &str) -> Value {
-    match name {
-        "force-step" => json!({
-            "figure": "Raibert & Craig 1981, Fig. 7 (force steps on the 2-DOF arm, 60 Hz servo)",
-            "rise_time_s": 0.15, "steady_state_error_n_below": 1.0,
-        }),
-        "ramp-disturbance" => json!({
-            "figure": "Raibert & Craig 1981, Fig. 8 (5 N held while the surface recedes at 0.65 cm/s)",
-            "max_force_error_n": 1.75,
-        }),
-        "sine-force-step" => json!({
-            "figure": "Raibert & Craig 1981, Fig. 9 (c_y = 30 − 30 cos(0.75πt) cm with a 10 → 20 N step)",
-            "amplitude_m": 0.30,
-        }),
-        "force-ramp" => json!({
-            "figure": "Raibert & Craig 1981, Fig. 10 (force ramp at constant position)",
-        }),
-        "peg-in-hole" => crate::peg::paper(),
-        "contour" => json!({
-            "figure": "contour following with a tracking constraint frame (no paper figure; the hybrid issue's target)",
-        }),
-        "unknown-surface" => json!({
-            "figure": "the 10 N press on a surface nobody identified: 2e4, 1e5, 1e6 N/m and a 2e4 pad tapering into 1e6 steel (no paper figure; issue 20's targets)",
-        }),
+    if name == "peg-in-hole" {
+        return crate::peg::paper();
+    }
+    match crate::cases::experiment(name) {
+        Ok(Some(e)) => e.paper,
         _ => Value::Null,
     }
 }
 
+/// The plant's law rate of a hybrid experiment (its `rate_hz` in experiments.toml).
 fn default_rate(name: &str) -> f64 {
-    match name {
-        "ramp-disturbance" => 120.0,
+    match crate::cases::experiment(name) {
+        Ok(Some(e)) => e.rate_hz,
         _ => 60.0,
     }
-}
-
-/// The cases of an experiment.
-fn cases(name: &str, rate: f64, short: bool) -> anyhow::Result<Vec<Case>> {
-    let plant = |task: &str, label: String| -> anyhow::Result<HybridTask> {
-        let mut t = parse_task(task)?;
-        t.rate_hz = rate;
-        t.name = label.chars().take(60).collect();
-        Ok(t)
-    };
-    // Every force step: the paper's steady-state error (the largest |e| over the last second;
-    // a goal — the plant's stick-slip limit cycle keeps it above 1 N at 60 Hz), bounds that
-    // gate (the largest error, the offset, the limit cycle) and contact kept.
-    let ss = || {
-        vec![
-            t(
-                "steady_state_error_n",
-                "<=",
-                json!(1.0),
-                false,
-                "paper: < 1 N (max |e| over the last second)",
-            ),
-            t(
-                "steady_state_error_n",
-                "<=",
-                json!(2.5),
-                true,
-                "regression bound (model 0.80–1.57 N, hybrid_model.rs; 1.33–1.76 N through the processes)",
-            ),
-            t(
-                "steady_state_mean_error_n",
-                "<=",
-                json!(1.0),
-                true,
-                "the offset (mean) under the paper's 1 N",
-            ),
-            t(
-                "limit_cycle_n",
-                "<=",
-                json!(2.0),
-                true,
-                "regression bound (model ≤ 1.26 N, hybrid_model.rs; 1.19–1.45 N through the processes)",
-            ),
-            t(
-                "contact_lost",
-                "==",
-                json!(false),
-                true,
-                "every force step keeps contact",
-            ),
-        ]
-    };
-    let mut out = Vec::new();
-    match name {
-        "force-step" => {
-            let steps: &[f64] = if short { &[10.0] } else { &[1.0, 5.0, 10.0] };
-            for &f in steps {
-                let label = format!("plant {f} N @ {rate} Hz");
-                let mut task = plant(TASK_FIG7, label.clone())?;
-                task.reference[0] = Profile::Step {
-                    before: 0.0,
-                    after: f,
-                    at_s: 0.5,
-                };
-                out.push(Case {
-                    label,
-                    scenario: plant_scenario("rc-plant.toml"),
-                    place_mm: None,
-                    task,
-                    force_axis: 0,
-                    score: Score::Step {
-                        before: 0.0,
-                        after: f,
-                        at_s: 0.5,
-                    },
-                    targets: [
-                        vec![
-                            t("rise_time_s", "<=", json!(0.15), false, "paper: ≈ 0.15 s"),
-                            t(
-                                "t90_s",
-                                "<=",
-                                json!(0.5),
-                                true,
-                                "tests/hybrid.rs bound (stiction delays it)",
-                            ),
-                        ],
-                        ss(),
-                        vec![
-                            t(
-                                "overshoot_pct",
-                                "<=",
-                                json!(10.0),
-                                false,
-                                "hybrid issue (stick-slip floor: docs/hybrid.md)",
-                            ),
-                            t("max_position_error_m", "<=", json!(1e-3), true, "C_y held"),
-                        ],
-                    ]
-                    .concat(),
-                    note: None,
-                    may_abort: false,
-                    first_contact: None,
-                });
-            }
-            // The IRB 120 over EGM: 2 → 10 N on the table once in contact, gains from the
-            // configured stiffness (2·10⁴ N/m, the table's).
-            let mut task = parse_task(
-                "name = \"arm-press-step\"\nrobot = \"arm\"\nframe = \"base\"\n\
-                 frame_rpy_deg = [180.0, 0.0, 0.0]\nforce_axes = [\"z\"]\nfrom_contact = true\n\
-                 duration_s = 3.0\n[reference]\nz = { step = { before = 2.0, after = 10.0, at_s = 1.0 } }\n",
-            )?;
-            task.rate_hz = 0.0;
-            out.push(Case {
-                label: "IRB 120 press 2 → 10 N".into(),
-                scenario: json!({"load": "scenarios/table-contact.toml"}),
-                place_mm: Some([350.0, 0.0, 206.0]),
-                task,
-                force_axis: 2,
-                score: Score::Step {
-                    before: 2.0,
-                    after: 10.0,
-                    at_s: 1.0,
-                },
-                targets: [
-                    vec![
-                        t("rise_time_s", "<=", json!(0.15), false, "paper: ≈ 0.15 s"),
-                        t("t90_s", "<=", json!(0.5), true, "as the plant"),
-                    ],
-                    ss(),
-                    vec![t("overshoot_pct", "<=", json!(10.0), false, "hybrid issue")],
-                ]
-                .concat(),
-                note: Some("law every EGM cycle (250 Hz); ground truth at the tool".into()),
-                may_abort: false,
-                first_contact: None,
-            });
-        }
-        "ramp-disturbance" => {
-            let label = format!("plant 5 N, surface receding 0.65 cm/s @ {rate} Hz");
-            out.push(Case {
-                task: plant(TASK_FIG8, label.clone())?,
-                label,
-                scenario: plant_scenario("rc-plant-ramp.toml"),
-                place_mm: None,
-                force_axis: 0,
-                // The ramp: the scenario starts it 1 s after the true first touch and runs it
-                // 3 s (rc-plant-ramp.toml); scored over all of it. The paper's ≤ 1.75 N is
-                // "except at the ramp ends (accelerations)": the `_excl_ends` figures leave
-                // out 0.1 s at each end (the paper does not say how much).
-                score: Score::Window {
-                    anchor: Anchor::TruthTouch,
-                    from_s: 1.0,
-                    to_s: 4.0,
-                    ends_excluded_s: 0.1,
-                },
-                targets: vec![
-                    t(
-                        "rms_force_error_n",
-                        "<=",
-                        json!(1.0),
-                        true,
-                        "tests/hybrid.rs",
-                    ),
-                    t(
-                        "max_force_error_excl_ends_n",
-                        "<=",
-                        json!(1.75),
-                        true,
-                        "paper: ≤ 1.75 N except at the ramp ends (the gains: hybrid_model.rs, ≤ 1 N on the model)",
-                    ),
-                    t(
-                        "max_force_error_n",
-                        "<=",
-                        json!(1.75),
-                        false,
-                        "the paper's bound over the whole ramp, ends included",
-                    ),
-                    t(
-                        "max_force_error_excl_ends_n",
-                        "<=",
-                        json!(1.0),
-                        false,
-                        "experiments issue",
-                    ),
-                    t(
-                        "contact_lost",
-                        "==",
-                        json!(false),
-                        true,
-                        "filtered force never 0",
-                    ),
-                ],
-                note: None,
-                may_abort: false,
-                first_contact: None,
-            });
-        }
-        "sine-force-step" => {
-            let amplitudes: &[(f64, bool)] = if short {
-                &[(0.03, false)]
-            } else {
-                &[(0.30, true), (0.03, false)]
-            };
-            for &(a, paper_amp) in amplitudes {
-                let label = if paper_amp {
-                    format!("plant {:.0} cm (paper) @ {rate} Hz", a * 100.0)
-                } else {
-                    format!("plant {:.0} cm (scaled) @ {rate} Hz", a * 100.0)
-                };
-                let mut task = plant(TASK_FIG9, label.clone())?;
-                task.reference[1] = Profile::Sine {
-                    offset: a,
-                    amplitude: -a,
-                    freq_hz: 0.375,
-                    phase_rad: std::f64::consts::FRAC_PI_2,
-                };
-                let mut targets = vec![
-                    t(
-                        "max_position_error_m",
-                        "<=",
-                        json!(0.01),
-                        !paper_amp,
-                        if paper_amp {
-                            "as the 3 cm case"
-                        } else {
-                            "tests/hybrid.rs (3 cm)"
-                        },
-                    ),
-                    t("rms_force_error_n", "<=", json!(1.0), false, "paper floor"),
-                ];
-                // The 3 cm case must run to the end (gate); the paper's 30 cm is not reproduced
-                // on this plant (the max-force limit ends it, docs/hybrid.md): its run to the
-                // end is a goal, shown ✗ when it ends early, never a pass.
-                targets.push(t(
-                    "completed",
-                    "==",
-                    json!(true),
-                    !paper_amp,
-                    if paper_amp {
-                        "paper: runs to the end (not reproduced: docs/hybrid.md)"
-                    } else {
-                        "runs to the end"
-                    },
-                ));
-                out.push(Case {
-                    label,
-                    scenario: plant_scenario("rc-plant.toml"),
-                    place_mm: None,
-                    task,
-                    force_axis: 0,
-                    // The whole task (two periods of the sine), as the paper plots it.
-                    score: Score::Window {
-                        anchor: Anchor::Reference,
-                        from_s: 0.0,
-                        to_s: 5.4,
-                        ends_excluded_s: 0.0,
-                    },
-                    targets,
-                    note: Some(if paper_amp {
-                        "the paper's 30 cm: the contact bounces at the plant's ≈ 20–24 Hz boom mode once the hand slides > 0.1 m/s and the max-force limit ends the task (docs/hybrid.md)".into()
-                    } else {
-                        "amplitude scaled to 3 cm (peak 7 cm/s): the paper's 30 cm diverges at 60 Hz on this plant (docs/hybrid.md)".into()
-                    }),
-                    may_abort: paper_amp,
-                    first_contact: None,
-                });
-            }
-        }
-        "force-ramp" => {
-            let label = format!("plant 1 → 15 N over 2.5 s @ {rate} Hz");
-            out.push(Case {
-                task: plant(TASK_FIG10, label.clone())?,
-                label,
-                scenario: plant_scenario("rc-plant.toml"),
-                place_mm: None,
-                force_axis: 0,
-                // From the ramp's start (0.5 s) to the task's end: nothing cut.
-                score: Score::Window {
-                    anchor: Anchor::Reference,
-                    from_s: 0.5,
-                    to_s: 4.0,
-                    ends_excluded_s: 0.0,
-                },
-                targets: vec![
-                    t(
-                        "rms_force_error_n",
-                        "<=",
-                        json!(1.0),
-                        true,
-                        "paper floor (< 1 N)",
-                    ),
-                    t("max_position_error_m", "<=", json!(1e-3), true, "C_y held"),
-                ],
-                note: None,
-                may_abort: false,
-                first_contact: None,
-            });
-        }
-        "contour" => {
-            let mut task = parse_task(TASK_CONTOUR)?;
-            task.rate_hz = 0.0;
-            out.push(Case {
-                label: "IRB 120 10 N over a pipe (r 80 mm), tracking frame".into(),
-                scenario: json!({"load": "scenarios/curved-contact.toml"}),
-                place_mm: Some([350.0, 0.0, 232.0]),
-                task,
-                force_axis: 2,
-                // The move along the pipe: 2 s after control's contact (the reference's clock)
-                // for 5 s. Not a paper figure: our bound, scored over the whole move (the
-                // `_excl_ends` figures leave out its 0.1 s accelerations at each end).
-                score: Score::Window {
-                    anchor: Anchor::Reference,
-                    from_s: 2.0,
-                    to_s: 7.0,
-                    ends_excluded_s: 0.1,
-                },
-                targets: vec![
-                    t(
-                        "rms_force_error_n",
-                        "<=",
-                        json!(0.4),
-                        true,
-                        "tests/hybrid.rs bound (0.145 N in 6/6 runs; 0.14–1.0 N before the tracking frame ignored approach travel)",
-                    ),
-                    t("rms_force_error_n", "<=", json!(1.5), false, "hybrid issue"),
-                    t("contact_lost", "==", json!(false), true, "hybrid issue"),
-                ],
-                note: Some("law every EGM cycle (250 Hz); ground truth at the tool".into()),
-                may_abort: false,
-                first_contact: None,
-            });
-        }
-        "unknown-surface" => {
-            // Issue 20: the 10 N press (tasks/press-table.toml, 100 mm at 20 mm/s from 2 s
-            // after contact), the stiffness not identified (the config's 2·10⁴ N/m), on tables
-            // of 2·10⁴, 10⁵ and 10⁶ N/m and sliding from a 2·10⁴ N/m pad onto 10⁶ N/m steel
-            // (the pad set flush, tapering out between x = 380 and 400 mm).
-            let task = parse_task(PRESS_TASK)?;
-            let pad = json!({
-                "surfaces.0.stiffness_n_per_m": 2e4,
-                "surfaces.0.grade": {
-                    "axis": [1.0, 0.0, 0.0], "from_m": 0.38, "to_m": 0.40,
-                    "to_stiffness_n_per_m": 1e6,
-                },
-            });
-            let mut worlds: Vec<(String, Value, TrueStiffness)> = [2e4, 1e5, 1e6]
-                .iter()
-                .map(|k| {
-                    (
-                        format!("table {k:.0e} N/m, not identified"),
-                        json!({"surfaces.0.stiffness_n_per_m": k}),
-                        TrueStiffness {
-                            k0: *k,
-                            grade: None,
-                        },
-                    )
-                })
-                .collect();
-            worlds.push((
-                "pad 2e4 onto steel 1e6 N/m".into(),
-                pad,
-                TrueStiffness {
-                    k0: 2e4,
-                    grade: Some((0.030, 0.050, 1e6)),
-                },
-            ));
-            if short {
-                worlds.retain(|(l, _, _)| l.starts_with("table 1e6") || l.starts_with("pad"));
-            }
-            for (label, set, truth) in worlds {
-                let pad = truth.grade.is_some();
-                let mut targets = vec![
-                    t("completed", "==", json!(true), true, "issue 20"),
-                    t(
-                        "truth_peak_first_contact_n",
-                        "<=",
-                        json!(13.0),
-                        !pad,
-                        "issue 20: ≤ 13 N",
-                    ),
-                    t(
-                        "first_contact_overshoot_pct",
-                        "<=",
-                        json!(10.0),
-                        false,
-                        "issue 20",
-                    ),
-                    t("first_contact_rise_s", "<=", json!(0.15), false, "issue 20"),
-                ];
-                if pad {
-                    targets.extend([
-                        t(
-                            "max_force_error_n",
-                            "<=",
-                            json!(3.0),
-                            false,
-                            "issue 20: ± 3 N through the transition (speed adaptation)",
-                        ),
-                        t("contact_lost", "==", json!(false), false, "issue 20"),
-                        t(
-                            "transition_max_force_error_n",
-                            "<=",
-                            json!(3.0),
-                            false,
-                            "issue 20: ± 3 N through the transition (raw truth)",
-                        ),
-                        t(
-                            "outside_transition_rms_force_error_n",
-                            "<=",
-                            json!(0.5),
-                            false,
-                            "issue 20: RMS ≤ 0.5 N outside it (raw truth)",
-                        ),
-                    ]);
-                } else {
-                    targets.extend([
-                        t("rms_force_error_n", "<=", json!(0.5), true, "issue 20"),
-                        t("max_force_error_n", "<=", json!(2.0), false, "issue 20"),
-                        t("contact_lost", "==", json!(false), true, "issue 20"),
-                    ]);
-                }
-                out.push(Case {
-                    label,
-                    scenario: json!({"load": "scenarios/table-contact.toml", "set": set}),
-                    place_mm: Some([350.0, 0.0, 206.0]),
-                    task: task.clone(),
-                    force_axis: 2,
-                    // The 100 mm move: 2 s after control's contact for 5 s.
-                    score: Score::Window {
-                        anchor: Anchor::Reference,
-                        from_s: 2.0,
-                        to_s: 7.0,
-                        ends_excluded_s: 0.0,
-                    },
-                    targets,
-                    note: Some(
-                        "law every EGM cycle (250 Hz); ground truth at the tool; gains follow \
-                         the on-line estimate"
-                            .into(),
-                    ),
-                    may_abort: false,
-                    first_contact: Some(truth),
-                });
-            }
-        }
-        other => anyhow::bail!(
-            "unknown experiment {other:?}; known: {}, all",
-            NAMES.join(", ")
-        ),
-    }
-    Ok(out)
 }
 
 /// Scored and plottable result of one case.
@@ -595,7 +104,7 @@ pub async fn run(
         rate.is_finite() && (10.0..=1000.0).contains(&rate),
         "--rate {rate}: use 10 … 1000 Hz (the paper: 60, 80, 120)"
     );
-    let cases = cases(name, rate, opts.short)?;
+    let cases = crate::cases::cases(name, rate, opts.short)?;
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let scenario_key = format!("cell/{}/sim/rpc/scenario", cell.id);
@@ -1336,8 +845,9 @@ mod tests {
     //! Scoring ([`crate::score::hybrid`]) of the experiments' own cases on synthetic traces
     //! whose answers are known (issue 22).
     use super::*;
+    use crate::cases::cases;
     use crate::trace::hybrid::Row;
-    use common::msg::{HybridPhase, HybridState};
+    use common::msg::{HybridPhase, HybridState, HybridTask};
 
     fn plant_outcome(task: &HybridTask, force: impl Fn(f64) -> f64, end_s: f64) -> Outcome {
         // Law rows at 60 Hz, truth at 1 kHz; position held.

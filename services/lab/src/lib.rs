@@ -4,14 +4,15 @@
 //! Module graph (no cycles): [`score`] (pure: targets, checks, value format) and [`plot`] and
 //! [`stall`] and [`harness`] (the one private-cell harness) and [`trace`] (every recorded trace
 //! and its CSV files) at the bottom; [`steps`] (placement, tare, scenario RPC) on them; [`leadexp`]
-//! (lead-through experiments) and [`peg`] (peg-in-hole) on those; [`experiment`] (the hybrid
-//! experiments, `cell experiment`'s dispatch and report) on those; [`demo`]
+//! (lead-through experiments) and [`peg`] (peg-in-hole) and [`cases`] (the hybrid experiments'
+//! cases, read from `experiments.toml`) on those; [`experiment`] (the hybrid experiments, `cell experiment`'s dispatch and report) on those; [`demo`]
 //! on top. The `cell` binary parses arguments and calls in.
 
 use std::path::PathBuf;
 
 use serde_json::Value;
 
+pub mod cases;
 pub mod demo;
 pub mod experiment;
 pub mod harness;

@@ -5,6 +5,8 @@
 //! quotes them. The signal measures they share (the paper's 12 Hz low-pass, step figures, error
 //! statistics) are in [`signal`]; every metric of the cell is computed here.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Value};
 
 pub mod hybrid;
@@ -25,11 +27,11 @@ pub fn write_metrics(dir: &std::path::Path, m: &Value) -> anyhow::Result<()> {
 /// form) fails when it is not met. Shared by every experiment module.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub metric: &'static str,
-    pub op: &'static str,
+    pub metric: Cow<'static, str>,
+    pub op: Cow<'static, str>,
     pub value: Value,
     pub gate: bool,
-    pub source: &'static str,
+    pub source: Cow<'static, str>,
 }
 
 pub fn target(
@@ -40,11 +42,11 @@ pub fn target(
     source: &'static str,
 ) -> Target {
     Target {
-        metric,
-        op,
+        metric: Cow::Borrowed(metric),
+        op: Cow::Borrowed(op),
         value,
         gate,
-        source,
+        source: Cow::Borrowed(source),
     }
 }
 
@@ -54,9 +56,12 @@ pub fn checks(metrics: &serde_json::Map<String, Value>, targets: &[Target]) -> (
     let mut out = Vec::new();
     let mut passed = true;
     for tg in targets {
-        let v = metrics.get(tg.metric).cloned().unwrap_or(Value::Null);
+        let v = metrics
+            .get(tg.metric.as_ref())
+            .cloned()
+            .unwrap_or(Value::Null);
         let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
-        let pass = match tg.op {
+        let pass = match tg.op.as_ref() {
             "<=" => num(&v) <= num(&tg.value),
             ">=" => num(&v) >= num(&tg.value),
             "==" => v == tg.value,
