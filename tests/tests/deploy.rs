@@ -99,6 +99,39 @@ fn the_irc5_side_and_every_shipped_egm_config_agree() {
 }
 
 #[test]
+fn the_shipped_irc5_module_follows_abbs_rules_and_describes_the_simulated_cell() {
+    // Issue 43: the rules a real IRC5 enforces (fine point, first motion not EGM, load data,
+    // \MaxSpeedDeviation within the slowest axis, every session re-set-up, no RAISE, a run flag
+    // that starts true, no `main`) hold for the shipped module; and its taught data is the
+    // simulated cell's, which the emulator stands in for.
+    let irc5 = Irc5Egm::load_dir(&repo().join("deploy/irc5")).expect("deploy/irc5");
+    let arm = kinematics::ArmParams::irb120();
+    let slowest = arm
+        .limits
+        .max_speed
+        .iter()
+        .fold(f64::INFINITY, |a, v| a.min(*v))
+        .to_degrees();
+    assert!((slowest - robot_io::egm::irc5::IRB120_SLOWEST_AXIS_DEG_S).abs() < 1e-6);
+    let lints = irc5.lint(slowest);
+    assert!(lints.is_empty(), "{}", lints.join("\n"));
+    let m = &irc5.module;
+    let home = m.home.as_ref().expect("a taught home");
+    assert_eq!(home.deg, sim::node::EgmSimConfig::default().initial_q_deg);
+    let tool = m.tool.as_ref().expect("the module's tooldata");
+    let sim_tool = sim::world::tool::ToolParams::default();
+    assert_eq!(tool.mass_kg, sim_tool.mass_kg);
+    assert_eq!(tool.cog_mm, sim_tool.com_m.map(|c| c * 1e3));
+    assert_eq!(tool.inertia_kg_m2, sim_tool.inertia_kg_m2);
+    // The TCP is the config's tool (tool0 → TCP, identity by default) and the sensor frame is at
+    // tool0 (the simulated tool's CoM is given in the sensor frame).
+    assert_eq!(tool.tframe_mm, [0.0; 3]);
+    assert_eq!(tool.tframe_q, [1.0, 0.0, 0.0, 0.0]);
+    assert_eq!(arm.tool, kinematics::FrameParams::identity());
+    assert_eq!(arm.sensor_mount, kinematics::FrameParams::identity());
+}
+
+#[test]
 fn the_simulator_runs_the_shipped_irc5_session() {
     // The emulator's built-in files are the checkout's (what a real controller is loaded with).
     let on_disk = Irc5Egm::load_dir(&repo().join("deploy/irc5")).expect("deploy/irc5");

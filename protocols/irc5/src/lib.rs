@@ -75,6 +75,59 @@ pub struct Irc5Egm {
     pub device: UdpUcDevice,
     /// The MOC `EXT_MOTION_DATA` entry's attributes (a flag without a value maps to "").
     pub motion_data: BTreeMap<String, String>,
+    /// What the module does around the session (its routines, moves, tool and error
+    /// handling), for [`Irc5Egm::lint`].
+    pub module: ModuleFacts,
+}
+
+/// A `jointtarget`'s robot axes (deg; the external axes are not read).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JointTarget {
+    pub name: String,
+    pub deg: [f64; 6],
+}
+
+/// A `tooldata` (`[robhold, tframe, tload]`): the TCP in tool0 (mm, quaternion w x y z) and the
+/// load the controller's motion and collision supervision model (kg, centre of gravity in
+/// tool0 in mm, inertia axes' orientation and moments in kg·m²).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolData {
+    pub name: String,
+    pub robhold: bool,
+    pub tframe_mm: [f64; 3],
+    pub tframe_q: [f64; 4],
+    pub mass_kg: f64,
+    pub cog_mm: [f64; 3],
+    pub aom_q: [f64; 4],
+    pub inertia_kg_m2: [f64; 3],
+}
+
+/// What the module does around the session, as read (line numbers are 1-based).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModuleFacts {
+    /// The module's routines in order: (name, kind `PROC`/`FUNC`/`TRAP`, LOCAL, first line).
+    pub routines: Vec<(String, String, bool, usize)>,
+    /// The routine an operator starts (the first routine that is not LOCAL).
+    pub entry: Option<String>,
+    /// The routine holding `EGMSetupUC` and the one holding `EGMActJoint`.
+    pub setup_routine: Option<String>,
+    pub act_routine: Option<String>,
+    /// `EGMActJoint`'s line.
+    pub act_line: usize,
+    /// The entry routine's first motion: a `MoveAbsJ` to a taught `jointtarget`.
+    pub home: Option<JointTarget>,
+    /// Every `MoveAbsJ`: (line, routine, target, zone).
+    pub moves: Vec<(usize, String, String, String)>,
+    /// Every `WaitRob \InPos`: (line, routine).
+    pub inpos_waits: Vec<(usize, String)>,
+    /// `EGMActJoint \Tool` (None: not given) and the `tooldata` it names when the module
+    /// declares it (`tool0` is the controller's own: no load).
+    pub tool_name: Option<String>,
+    pub tool: Option<ToolData>,
+    /// Lines that `RAISE` an error to a caller.
+    pub raise_lines: Vec<usize>,
+    /// Where the run flag `cell_egm_run` is set TRUE: (line, routine).
+    pub run_flag_set: Vec<(usize, String)>,
 }
 
 impl Irc5Egm {
@@ -96,18 +149,18 @@ impl Irc5Egm {
     /// other and hold values the cell can run with. Every problem is listed.
     pub fn parse(rapid: &str, sio: &str, moc: &str) -> Result<Self, Vec<String>> {
         let mut errors = Vec::new();
-        let session = parse_rapid(rapid).map_err(|e| {
+        let parsed = parse_rapid(rapid).map_err(|e| {
             e.into_iter()
                 .map(|x| format!("{RAPID_FILE}: {x}"))
                 .collect::<Vec<_>>()
         });
         let devices = parse_cfg(sio, "COM_TRP").map_err(|e| format!("{SIO_FILE}: {e}"));
         let motion = parse_cfg(moc, "EXT_MOTION_DATA").map_err(|e| format!("{MOC_FILE}: {e}"));
-        let session = match session {
-            Ok(s) => Some(s),
+        let (session, module) = match parsed {
+            Ok((s, m)) => (Some(s), m),
             Err(e) => {
                 errors.extend(e);
-                None
+                (None, ModuleFacts::default())
             }
         };
         let devices = devices.map_err(|e| errors.push(e)).ok();
@@ -146,6 +199,7 @@ impl Irc5Egm {
             session,
             device,
             motion_data,
+            module,
         };
         errors.extend(me.check());
         if errors.is_empty() {
@@ -198,6 +252,113 @@ impl Irc5Egm {
         if self.device.remote_port == 0 {
             e.push(format!(
                 "{SIO_FILE}: -RemotePortNumber 0: robot-io's port is needed"
+            ));
+        }
+        e
+    }
+}
+
+/// The slowest axis's maximum speed on an IRB 120 (deg/s; A1–A3): ABB's bound for
+/// `\MaxSpeedDeviation`.
+pub const IRB120_SLOWEST_AXIS_DEG_S: f64 = 250.0;
+
+impl Irc5Egm {
+    /// The rules ABB's own EGM modules follow and a real controller enforces, each broken one
+    /// named with its line and what a first session on a real arm would do. The simulator can
+    /// run a module that breaks them (it parses), so these are reported by `cell commission` and
+    /// the deploy tests, not by [`Irc5Egm::parse`]. `slowest_axis_deg_s`: the arm's slowest
+    /// axis's maximum speed ([`IRB120_SLOWEST_AXIS_DEG_S`] for the IRB 120).
+    ///
+    /// Sources (reference/protocols.md §1.8 and ABB's StateMachine module `TRobEGM.sys`): EGM
+    /// motion starts and ends in a fine point and the first movement after a controller
+    /// restart cannot be an EGM movement (`WaitRob \InPos` and a `MoveAbsJ … fine` first);
+    /// the load is passed when the arm carries one; `\MaxSpeedDeviation` not above the lowest
+    /// axis's maximum speed; every session re-runs `EGMSetupUC` and handles its errors.
+    pub fn lint(&self, slowest_axis_deg_s: f64) -> Vec<String> {
+        let m = &self.module;
+        let s = &self.session;
+        let mut e = Vec::new();
+        let act = m.act_line;
+        match &m.entry {
+            None => e.push(format!("{RAPID_FILE}: no routine an operator can start (every PROC is LOCAL)")),
+            Some(n) if n.eq_ignore_ascii_case("main") => e.push(format!(
+                "{RAPID_FILE}: the routine is named {n}: it clashes with the main of T_ROB1's own program; name it (CellEgmRun) and start it with PP to Routine or call it"
+            )),
+            Some(_) => {}
+        }
+        let fine_before = m
+            .moves
+            .iter()
+            .filter(|(l, _, _, z)| *l < act && z == "fine")
+            .count();
+        if fine_before == 0 {
+            e.push(format!(
+                "{RAPID_FILE}: no MoveAbsJ … fine before EGMActJoint (line {act}): EGM motion must start in a fine point, and the first motion after a controller restart cannot be an EGM motion, so a real controller refuses the session"
+            ));
+        }
+        if !m
+            .inpos_waits
+            .iter()
+            .any(|(l, r)| *l < act && Some(r) == m.act_routine.as_ref())
+        {
+            e.push(format!(
+                "{RAPID_FILE}: no WaitRob \\InPos before EGMActJoint (line {act}) in {}: every session must start with the arm at rest in position",
+                m.act_routine.as_deref().unwrap_or("its routine")
+            ));
+        }
+        if m.home.is_none() {
+            e.push(format!(
+                "{RAPID_FILE}: the entry routine does not start with a MoveAbsJ to a taught jointtarget: after a controller restart the first motion must not be EGM"
+            ));
+        }
+        for (l, _, t, z) in &m.moves {
+            if z != "fine" {
+                e.push(format!(
+                    "{RAPID_FILE}: line {l}: MoveAbsJ {t} ends in zone {z}: EGM needs a fine point (zone fine)"
+                ));
+            }
+        }
+        match (&m.tool_name, &m.tool) {
+            (None, _) => e.push(format!(
+                "{RAPID_FILE}: EGMActJoint (line {act}) without \\Tool: the controller models the arm as carrying nothing"
+            )),
+            (Some(n), None) if n.eq_ignore_ascii_case("tool0") => e.push(format!(
+                "{RAPID_FILE}: EGMActJoint \\Tool:=tool0: no load while the arm carries the F/T sensor and the tool, so the controller's motion and collision supervision run on a wrong model; declare a PERS tooldata with the load (`cell payload identify`)"
+            )),
+            (Some(n), None) => e.push(format!(
+                "{RAPID_FILE}: EGMActJoint \\Tool:={n}: no PERS tooldata {n} in the module (its load cannot be checked)"
+            )),
+            (Some(_), Some(t)) if t.mass_kg <= 0.001 => e.push(format!(
+                "{RAPID_FILE}: tooldata {}: load {} kg: give the mass the arm carries below tool0 (F/T sensor and tool)",
+                t.name, t.mass_kg
+            )),
+            _ => {}
+        }
+        if s.max_speed_deviation_deg_s > slowest_axis_deg_s {
+            e.push(format!(
+                "{RAPID_FILE}: \\MaxSpeedDeviation {} deg/s is above the slowest axis's maximum speed ({} deg/s): ABB's guidance is not to exceed it",
+                s.max_speed_deviation_deg_s, slowest_axis_deg_s
+            ));
+        }
+        if m.setup_routine != m.act_routine {
+            e.push(format!(
+                "{RAPID_FILE}: EGMSetupUC runs in {} and EGMActJoint in {}: every session must re-run EGMReset, EGMGetId and EGMSetupUC",
+                m.setup_routine.as_deref().unwrap_or("?"),
+                m.act_routine.as_deref().unwrap_or("?")
+            ));
+        }
+        for l in &m.raise_lines {
+            e.push(format!(
+                "{RAPID_FILE}: line {l}: RAISE passes an EGM error up to a caller without a handler, which stops the program; end the session cleanly in the handler"
+            ));
+        }
+        if !m
+            .run_flag_set
+            .iter()
+            .any(|(_, r)| Some(r) == m.entry.as_ref())
+        {
+            e.push(format!(
+                "{RAPID_FILE}: the entry routine never sets cell_egm_run := TRUE: after a clean stop the flag stays FALSE and the next start leaves at once"
             ));
         }
         e
@@ -309,38 +470,196 @@ fn strip_comment(line: &str) -> &str {
 enum Value {
     Num(f64),
     Str(String),
+    JointTarget([f64; 6]),
+    Tool(ToolData),
     Other(String),
 }
 
-/// `[LOCAL] CONST <type> <name> := <value>;` → (name, value).
+/// A RAPID aggregate value (`[a, [b, c], …]`) as a tree of atoms.
+#[derive(Debug, Clone, PartialEq)]
+enum Agg {
+    Atom(String),
+    List(Vec<Agg>),
+}
+
+fn parse_agg(text: &str) -> Result<Agg, String> {
+    fn list(chars: &[char], i: &mut usize) -> Result<Agg, String> {
+        // chars[*i] == '['
+        *i += 1;
+        let mut items = Vec::new();
+        let mut atom = String::new();
+        while *i < chars.len() {
+            let c = chars[*i];
+            match c {
+                '[' => {
+                    items.push(list(chars, i)?);
+                    continue;
+                }
+                ',' | ']' => {
+                    let a = atom.trim();
+                    if !a.is_empty() {
+                        items.push(Agg::Atom(a.to_string()));
+                    }
+                    atom.clear();
+                    *i += 1;
+                    if c == ']' {
+                        return Ok(Agg::List(items));
+                    }
+                    continue;
+                }
+                c => atom.push(c),
+            }
+            *i += 1;
+        }
+        Err("an aggregate without its closing ']'".into())
+    }
+    let chars: Vec<char> = text.trim().chars().collect();
+    if chars.first() != Some(&'[') {
+        return Err(format!("not an aggregate: {text}"));
+    }
+    let mut i = 0;
+    let v = list(&chars, &mut i)?;
+    if chars[i..].iter().any(|c| !c.is_whitespace()) {
+        return Err(format!("text after the aggregate: {text}"));
+    }
+    Ok(v)
+}
+
+impl Agg {
+    fn items(&self, n: usize, what: &str) -> Result<&[Agg], String> {
+        match self {
+            Agg::List(v) if v.len() == n => Ok(v),
+            _ => Err(format!("{what}: expected a list of {n}")),
+        }
+    }
+    fn num(&self, what: &str) -> Result<f64, String> {
+        match self {
+            Agg::Atom(a) => a
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| format!("{what}: {a} is not a number")),
+            Agg::List(_) => Err(format!("{what}: a list where a number belongs")),
+        }
+    }
+    fn nums<const N: usize>(&self, what: &str) -> Result<[f64; N], String> {
+        let v = self.items(N, what)?;
+        let mut out = [0.0; N];
+        for (o, a) in out.iter_mut().zip(v) {
+            *o = a.num(what)?;
+        }
+        Ok(out)
+    }
+    fn boolean(&self, what: &str) -> Result<bool, String> {
+        match self {
+            Agg::Atom(a) if a == "TRUE" => Ok(true),
+            Agg::Atom(a) if a == "FALSE" => Ok(false),
+            _ => Err(format!("{what}: expected TRUE or FALSE")),
+        }
+    }
+}
+
+/// `jointtarget`: `[[j1..j6 deg], [e1..e6]]`.
+fn joint_target(a: &Agg) -> Result<[f64; 6], String> {
+    let v = a.items(2, "jointtarget [robax, extax]")?;
+    v[0].nums::<6>("jointtarget robax")
+}
+
+/// `tooldata`: `[robhold, [[x,y,z],[q1..q4]], [mass, [cx,cy,cz], [q1..q4], ix, iy, iz]]`.
+fn tool_data(name: &str, a: &Agg) -> Result<ToolData, String> {
+    let v = a.items(3, "tooldata [robhold, tframe, tload]")?;
+    let robhold = v[0].boolean("tooldata robhold")?;
+    let tframe = v[1].items(2, "tooldata tframe [trans, rot]")?;
+    let tload = v[2].items(6, "tooldata tload [mass, cog, aom, ix, iy, iz]")?;
+    Ok(ToolData {
+        name: name.to_string(),
+        robhold,
+        tframe_mm: tframe[0].nums::<3>("tooldata tframe trans")?,
+        tframe_q: tframe[1].nums::<4>("tooldata tframe rot")?,
+        mass_kg: tload[0].num("tooldata tload mass")?,
+        cog_mm: tload[1].nums::<3>("tooldata tload cog")?,
+        aom_q: tload[2].nums::<4>("tooldata tload aom")?,
+        inertia_kg_m2: [
+            tload[3].num("tooldata tload ix")?,
+            tload[4].num("tooldata tload iy")?,
+            tload[5].num("tooldata tload iz")?,
+        ],
+    })
+}
+
+/// `[LOCAL|TASK] (CONST|PERS|VAR) <type> <name> := <value>;` → (name, value). A `VAR` or
+/// `PERS` declared without a value is not one (None).
 fn parse_const(line: &str) -> Option<Result<(String, Value), String>> {
     let l = line.trim();
-    let l = l.strip_prefix("LOCAL ").map(str::trim_start).unwrap_or(l);
-    let rest = l.strip_prefix("CONST ")?;
+    let mut rest = l;
+    for prefix in ["LOCAL ", "TASK "] {
+        rest = rest
+            .strip_prefix(prefix)
+            .map(str::trim_start)
+            .unwrap_or(rest);
+    }
+    let (kind, rest) = ["CONST ", "PERS ", "VAR "]
+        .iter()
+        .find_map(|k| rest.strip_prefix(k).map(|r| (k.trim(), r)))?;
     let (lhs, rhs) = match rest.split_once(":=") {
         Some(x) => x,
-        None => return Some(Err(format!("a CONST without ':=': {l}"))),
+        None if kind == "CONST" => return Some(Err(format!("a CONST without ':=': {l}"))),
+        None => return None,
     };
     let mut words = lhs.split_whitespace();
     let (Some(ty), Some(name), None) = (words.next(), words.next(), words.next()) else {
-        return Some(Err(format!("cannot read the CONST: {l}")));
+        return Some(Err(format!("cannot read the {kind}: {l}")));
     };
     let Some(rhs) = rhs.trim().strip_suffix(';') else {
-        return Some(Err(format!("a CONST not ended by ';' on its line: {l}")));
+        return Some(Err(format!("a {kind} not ended by ';' on its line: {l}")));
     };
     let rhs = rhs.trim();
     let v = match ty {
         "num" => match rhs.parse::<f64>() {
             Ok(v) => Value::Num(v),
-            Err(_) => return Some(Err(format!("CONST num {name}: not a number: {rhs}"))),
+            Err(_) => return Some(Err(format!("{kind} num {name}: not a number: {rhs}"))),
         },
         "string" => match rhs.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
             Some(s) => Value::Str(s.to_string()),
-            None => return Some(Err(format!("CONST string {name}: not a string: {rhs}"))),
+            None => return Some(Err(format!("{kind} string {name}: not a string: {rhs}"))),
+        },
+        "jointtarget" => match parse_agg(rhs).and_then(|a| joint_target(&a)) {
+            Ok(q) => Value::JointTarget(q),
+            Err(e) => return Some(Err(format!("{kind} jointtarget {name}: {e}"))),
+        },
+        "tooldata" => match parse_agg(rhs).and_then(|a| tool_data(name, &a)) {
+            Ok(t) => Value::Tool(t),
+            Err(e) => return Some(Err(format!("{kind} tooldata {name}: {e}"))),
         },
         _ => Value::Other(rhs.to_string()),
     };
     Some(Ok((name.to_string(), v)))
+}
+
+/// `[LOCAL] PROC name(` / `[LOCAL] FUNC type name(` / `[LOCAL] TRAP name` → (name, kind, LOCAL).
+fn routine_start(line: &str) -> Option<(String, &'static str, bool)> {
+    let (local, rest) = match line.strip_prefix("LOCAL ") {
+        Some(r) => (true, r.trim_start()),
+        None => (false, line),
+    };
+    let name_of = |r: &str| -> String {
+        r.split(|c: char| c == '(' || c.is_whitespace())
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    if let Some(r) = rest.strip_prefix("PROC ") {
+        return Some((name_of(r.trim_start()), "PROC", local));
+    }
+    if let Some(r) = rest.strip_prefix("TRAP ") {
+        return Some((name_of(r.trim_start()), "TRAP", local));
+    }
+    if let Some(r) = rest.strip_prefix("FUNC ") {
+        let mut w = r.split_whitespace();
+        let _ty = w.next();
+        return Some((name_of(w.next().unwrap_or("")), "FUNC", local));
+    }
+    None
 }
 
 /// An instruction's arguments: positional ones (comma-separated, after the name) and optional
@@ -387,15 +706,54 @@ fn parse_args(rest: &str) -> Args {
     a
 }
 
-/// Reads the session's parameters from the RAPID module.
-fn parse_rapid(text: &str) -> Result<EgmSession, Vec<String>> {
+/// Reads the session's parameters from the RAPID module, and what the module does around it.
+fn parse_rapid(text: &str) -> Result<(EgmSession, ModuleFacts), Vec<String>> {
     let mut errors = Vec::new();
     let mut consts: BTreeMap<String, Value> = BTreeMap::new();
     let mut instr: BTreeMap<&'static str, (usize, Args)> = BTreeMap::new();
     let mut wait: Option<(usize, String)> = None;
+    let mut facts = ModuleFacts::default();
+    let mut routine: Option<String> = None;
+    let mut instr_routine: BTreeMap<&'static str, Option<String>> = BTreeMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line = strip_comment(raw).trim();
         if line.is_empty() {
+            continue;
+        }
+        if let Some((name, kind, local)) = routine_start(line) {
+            if !local && facts.entry.is_none() && kind == "PROC" {
+                facts.entry = Some(name.clone());
+            }
+            facts
+                .routines
+                .push((name.clone(), kind.to_string(), local, i + 1));
+            routine = Some(name);
+            continue;
+        }
+        if ["ENDPROC", "ENDFUNC", "ENDTRAP"].contains(&line) {
+            routine = None;
+            continue;
+        }
+        let here = routine.clone().unwrap_or_default();
+        if let Some(rest) = line.strip_prefix("MoveAbsJ ") {
+            let a = parse_args(rest);
+            let target = a.positional.first().cloned().unwrap_or_default();
+            let zone = a.positional.get(2).cloned().unwrap_or_default();
+            facts.moves.push((i + 1, here.clone(), target, zone));
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("WaitRob ") {
+            if parse_args(rest).optional.contains_key("InPos") {
+                facts.inpos_waits.push((i + 1, here.clone()));
+            }
+            continue;
+        }
+        if line == "RAISE;" || line.starts_with("RAISE ") {
+            facts.raise_lines.push(i + 1);
+            continue;
+        }
+        if line.replace(' ', "").starts_with("cell_egm_run:=TRUE") {
+            facts.run_flag_set.push((i + 1, here.clone()));
             continue;
         }
         if let Some(c) = parse_const(line) {
@@ -417,6 +775,7 @@ fn parse_rapid(text: &str) -> Result<EgmSession, Vec<String>> {
                         ));
                     }
                     instr.insert(name, (i + 1, parse_args(rest)));
+                    instr_routine.insert(name, routine.clone());
                 }
             }
         }
@@ -562,20 +921,43 @@ fn parse_rapid(text: &str) -> Result<EgmSession, Vec<String>> {
             f64::NAN
         }
     };
+    facts.setup_routine = instr_routine.get("EGMSetupUC").cloned().flatten();
+    facts.act_routine = instr_routine.get("EGMActJoint").cloned().flatten();
+    facts.act_line = la;
+    facts.tool_name = act.optional.get("Tool").cloned().flatten();
+    if let Some(n) = &facts.tool_name {
+        if let Some(Value::Tool(t)) = consts.get(n) {
+            facts.tool = Some(t.clone());
+        }
+    }
+    facts.home = facts
+        .moves
+        .iter()
+        .find(|(_, r, _, _)| Some(r) == facts.entry.as_ref())
+        .and_then(|(_, _, t, _)| match consts.get(t) {
+            Some(Value::JointTarget(q)) => Some(JointTarget {
+                name: t.clone(),
+                deg: *q,
+            }),
+            _ => None,
+        });
     if errors.is_empty() {
-        Ok(EgmSession {
-            sample_rate_ms,
-            comm_timeout_s,
-            ramp_in_s,
-            ramp_out_s,
-            stop_mode,
-            pos_corr_gain,
-            max_speed_deviation_deg_s,
-            cond_time_s,
-            restart_wait_s,
-            motion_data,
-            uc_device,
-        })
+        Ok((
+            EgmSession {
+                sample_rate_ms,
+                comm_timeout_s,
+                ramp_in_s,
+                ramp_out_s,
+                stop_mode,
+                pos_corr_gain,
+                max_speed_deviation_deg_s,
+                cond_time_s,
+                restart_wait_s,
+                motion_data,
+                uc_device,
+            },
+            facts,
+        ))
     } else {
         Err(errors)
     }
@@ -734,7 +1116,31 @@ mod tests {
         assert_eq!(s.session.stop_mode, StopMode::Hold);
         assert_eq!(s.session.pos_corr_gain, 1.0);
         assert_eq!(s.session.restart_wait_s, 1.0);
+        assert_eq!(s.session.max_speed_deviation_deg_s, 250.0);
         assert_eq!(s.session.uc_device, "CellEgm");
+        let m = &s.module;
+        assert_eq!(m.entry.as_deref(), Some("CellEgmRun"));
+        assert_eq!(m.setup_routine.as_deref(), Some("CellEgmSession"));
+        assert_eq!(m.act_routine.as_deref(), Some("CellEgmSession"));
+        assert_eq!(
+            m.home,
+            Some(JointTarget {
+                name: "cell_home".into(),
+                deg: [0.0, 0.0, 0.0, 0.0, 30.0, 0.0]
+            })
+        );
+        let tool = m.tool.as_ref().unwrap();
+        assert_eq!(m.tool_name.as_deref(), Some("cell_tool"));
+        assert_eq!((tool.mass_kg, tool.cog_mm), (0.5, [0.0, 0.0, 40.0]));
+        assert_eq!(
+            (tool.tframe_mm, tool.tframe_q),
+            ([0.0; 3], [1.0, 0.0, 0.0, 0.0])
+        );
+        assert_eq!(
+            s.lint(IRB120_SLOWEST_AXIS_DEG_S),
+            Vec::<String>::new(),
+            "the shipped module follows ABB's rules"
+        );
         assert_eq!(s.device.remote_port, 6510);
         assert_eq!(s.device.remote_address, "192.168.10.1");
         assert_eq!(s.device.local_port, 0);
@@ -941,6 +1347,138 @@ mod tests {
         let slower = Irc5Egm::parse(&r, BUILTIN_SIO, BUILTIN_MOC).unwrap();
         let e = slower.disagreements(&sim_side());
         assert!(e.iter().any(|x| x.contains("\\SampleRate 8")), "{e:?}");
+    }
+
+    /// The module as shipped before issue 43 (its session routine and declarations, shortened):
+    /// every rule it broke is named.
+    const BEFORE_ISSUE_43: &str = r#"MODULE CellEgm
+    LOCAL CONST num EGM_SAMPLE_RATE_MS := 4;
+    LOCAL CONST num EGM_COMM_TIMEOUT_S := 0.2;
+    LOCAL CONST num EGM_RAMP_IN_S := 0.1;
+    LOCAL CONST num EGM_RAMP_OUT_S := 0.1;
+    LOCAL CONST egm_minmax EGM_COND := [-0.1, 0.1];
+    LOCAL CONST num EGM_COND_TIME_S := 1000000;
+    LOCAL CONST num EGM_POS_CORR_GAIN := 1;
+    LOCAL CONST num EGM_MAX_SPEED_DEV_DEG_S := 420;
+    LOCAL CONST num EGM_RESTART_WAIT_S := 1;
+    LOCAL CONST string EGM_UC_DEVICE := "CellEgm";
+    LOCAL CONST string EGM_MOTION_DATA := "CellEgm";
+    PERS bool cell_egm_run := TRUE;
+    LOCAL VAR egmident egm_id;
+    PROC main()
+        EGMReset egm_id;
+        EGMGetId egm_id;
+        EGMSetupUC ROB_1, egm_id, EGM_MOTION_DATA, EGM_UC_DEVICE \Joint \CommTimeout:=EGM_COMM_TIMEOUT_S;
+        WHILE cell_egm_run DO
+            RunSession;
+            IF cell_egm_run WaitTime EGM_RESTART_WAIT_S;
+        ENDWHILE
+    ENDPROC
+    LOCAL PROC RunSession()
+        EGMActJoint egm_id \Tool:=tool0 \J1:=EGM_COND \J2:=EGM_COND \J3:=EGM_COND \J4:=EGM_COND \J5:=EGM_COND \J6:=EGM_COND \SampleRate:=EGM_SAMPLE_RATE_MS \MaxSpeedDeviation:=EGM_MAX_SPEED_DEV_DEG_S;
+        EGMRunJoint egm_id, EGM_STOP_HOLD \J1 \J2 \J3 \J4 \J5 \J6 \CondTime:=EGM_COND_TIME_S \RampInTime:=EGM_RAMP_IN_S \RampOutTime:=EGM_RAMP_OUT_S \PosCorrGain:=EGM_POS_CORR_GAIN;
+    ERROR
+        IF ERRNO = ERR_UDPUC_COMM THEN
+            RETURN;
+        ENDIF
+        RAISE;
+    ENDPROC
+ENDMODULE
+"#;
+
+    #[test]
+    fn the_module_shipped_before_breaks_every_rule_and_each_is_named() {
+        let s = Irc5Egm::parse(BEFORE_ISSUE_43, BUILTIN_SIO, BUILTIN_MOC).unwrap();
+        let l = s.lint(IRB120_SLOWEST_AXIS_DEG_S).join("\n");
+        for want in [
+            "named main",
+            "no MoveAbsJ … fine before EGMActJoint (line 25)",
+            "no WaitRob \\InPos",
+            "does not start with a MoveAbsJ to a taught jointtarget",
+            "\\Tool:=tool0: no load",
+            "\\MaxSpeedDeviation 420 deg/s is above the slowest axis's maximum speed (250 deg/s)",
+            "EGMSetupUC runs in main and EGMActJoint in RunSession",
+            "line 31: RAISE",
+            "never sets cell_egm_run := TRUE",
+        ] {
+            assert!(l.contains(want), "{want:?} not in:\n{l}");
+        }
+        assert_eq!(s.lint(IRB120_SLOWEST_AXIS_DEG_S).len(), 9, "{l}");
+    }
+
+    #[test]
+    fn each_rule_is_named_alone_on_the_shipped_module() {
+        let one = |from: &str, to: &str, want: &str| {
+            let r = edit(BUILTIN_RAPID, from, to);
+            let s = Irc5Egm::parse(&r, BUILTIN_SIO, BUILTIN_MOC).unwrap();
+            let l = s.lint(IRB120_SLOWEST_AXIS_DEG_S);
+            assert_eq!(l.len(), 1, "{from} → {to}: {l:?}");
+            assert!(l[0].contains(want), "{want:?} not in {l:?}");
+        };
+        one("        WaitRob \\InPos;\n", "", "no WaitRob \\InPos");
+        one(
+            "MoveAbsJ cell_home, CELL_HOME_SPEED, fine, cell_tool;",
+            "MoveAbsJ cell_home, CELL_HOME_SPEED, z50, cell_tool;",
+            "ends in zone z50",
+        );
+        one(
+            "        MoveAbsJ cell_home, CELL_HOME_SPEED, fine, cell_tool;\n",
+            "",
+            "taught jointtarget",
+        );
+        one("PROC CellEgmRun()", "PROC main()", "named main");
+        one(
+            "EGM_MAX_SPEED_DEV_DEG_S := 250;",
+            "EGM_MAX_SPEED_DEV_DEG_S := 420;",
+            "420 deg/s",
+        );
+        one(
+            "        cell_egm_run := TRUE;\n",
+            "",
+            "never sets cell_egm_run := TRUE",
+        );
+        one(
+            "        RETURN FALSE;\n",
+            "        RAISE;\n",
+            "RAISE passes",
+        );
+        one(
+            "[0.5, [0, 0, 40], [1, 0, 0, 0], 0.000529",
+            "[0, [0, 0, 40], [1, 0, 0, 0], 0.000529",
+            "load 0 kg",
+        );
+        one(
+            "\\Tool:=cell_tool",
+            "\\Tool:=tool0",
+            "no load while the arm carries",
+        );
+        // A slower arm's own bound is used when given.
+        let s = Irc5Egm::builtin().unwrap();
+        assert_eq!(s.lint(200.0).len(), 1);
+    }
+
+    #[test]
+    fn a_broken_jointtarget_or_tooldata_is_named_with_its_line() {
+        let r = edit(
+            BUILTIN_RAPID,
+            "[[0, 0, 0, 0, 30, 0], [9E9",
+            "[[0, 0, 0, 30, 0], [9E9",
+        );
+        let e = errs(&r, BUILTIN_SIO, BUILTIN_MOC);
+        assert!(
+            e.contains("jointtarget cell_home") && e.contains("a list of 6"),
+            "{e}"
+        );
+        let r = edit(BUILTIN_RAPID, "[TRUE, [[0, 0, 0]", "[YES, [[0, 0, 0]");
+        let e = errs(&r, BUILTIN_SIO, BUILTIN_MOC);
+        assert!(
+            e.contains("tooldata cell_tool") && e.contains("TRUE or FALSE"),
+            "{e}"
+        );
+        let r = edit(BUILTIN_RAPID, "[0.5, [0, 0, 40]", "[0.5, [0, 0, 40]]");
+        let e = errs(&r, BUILTIN_SIO, BUILTIN_MOC);
+        assert!(e.contains("tooldata cell_tool"), "{e}");
+        assert!(e.starts_with("CellEgm.mod: line "), "{e}");
     }
 
     #[test]

@@ -372,6 +372,16 @@ async fn run_steps(
             Ok((from, i)) => {
                 let side = egm_side(setup);
                 let mut problems = i.check();
+                // The rules a real controller enforces (fine point, first motion, load data,
+                // \MaxSpeedDeviation against the slowest axis, error handling): issue 43.
+                let slowest_deg_s = setup
+                    .arm
+                    .limits()
+                    .max_speed
+                    .iter()
+                    .fold(f64::INFINITY, |a, v| a.min(*v))
+                    .to_degrees();
+                problems.extend(i.lint(slowest_deg_s));
                 match side {
                     Ok(side) => problems.extend(i.disagreements(&side)),
                     Err(e) => problems.push(e),
@@ -384,7 +394,7 @@ async fn run_steps(
                     i.device.remote_port,
                     setup.robot_io.egm.bind
                 );
-                st.judge(problems, "make the config and what is loaded on the IRC5 agree: robot_io.egm.bind = SIO_cell.cfg's RemoteAdress:RemotePortNumber, sim.egm.cycle_ms = \\SampleRate (docs/commissioning.md)");
+                st.judge(problems, "make the config and what is loaded on the IRC5 agree: robot_io.egm.bind = SIO_cell.cfg's RemoteAdress:RemotePortNumber, sim.egm.cycle_ms = \\SampleRate; load the shipped CellEgm.mod (a fine-point move before each session, cell_tool with the arm's load) (docs/commissioning.md)");
             }
             Err(e) => {
                 st.judge(vec![e.clone()], "point --irc5 at the directory with CellEgm.mod, SIO_cell.cfg and MOC_cell.cfg as loaded on the controller");
