@@ -8,6 +8,10 @@ flags the new value when it lies outside that range, widened by --slack (relativ
 for metrics whose old runs all agree. Booleans must equal one of the old values.
 
 usage: docs/tools/experiments_spread.py [--since REV] [--new FILE] [--all]
+       docs/tools/experiments_spread.py --old A.md B.md ... --runs C.md D.md ...
+The second form compares runs made the same day: the old code's runs (--old) against the new
+code's (--runs); a row is flagged when the new runs' range and the old runs' range, each
+widened by the larger of the two ranges (the run-to-run spread seen that day), do not overlap.
 """
 import argparse
 import re
@@ -57,7 +61,11 @@ def main():
     ap.add_argument("--new", default="docs/experiments.md")
     ap.add_argument("--slack", type=float, default=0.10)
     ap.add_argument("--all", action="store_true", help="print every row, not only those outside")
+    ap.add_argument("--old", nargs="+", help="the old code's runs (docs/experiments.md copies)")
+    ap.add_argument("--runs", nargs="+", help="the new code's runs")
     a = ap.parse_args()
+    if a.old and a.runs:
+        return same_day(a)
     revs = subprocess.run(
         ["git", "log", "--format=%h", f"{a.since}^..HEAD", "--", "docs/experiments.md"],
         check=True, capture_output=True, text=True).stdout.split()
@@ -95,6 +103,34 @@ def main():
         if a.all or not ok:
             print(f"{'ok   ' if ok else 'OUT  '} {key[0]} | {key[1]} | {key[2]}: {v}  (old {rng})")
     print(f"{outside} of {len(new)} rows outside the old spread")
+    return 0
+
+
+def same_day(a):
+    olds = [parse(open(f, encoding="utf-8").read()) for f in a.old]
+    news = [parse(open(f, encoding="utf-8").read()) for f in a.runs]
+    keys = [k for k in news[0] if all(k in r for r in news + olds)]
+    flagged = 0
+    print(f"{len(a.old)} runs of the old code, {len(a.runs)} of the new; {len(keys)} rows in all of them")
+    print("| experiment | case | metric | old runs | new runs | |")
+    print("|---|---|---|---|---|---|")
+    for k in keys:
+        ov = [number(r[k]) for r in olds]
+        nv = [number(r[k]) for r in news]
+        if any(v is None for v in ov + nv):
+            continue
+        if isinstance(ov[0], str) or isinstance(nv[0], str):
+            ok = set(map(str, nv)) <= set(map(str, ov)) or len(set(map(str, ov + nv))) == 1
+            same = len(set(map(str, ov))) == 1 and len(set(map(str, nv))) == 1
+        else:
+            spread = max(max(ov) - min(ov), max(nv) - min(nv))
+            ok = not (min(nv) > max(ov) + spread + 1e-3 or max(nv) < min(ov) - spread - 1e-3)
+            same = spread == 0
+        flagged += not ok
+        if a.all or not ok:
+            fmt = lambda vs: " / ".join(str(v) if isinstance(v, str) else f"{v:g}" for v in vs)
+            print(f"| {k[0]} | {k[1]} | `{k[2]}` | {fmt(ov)} | {fmt(nv)} | {'' if ok else 'OUTSIDE'} |")
+    print(f"{flagged} of {len(keys)} rows: the new runs outside the old runs' range widened by the day's spread")
     return 0
 
 
