@@ -82,6 +82,10 @@ def egm_robot(v):
     fb = f_msg(1, egm_joints(v["feedback_joints_deg"]))
     if v["feedback_pos_mm"] is not None:
         fb += f_msg(2, egm_pose(v["feedback_pos_mm"], v["feedback_quat_wxyz"]))
+    if v.get("feedback_time_us") is not None:
+        # EgmFeedBack 4 `time` EgmClock (V1.1, RW >= 6.07): 1 sec, 2 usec since 1970.
+        sec, usec = divmod(v["feedback_time_us"], 1_000_000)
+        fb += f_msg(4, f_varint(1, sec) + f_varint(2, usec))
     out += f_msg(2, fb)
     out += f_msg(3, f_msg(1, egm_joints(v["planned_joints_deg"])))
     out += f_msg(4, f_varint(1, v["motor_state"]))
@@ -128,6 +132,21 @@ def egm():
             "mci_state": MCI_STOPPED,
             "mci_convergence_met": False,
             "rapid_exec_state": RAPID_STOPPED,
+        },
+        {
+            "name": "a restarted session's first cycle: sequence number 0, feedBack.time (V1.1)",
+            "seqno": 0,
+            "tm_ms": 1236,
+            "mtype": MSGTYPE_DATA,
+            "feedback_joints_deg": [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
+            "feedback_pos_mm": [374.0, 0.0, 630.0],
+            "feedback_quat_wxyz": [0.5, 0.5, -0.5, 0.5],
+            "feedback_time_us": 1796601601236000,
+            "planned_joints_deg": [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
+            "motor_state": MOTORS_ON,
+            "mci_state": MCI_RUNNING,
+            "mci_convergence_met": True,
+            "rapid_exec_state": RAPID_RUNNING,
         },
     ]
     for v in robot:

@@ -210,6 +210,13 @@ async fn an_outage_mid_move_ends_it_and_nothing_moves_until_a_new_command() {
     // Let the controller come back and the robot settle, then watch: nothing moves.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_nothing_moves(&js, &safety).await;
+    // The program's start is a new EGM session whose first EgmRobot has sequence number 0
+    // (issue 43: the emulated IRC5 kept counting, so robot-io saw a resumed link): robot-io
+    // counts a restart, and reads the V1.1 schema (feedBack.time sent).
+    let st = statuses(&s, &c.cell).await.unwrap();
+    let egm = &st["robot-io"]["detail"]["egm"];
+    assert!(egm["restarts"].as_u64().unwrap_or(0) >= 1, "{egm}");
+    assert_ne!(st["robot-io"]["detail"]["schema"], "V10");
     assert_a_new_command_moves(&c, &js, &safety).await;
     assert_eq!(
         control_detail(&s, &c).await["stop_reason"],

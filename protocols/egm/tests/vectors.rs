@@ -71,6 +71,15 @@ fn every_robot_vector_decodes_to_its_fields() {
             }
             None => assert!(v["feedback_pos_mm"].is_null(), "{name}"),
         }
+        // feedBack.time (V1.1): the controller's clock since 1970.
+        match fb.time.as_ref() {
+            Some(t) => assert_eq!(
+                t.sec * 1_000_000 + t.usec,
+                v["feedback_time_us"].as_u64().unwrap(),
+                "{name}"
+            ),
+            None => assert!(v["feedback_time_us"].is_null(), "{name}"),
+        }
         assert_eq!(
             m.planned.as_ref().unwrap().joints.as_ref().unwrap().joints,
             f64s(&v["planned_joints_deg"]),

@@ -134,6 +134,12 @@ pub struct Controller {
     session: Session,
     /// The program was stopped (no EGM): a new session starts when it runs again.
     program_stopped: bool,
+    /// A session started and has not sent its first `EgmRobot` yet: that one carries sequence
+    /// number 0, which is how the PC side (abb_libegm, robot-io) tells a new session from a
+    /// resumed one (reference/protocols.md §1.6: "a sequence number of 0 as a new session").
+    session_unsent: bool,
+    /// The controller's clock at `tm` 0, µs since 1970 (`feedBack.time` = this + `tm`).
+    clock_epoch_us: u64,
 }
 
 impl Controller {
@@ -143,6 +149,8 @@ impl Controller {
         Self {
             params,
             program_stopped: false,
+            session_unsent: true,
+            clock_epoch_us: 0,
             session: Session::Running {
                 age_s: 0.0,
                 since_reply_s: 0.0,
@@ -218,6 +226,7 @@ impl Controller {
         }
         if std::mem::take(&mut self.program_stopped) {
             self.stats.sessions += 1;
+            self.session_unsent = true;
             self.session = Session::Running {
                 age_s: 0.0,
                 since_reply_s: 0.0,
@@ -266,6 +275,7 @@ impl Controller {
                 let wait_s = wait_s - cycle_s;
                 if wait_s <= 1e-12 {
                     self.stats.sessions += 1;
+                    self.session_unsent = true;
                     Session::Running {
                         age_s: 0.0,
                         since_reply_s: 0.0,
@@ -301,10 +311,21 @@ impl Controller {
         self.servo.params()
     }
 
+    /// Sets the controller's real-time clock: `epoch_us` (µs since 1970) is its reading at
+    /// `tm` 0. `feedBack.time` is this plus `tm` (the shell reads the host's clock once).
+    pub fn set_clock_epoch_us(&mut self, epoch_us: u64) {
+        self.clock_epoch_us = epoch_us;
+    }
+
     /// The `EgmRobot` for this cycle; `tm_ms` is the controller's clock; `tool0` the measured
     /// flange pose (mm, quaternion w x y z) for the Cartesian feedback, when known.
     pub fn robot_message(&mut self, tm_ms: u32, tool0: Option<([f64; 3], [f64; 4])>) -> RobotMsg {
-        self.seqno = self.seqno.wrapping_add(1);
+        // Every session's first message is sequence number 0, then 1, 2, … (wrapping).
+        self.seqno = if std::mem::take(&mut self.session_unsent) {
+            0
+        } else {
+            self.seqno.wrapping_add(1)
+        };
         let (q, _) = self.joints();
         let s = self.state;
         RobotMsg {
@@ -312,6 +333,10 @@ impl Controller {
             tm_ms,
             feedback_deg: q.map(f64::to_degrees),
             tool0,
+            feedback_time_us: Some(
+                self.clock_epoch_us
+                    .saturating_add(u64::from(tm_ms).saturating_mul(1000)),
+            ),
             planned_deg: self.q_ref.map(f64::to_degrees),
             motors_on: s.motors_on,
             mci_running: s.egm_running && self.session_running(),
@@ -388,13 +413,59 @@ mod tests {
     #[test]
     fn robot_message_reports_degrees_and_counts_its_sequence() {
         let mut c = ctl();
+        c.set_clock_epoch_us(1_796_601_600_000_000);
         let m = c.robot_message(1234, Some(([374.0, 0.0, 630.0], [0.5, 0.5, 0.5, 0.5])));
-        assert_eq!(m.seqno, 1);
+        // A session's first message is sequence number 0 (a new session for the PC).
+        assert_eq!(m.seqno, 0);
         assert_eq!(m.tm_ms, 1234);
+        assert_eq!(m.feedback_time_us, Some(1_796_601_601_234_000));
         assert!((m.feedback_deg[4] - 0.5f64.to_degrees()).abs() < 1e-12);
         assert_eq!(m.tool0.map(|t| t.0[0]), Some(374.0));
         assert!(m.motors_on && m.mci_running && m.rapid_running);
+        assert_eq!(c.robot_message(0, None).seqno, 1);
         assert_eq!(c.robot_message(0, None).seqno, 2);
+    }
+
+    #[test]
+    fn every_new_session_starts_its_sequence_at_zero_and_the_clock_runs_on() {
+        // After a comm timeout and after a program stop, the next session's first EgmRobot
+        // has seqno 0 (so robot-io sees a restart, not a resumed link); feedBack.time keeps
+        // counting with tm. Fails if the sequence keeps counting across sessions.
+        let mut c = Controller::new(
+            servo(),
+            SessionParams {
+                comm_timeout_s: 0.02,
+                ramp_out_s: 0.0,
+                restart_wait_s: 0.02,
+                ..SessionParams::ALWAYS_ON
+            },
+        );
+        let mut tm = 0u32;
+        let mut seqnos = Vec::new();
+        let mut times = Vec::new();
+        for _ in 0..40 {
+            c.step(0.004);
+            tm += 4;
+            if c.session_running() {
+                let m = c.robot_message(tm, None);
+                seqnos.push(m.seqno);
+                times.push(m.feedback_time_us.unwrap());
+            }
+        }
+        assert!(c.stats.sessions >= 3, "{:?}", c.stats);
+        let zeros = seqnos.iter().filter(|s| **s == 0).count();
+        assert_eq!(zeros as u64, c.stats.sessions, "{seqnos:?}");
+        for w in seqnos.windows(2) {
+            assert!(w[1] == 0 || w[1] == w[0] + 1, "{seqnos:?}");
+        }
+        assert!(times.windows(2).all(|w| w[1] > w[0]), "{times:?}");
+        // A program stop and start: the next message is a new session's.
+        c.state.egm_running = false;
+        c.step(0.004);
+        c.state.egm_running = true;
+        c.step(0.004);
+        assert!(c.session_running());
+        assert_eq!(c.robot_message(tm + 8, None).seqno, 0);
     }
 
     #[test]

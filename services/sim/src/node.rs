@@ -672,6 +672,13 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         scenario.world().servo(q0),
         crate::controller::SessionParams::from_irc5(&irc5),
     );
+    // The controller's real-time clock (feedBack.time): the host's, read once at `tm` 0.
+    ctl.set_clock_epoch_us(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+            .unwrap_or(0),
+    );
     let ticks_per_cycle = whole_ticks(cfg.egm.cycle_ms)
         .ok_or_else(|| anyhow::anyhow!("sim.egm.cycle_ms: not a whole number of base ticks"))?;
     let cycle_s = cfg.egm.cycle_ms * 1e-3;

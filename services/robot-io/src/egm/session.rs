@@ -225,6 +225,9 @@ pub struct SessionStats {
     pub incomplete: u64,
     /// EGM sessions seen (start + restarts).
     pub sessions: u64,
+    /// Sessions the controller restarted after the first (sequence number 0 or a jump): a
+    /// controller restart, a program stop and start, or a session after a comm timeout.
+    pub restarts: u64,
     /// Silences (no datagram for the timeout) since start.
     pub silences: u64,
     pub replies: u64,
@@ -252,6 +255,7 @@ impl SessionStats {
             "duplicates": self.duplicates,
             "incomplete": self.incomplete,
             "sessions": self.sessions,
+            "restarts": self.restarts,
             "silences": self.silences,
             "replies": self.replies,
             "replaced_non_finite": self.replaced_non_finite,
@@ -410,6 +414,7 @@ impl EgmSession {
         if new_session {
             if !events.contains(&SessionEvent::Started) {
                 events.push(SessionEvent::Restarted);
+                self.stats.restarts += 1;
             }
             self.stats.sessions += 1;
             self.reply_seq = 0;
@@ -757,6 +762,7 @@ pub(crate) mod tests {
         let f = s.on_robot(&robot(0, 0, q, true), 0.02).unwrap();
         assert!(f.events.contains(&SessionEvent::Restarted));
         assert_eq!(s.stats().sessions, 2);
+        assert_eq!(s.stats().restarts, 1);
         let r = s.reply_p(&[0.0; 6], &[0.0; 6], 0.021).unwrap();
         assert_eq!(r.header.unwrap().seqno, Some(0));
     }

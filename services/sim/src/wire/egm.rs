@@ -36,6 +36,9 @@ pub struct RobotMsg {
     pub feedback_deg: [f64; 6],
     /// `feedBack.cartesian`: the flange position (mm) and orientation (quaternion w x y z).
     pub tool0: Option<([f64; 3], [f64; 4])>,
+    /// `feedBack.time` (EgmClock, V1.1: RobotWare ≥ 6.07): the controller's clock, µs since
+    /// 1970, written as its `sec` and `usec`.
+    pub feedback_time_us: Option<u64>,
     /// `planned.joints`, degrees.
     pub planned_deg: [f64; 6],
     pub motors_on: bool,
@@ -113,6 +116,12 @@ impl RobotMsg {
             put_message(&mut pose, 1, &pos);
             put_message(&mut pose, 2, &orient);
             put_message(&mut fb, 2, &pose);
+        }
+        if let Some(us) = self.feedback_time_us {
+            let mut clock = Vec::with_capacity(16);
+            put_varint(&mut clock, 1, us / 1_000_000);
+            put_varint(&mut clock, 2, us % 1_000_000);
+            put_message(&mut fb, 4, &clock);
         }
         put_message(&mut out, 2, &fb);
 
@@ -389,6 +398,7 @@ mod tests {
                     let q = f64s(&v["feedback_quat_wxyz"]);
                     ([p[0], p[1], p[2]], [q[0], q[1], q[2], q[3]])
                 }),
+                feedback_time_us: v["feedback_time_us"].as_u64(),
                 planned_deg: six(&v["planned_joints_deg"]),
                 motors_on: v["motor_state"].as_u64().unwrap() == MOTORS_ON,
                 mci_running: v["mci_state"].as_u64().unwrap() == MCI_RUNNING,
