@@ -54,6 +54,8 @@ fn egm_side(name: &str, t: &toml::Table) -> Option<CellEgmSide> {
         silence_timeout_ms: num(t, "robot_io.egm.silence_timeout_ms", 50.0),
         real: sim.is_none(),
         sim,
+        // The IRB 120's fastest axis (420 deg/s) capped at robot-io's cap.
+        max_joint_speed_deg_s: num(t, "robot_io.egm.max_joint_speed_deg_s", 250.0).min(420.0),
     })
 }
 

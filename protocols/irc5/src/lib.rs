@@ -128,6 +128,9 @@ pub struct ModuleFacts {
     pub raise_lines: Vec<usize>,
     /// Where the run flag `cell_egm_run` is set TRUE: (line, routine).
     pub run_flag_set: Vec<(usize, String)>,
+    /// `EGMActJoint`'s convergence band `\J1..\J6` (deg, min/max of the reference minus the
+    /// position), when it names an `egm_minmax`.
+    pub cond_deg: Option<[f64; 2]>,
 }
 
 impl Irc5Egm {
@@ -143,6 +146,29 @@ impl Irc5Egm {
     /// The files built into this binary.
     pub fn builtin() -> Result<Self, Vec<String>> {
         Self::parse(BUILTIN_RAPID, BUILTIN_SIO, BUILTIN_MOC)
+    }
+
+    /// Whether every session starts from a fine point: the session routine runs
+    /// `WaitRob \InPos` and a `MoveAbsJ … fine` before `EGMActJoint` (what a real controller
+    /// requires; the emulator refuses a session started without it).
+    pub fn waits_for_fine_point(&self) -> bool {
+        let m = &self.module;
+        let act = m.act_line;
+        m.inpos_waits
+            .iter()
+            .any(|(l, r)| *l < act && Some(r) == m.act_routine.as_ref())
+            && m.moves
+                .iter()
+                .any(|(l, r, _, z)| *l < act && z == "fine" && Some(r) == m.act_routine.as_ref())
+    }
+
+    /// Whether the controller restarts an EGM session on its own when the motors come back on:
+    /// not when the MOC entry carries `-do_not_restart_after_motors_off` (then the operator
+    /// starts the program again).
+    pub fn restarts_after_motors_off(&self) -> bool {
+        !self
+            .motion_data
+            .contains_key("do_not_restart_after_motors_off")
     }
 
     /// Parses the RAPID module and the two configuration files, and checks that they name each
@@ -381,6 +407,9 @@ pub struct CellEgmSide {
     /// A config for a real controller: robot-io's address must be the one the controller sends
     /// to.
     pub real: bool,
+    /// The fastest joint speed robot-io's reference may have (deg/s): `[arm.limits]` capped
+    /// at `[robot_io.egm] max_joint_speed_deg_s`.
+    pub max_joint_speed_deg_s: f64,
 }
 
 impl Irc5Egm {
@@ -427,6 +456,12 @@ impl Irc5Egm {
                 ));
             }
         }
+        if c.max_joint_speed_deg_s > s.max_speed_deviation_deg_s + 1e-9 {
+            e.push(format!(
+                "{}: robot-io lets a joint move at {} deg/s > {RAPID_FILE} \\MaxSpeedDeviation {} deg/s (the controller would end the session with an EGM error): set robot_io.egm.max_joint_speed_deg_s",
+                c.config, c.max_joint_speed_deg_s, s.max_speed_deviation_deg_s
+            ));
+        }
         if c.command_timeout_ms < s.sample_rate_ms {
             e.push(format!(
                 "{}: robot_io.command_timeout_ms {} < one EGM cycle ({} ms): every command would be stale",
@@ -472,6 +507,7 @@ enum Value {
     Str(String),
     JointTarget([f64; 6]),
     Tool(ToolData),
+    MinMax([f64; 2]),
     Other(String),
 }
 
@@ -626,6 +662,16 @@ fn parse_const(line: &str) -> Option<Result<(String, Value), String>> {
         "jointtarget" => match parse_agg(rhs).and_then(|a| joint_target(&a)) {
             Ok(q) => Value::JointTarget(q),
             Err(e) => return Some(Err(format!("{kind} jointtarget {name}: {e}"))),
+        },
+        "egm_minmax" => match parse_agg(rhs).and_then(|a| a.nums::<2>("egm_minmax [min, max]")) {
+            Ok(b) if b[0] <= b[1] => Value::MinMax(b),
+            Ok(b) => {
+                return Some(Err(format!(
+                    "{kind} egm_minmax {name}: min {} above max {}",
+                    b[0], b[1]
+                )))
+            }
+            Err(e) => return Some(Err(format!("{kind} egm_minmax {name}: {e}"))),
         },
         "tooldata" => match parse_agg(rhs).and_then(|a| tool_data(name, &a)) {
             Ok(t) => Value::Tool(t),
@@ -925,6 +971,17 @@ fn parse_rapid(text: &str) -> Result<(EgmSession, ModuleFacts), Vec<String>> {
     facts.act_routine = instr_routine.get("EGMActJoint").cloned().flatten();
     facts.act_line = la;
     facts.tool_name = act.optional.get("Tool").cloned().flatten();
+    // The convergence band: the egm_minmax every `\Jn` of EGMActJoint names (the emulator
+    // reads one band; a module with different bands per joint gets the narrowest).
+    for j in 1..=6 {
+        if let Some(Some(n)) = act.optional.get(&format!("J{j}")) {
+            if let Some(Value::MinMax(b)) = consts.get(n.as_str()) {
+                let c = facts.cond_deg.get_or_insert(*b);
+                c[0] = c[0].max(b[0]);
+                c[1] = c[1].min(b[1]);
+            }
+        }
+    }
     if let Some(n) = &facts.tool_name {
         if let Some(Value::Tool(t)) = consts.get(n) {
             facts.tool = Some(t.clone());
@@ -1253,6 +1310,7 @@ mod tests {
             silence_timeout_ms: 50.0,
             sim: Some((4.0, "127.0.0.1:6510".parse().unwrap())),
             real: false,
+            max_joint_speed_deg_s: 250.0,
         }
     }
 

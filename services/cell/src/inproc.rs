@@ -275,13 +275,17 @@ fn run_here(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
             protective_retrace_s: robot_io::supervisor::DEFAULT_PROTECTIVE_RETRACE_S,
         }),
     );
-    // The shipped IRC5 session (deploy/irc5): answered every cycle, it never times out.
-    let session = robot_io::egm::irc5::Irc5Egm::builtin()
-        .map_err(|e| anyhow::anyhow!("deploy/irc5: {}", e.join("; ")))?
-        .session;
+    // The shipped IRC5 side (deploy/irc5), its home taught at the start pose: answered every
+    // cycle, its session never times out.
+    let irc5 = robot_io::egm::irc5::Irc5Egm::builtin()
+        .map_err(|e| anyhow::anyhow!("deploy/irc5: {}", e.join("; ")))?;
     let mut ctl_sim = sim::controller::Controller::new(
         sim::world::servo::ServoModel::new(sim::world::ServoParams::default(), limits, q0),
-        sim::controller::SessionParams::from_irc5(&session),
+        sim::controller::SessionParams::from_irc5(
+            &irc5,
+            q0,
+            sim::node::EgmSimConfig::default().reply_queue,
+        ),
     );
     let mut lat = CycleLatency::new().with_nominal_period_ns((dt * 1e9).round() as u64);
     let mut window_start: Option<(u64, u64, Histogram)> = None;
@@ -307,6 +311,10 @@ fn run_here(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
         }
         ctl_sim.step(dt);
         tm_ms = tm_ms.wrapping_add((dt * 1e3).round() as u32);
+        if !ctl_sim.sending() {
+            // Homing and the fine point before the session (no EgmRobot).
+            continue;
+        }
         let bytes = ctl_sim.robot_message(tm_ms, None).encode();
         let (rx, rx_ns) = (Instant::now(), clock::mono_ns());
         let rx_s = rx.duration_since(epoch).as_secs_f64();

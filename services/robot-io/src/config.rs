@@ -28,7 +28,26 @@ pub struct EgmConfig {
     /// safety state says `RobotSilent` (ms).
     pub silence_timeout_ms: f64,
     /// Also send `speedRef.joints` (deg/s, the reference's own velocity; 0 while holding).
+    /// Off by default: after silence a real IRC5 keeps applying the last `speedRef` until
+    /// `\CommTimeout` (reference/protocols.md §1.8), so a frozen PC would leave the arm moving
+    /// for up to the timeout plus the ramp-out (0.2 s + 0.1 s with the shipped module) instead
+    /// of holding. On, a real controller gets a velocity feed-forward (the simulator's lag
+    /// model has none): measure the lag (`cell commission`) before turning it on.
     pub send_speed_ref: bool,
+    /// No joint's reference moves faster than this (deg/s; the arm's own speed limits apply
+    /// too): the controller's `\MaxSpeedDeviation` (CellEgm.mod, 250 = the IRB 120's slowest
+    /// axis), beyond which a real IRC5 ends the session with an EGM error. `cell commission`
+    /// checks the two agree.
+    pub max_joint_speed_deg_s: f64,
+}
+
+impl EgmConfig {
+    /// The joint speed limits robot-io holds its reference to (rad/s): the arm's, capped at
+    /// [`EgmConfig::max_joint_speed_deg_s`].
+    pub fn capped_speeds(&self, arm_rad_s: [f64; 6]) -> [f64; 6] {
+        let cap = self.max_joint_speed_deg_s.to_radians();
+        arm_rad_s.map(|v| v.min(cap))
+    }
 }
 
 impl Default for EgmConfig {
@@ -36,7 +55,8 @@ impl Default for EgmConfig {
         Self {
             bind: "0.0.0.0:6510".into(),
             silence_timeout_ms: 50.0,
-            send_speed_ref: true,
+            send_speed_ref: false,
+            max_joint_speed_deg_s: 250.0,
         }
     }
 }
@@ -233,6 +253,14 @@ impl EgmConfig {
             2.0,
             10_000.0,
             "ms",
+        );
+        check_range(
+            errors,
+            format!("{prefix}.egm.max_joint_speed_deg_s"),
+            self.max_joint_speed_deg_s,
+            1.0,
+            1000.0,
+            "deg/s",
         );
         if self.silence_timeout_ms.is_finite()
             && cycle_ms.is_finite()

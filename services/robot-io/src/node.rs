@@ -34,6 +34,7 @@ use crate::{
     egm::{
         cycle::{Datagram, EgmCore},
         frame::{SensorReply, SENSOR_REPLY_MAX},
+        proto::MciStateType,
         session::{EgmSession, SessionEvent, SessionParams},
     },
     ideal::IdealRobot,
@@ -338,7 +339,11 @@ pub async fn run(
     cfg: (RobotIoConfig, JointLimits, Option<kinematics::Arm>),
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let (cfg, limits, arm) = cfg;
+    let (cfg, mut limits, arm) = cfg;
+    if cfg.driver == DriverKind::Egm {
+        // The controller's \MaxSpeedDeviation: a faster reference is an EGM error there.
+        limits.max_speed = cfg.egm.capped_speeds(limits.max_speed);
+    }
     let commands = node.latest(topic::JOINT_COMMAND).await?;
     let wrenches = node.latest(topic::WRENCH_ESTIMATE).await?;
     // Lossless: an e-stop is never shed by a full queue.
@@ -535,6 +540,10 @@ impl EgmShell {
                 self.lat.on_cycle(h.cycle, rx_ns, newest);
                 for ev in &fb.events {
                     match ev {
+                        SessionEvent::ControllerStopped(s) if s.mci == MciStateType::Error => {
+                            tracing::error!(motor = ?s.motor, rapid = ?s.rapid, seqno = ?fb.seqno,
+                                "the EGM controller ended the session with an EGM error (MCI state ERROR: a reference beyond a limit or \\MaxSpeedDeviation, or a session not started from a fine point); its event log says which; the program must be started again")
+                        }
                         SessionEvent::ControllerStopped(s) => {
                             tracing::warn!(motor = ?s.motor, mci = ?s.mci, rapid = ?s.rapid, "EGM controller not ready")
                         }

@@ -87,6 +87,11 @@ pub struct EgmSimConfig {
     /// wait) is the emulator's; `cycle_ms` stays this section's (tests/deploy.rs holds the
     /// shipped configs to `\SampleRate`).
     pub irc5: Option<String>,
+    /// The emulated controller's reply queue (R9 in `controller`): replies are read in arrival
+    /// order, one per cycle, and an arrival to a full queue is dropped; 0 reads the newest
+    /// reply of each cycle instead. ASSUMPTION: 2 (a socket buffer holding a late reply and
+    /// the next); the real controller's behaviour is not public.
+    pub reply_queue: usize,
     /// Emulated loss of EgmRobot datagrams (0..1).
     pub packet_loss: f64,
     /// Emulated send jitter: uniform extra delay in [0, jitter_ms] (ms).
@@ -119,6 +124,7 @@ impl Default for EgmSimConfig {
             cycle_ms: 4.0,
             initial_q_deg: [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
             irc5: None,
+            reply_queue: 2,
             packet_loss: 0.0,
             jitter_ms: 0.0,
             seed: 1,
@@ -336,9 +342,17 @@ pub struct Faults {
     pub egm_reorder: f64,
     /// Probability that an EGM datagram is delivered twice, in each direction.
     pub egm_duplicate: f64,
-    /// The controller stops EGM (stops sending) while true.
+    /// The operator's program stop while true (RAPID stopped, no EGM); false again continues
+    /// the program (its next session, from the fine point).
     pub controller_stopped: bool,
+    /// The motors are off while true (an e-stop, the enabling device): RAPID stops.
     pub motors_off: bool,
+    /// The operator presses Start: each change to a new value is one press (after motors off
+    /// with `-do_not_restart_after_motors_off`, or after the routine ended).
+    pub program_start: u32,
+    /// The module's stop trap (`cell_egm_run := FALSE` → `EGMStop`): each change to a new
+    /// value is one.
+    pub egm_stop: u32,
     /// The sensor emulator is "unplugged" (its server is down) while true.
     pub sensor_unplugged: bool,
     /// The sensor box hangs (connections open, nothing sent) while true: a frozen box, where
@@ -667,10 +681,16 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     )
     .map_err(|e| anyhow::anyhow!(e.join("; ")))?;
     let q0 = cfg.egm.initial_q_deg.map(f64::to_radians);
-    let irc5 = cfg.egm.irc5_session()?;
+    let irc5 = cfg
+        .egm
+        .irc5()
+        .map_err(|e| anyhow::anyhow!("sim.egm.irc5: {}", e.join("; ")))?;
+    // The cell's taught home is where this simulated arm starts (`initial_q_deg`): the
+    // routine's first move goes there (tests/deploy.rs holds the shipped module's `cell_home`
+    // to the shipped config's).
     let mut ctl = Controller::new(
         scenario.world().servo(q0),
-        crate::controller::SessionParams::from_irc5(&irc5),
+        crate::controller::SessionParams::from_irc5(&irc5, q0, cfg.egm.reply_queue),
     );
     // The controller's real-time clock (feedBack.time): the host's, read once at `tm` 0.
     ctl.set_clock_epoch_us(
@@ -808,6 +828,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
     // the bus away (a frozen or killed router) can still be scored on.
     let mut contact_force_peak_n: f64 = 0.0;
     let mut last_spike = [0.0; 6];
+    let (mut last_start, mut last_egm_stop) = (0u32, 0u32);
     let mut watch = LoopWatch::default();
     let mono = common::clock::mono_ns;
     let mut last_tick_ns: Option<u64> = None;
@@ -854,6 +875,16 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         let f = faults.lock().map(|g| *g).unwrap_or_default();
         ctl.state.egm_running = !f.controller_stopped;
         ctl.state.motors_on = !f.motors_off;
+        if f.program_start != last_start {
+            last_start = f.program_start;
+            ctl.program_start();
+            tracing::info!(rapid = %ctl.rapid_label(), "operator: program start");
+        }
+        if f.egm_stop != last_egm_stop {
+            last_egm_stop = f.egm_stop;
+            ctl.egm_stop();
+            tracing::info!(rapid = %ctl.rapid_label(), "RAPID: EGMStop");
+        }
         box_faults.update(|b| {
             b.frozen = f.sensor_frozen;
             b.saturated = f.sensor_saturated;
@@ -933,7 +964,7 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                 timed(&mut watch, "truth publish", t0);
             }
         }
-        if phase + 1 == ticks_per_cycle && !f.controller_stopped && ctl.session_running() {
+        if phase + 1 == ticks_per_cycle && ctl.sending() {
             // The datagram is built (its seqno used) even when the network loses it.
             // The IRC5's clock advances one cycle per cycle, whatever this host's timer jitter.
             let t0 = mono();
@@ -998,6 +1029,15 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
                          "malformed_replies": ctl.stats.malformed_replies,
                          "nonfinite_replies": ctl.stats.nonfinite_replies,
                          "session_running": ctl.session_running(),
+                         "rapid": ctl.rapid_label(),
+                         "egm_errors": ctl.stats.egm_errors,
+                         "last_error": ctl.last_error,
+                         "converged": ctl.stats.converged,
+                         "reply_queue": cfg.egm.reply_queue,
+                         "reply_queue_drops": ctl.stats.reply_queue_drops,
+                         "reply_queue_depth_mean": if ctl.stats.queue_reads > 0 {
+                             ctl.stats.queue_depth_sum as f64 / ctl.stats.queue_reads as f64
+                         } else { 0.0 },
                          "sessions": ctl.stats.sessions,
                          "comm_timeouts": ctl.stats.comm_timeouts,
                          "reference_peak_speed_ratio": ctl.refs.peak_speed_ratio,

@@ -784,6 +784,12 @@ fn egm_side(setup: &Setup) -> Result<robot_io::egm::irc5::CellEgmSide, String> {
         silence_timeout_ms: setup.robot_io.egm.silence_timeout_ms,
         real: sim.is_none(),
         sim,
+        max_joint_speed_deg_s: setup
+            .robot_io
+            .egm
+            .capped_speeds(setup.arm.limits().max_speed)
+            .iter()
+            .fold(0.0f64, |m, v| m.max(v.to_degrees())),
     })
 }
 

@@ -230,6 +230,11 @@ pub struct SessionStats {
     pub restarts: u64,
     /// Silences (no datagram for the timeout) since start.
     pub silences: u64,
+    /// Times the controller reported MCI state ERROR (an EGM error ended its session: a
+    /// reference beyond a limit or `\MaxSpeedDeviation`, a session not started from a fine
+    /// point), and the newest: (seqno, tm ms, our time s).
+    pub controller_errors: u64,
+    pub last_controller_error: Option<(Option<u32>, Option<u32>, f64)>,
     pub replies: u64,
     /// Replies whose reference was not finite and was replaced by the measured position.
     pub replaced_non_finite: u64,
@@ -257,6 +262,10 @@ impl SessionStats {
             "sessions": self.sessions,
             "restarts": self.restarts,
             "silences": self.silences,
+            "controller_errors": self.controller_errors,
+            "last_controller_error": self.last_controller_error.map(|(seqno, tm, at)| serde_json::json!({
+                "mci": "Error", "seqno": seqno, "tm_ms": tm, "at_s": at,
+            })),
             "replies": self.replies,
             "replaced_non_finite": self.replaced_non_finite,
             "rate_hz": if mean > 0.0 { 1.0 / mean } else { 0.0 },
@@ -297,6 +306,9 @@ pub struct EgmSession {
     last_dt_s: f64,
     /// The newest datagram started a new EGM session.
     last_new_session: bool,
+    /// The newest controller clock (`tm`, ms) seen, across sessions: a datagram behind in
+    /// sequence but ahead in time is a new session whose first datagrams were lost.
+    newest_tm: Option<u32>,
     silent: bool,
 }
 
@@ -320,6 +332,7 @@ impl EgmSession {
             sent_speed_deg: [0.0; AXES],
             last_dt_s: p.nominal_cycle_s,
             last_new_session: false,
+            newest_tm: None,
             silent: true,
         }
     }
@@ -395,7 +408,16 @@ impl EgmSession {
             (Some(last), Some(s)) => {
                 let fwd = s.wrapping_sub(last);
                 let back = last.wrapping_sub(s);
-                if fwd == 0 {
+                // Ahead of every datagram seen on the controller's clock (by less than half
+                // its range): not a late or repeated datagram.
+                let newer_clock = match (self.newest_tm, tm) {
+                    (Some(n), Some(t)) => (1..=u32::MAX / 2).contains(&t.wrapping_sub(n)),
+                    _ => false,
+                };
+                if (fwd == 0 || (fwd > MAX_GAP && back <= REORDER_WINDOW)) && newer_clock {
+                    // A restarted session whose seqno-0 datagram (and maybe more) was lost.
+                    new_session = true;
+                } else if fwd == 0 {
                     self.stats.duplicates += 1;
                     return Err(FeedbackError::Duplicate);
                 } else if fwd <= MAX_GAP {
@@ -427,6 +449,14 @@ impl EgmSession {
         self.stats.lost += u64::from(lost_before);
         if seqno.is_some() {
             self.last_seqno = seqno;
+        }
+        if let Some(t) = tm {
+            let ahead = self
+                .newest_tm
+                .is_none_or(|n| (1..=u32::MAX / 2).contains(&t.wrapping_sub(n)));
+            if ahead {
+                self.newest_tm = Some(t);
+            }
         }
         self.silent = false;
 
@@ -470,6 +500,12 @@ impl EgmSession {
             rapid: msg.rapid_state_type(),
             mci_convergence_met: msg.mci_convergence_met,
         };
+        if states.mci == MciStateType::Error
+            && self.last_states.map(|p| p.mci) != Some(MciStateType::Error)
+        {
+            self.stats.controller_errors += 1;
+            self.stats.last_controller_error = Some((seqno, tm, now_s));
+        }
         match self.last_states {
             Some(prev) if prev.ready() && !states.ready() => {
                 events.push(SessionEvent::ControllerStopped(states))
@@ -765,6 +801,65 @@ pub(crate) mod tests {
         assert_eq!(s.stats().restarts, 1);
         let r = s.reply_p(&[0.0; 6], &[0.0; 6], 0.021).unwrap();
         assert_eq!(r.header.unwrap().seqno, Some(0));
+    }
+
+    #[test]
+    fn a_restart_whose_first_datagrams_were_lost_is_a_restart_not_late() {
+        // A short session (seqnos 0..5, tm 100..120) ends; the next one's seqno 0 and 1 are
+        // lost; seqno 2 (behind in sequence, ahead on the controller's clock) starts a new
+        // session. Fails if it is dropped as late. A real late datagram (older clock) still
+        // is one, and a duplicate (same clock) still is one.
+        let mut s = EgmSession::new(P);
+        let q = [0.0; 6];
+        for k in 0..6u32 {
+            s.on_robot(&robot(k, 100 + 4 * k, q, true), f64::from(k) * 0.004)
+                .unwrap();
+        }
+        let f = s.on_robot(&robot(2, 1500, q, true), 1.5).unwrap();
+        assert!(
+            f.events.contains(&SessionEvent::Restarted),
+            "{:?}",
+            f.events
+        );
+        assert_eq!(s.stats().restarts, 1);
+        assert_eq!(
+            s.on_robot(&robot(2, 1500, q, true), 1.501),
+            Err(FeedbackError::Duplicate)
+        );
+        s.on_robot(&robot(3, 1504, q, true), 1.504).unwrap();
+        assert_eq!(
+            s.on_robot(&robot(1, 1496, q, true), 1.505),
+            Err(FeedbackError::Late)
+        );
+        assert_eq!(s.stats().restarts, 1);
+        // A new session whose seqno happens to equal the last one seen, on a newer clock.
+        let f = s.on_robot(&robot(3, 3000, q, true), 3.0).unwrap();
+        assert!(f.events.contains(&SessionEvent::Restarted));
+        assert_eq!(s.stats().restarts, 2);
+    }
+
+    #[test]
+    fn a_controller_error_is_counted_and_kept() {
+        // MCI state ERROR (the controller ended EGM with an error): counted once per entry,
+        // with its seqno and clock; the status says the controller is not ready.
+        let mut s = EgmSession::new(P);
+        let q = [0.0; 6];
+        s.on_robot(&robot(0, 0, q, true), 0.0).unwrap();
+        let mut m = robot(1, 4, q, true);
+        m.mci_state = Some(EgmMciState {
+            state: MciStateType::Error as i32,
+        });
+        let f = s.on_robot(&m, 0.004).unwrap();
+        assert!(!f.status.external_control_active);
+        assert!(matches!(f.events[0], SessionEvent::ControllerStopped(_)));
+        assert_eq!(s.stats().controller_errors, 1);
+        assert_eq!(
+            s.stats().last_controller_error,
+            Some((Some(1), Some(4), 0.004))
+        );
+        let json = s.stats().json();
+        assert_eq!(json["last_controller_error"]["mci"], "Error");
+        assert_eq!(json["controller_errors"], 1);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub const MSGTYPE_DATA: u64 = 2;
 pub const MOTORS_ON: u64 = 1;
 pub const MOTORS_OFF: u64 = 2;
 /// `EgmMCIState.MCIStateType`.
+pub const MCI_ERROR: u64 = 1;
 pub const MCI_STOPPED: u64 = 2;
 pub const MCI_RUNNING: u64 = 3;
 /// `EgmRapidCtrlExecState.RapidCtrlExecStateType`.
@@ -42,7 +43,8 @@ pub struct RobotMsg {
     /// `planned.joints`, degrees.
     pub planned_deg: [f64; 6],
     pub motors_on: bool,
-    pub mci_running: bool,
+    /// `mciState.state`: [`MCI_ERROR`], [`MCI_STOPPED`] or [`MCI_RUNNING`].
+    pub mci_state: u64,
     pub mci_convergence_met: bool,
     pub rapid_running: bool,
 }
@@ -135,11 +137,7 @@ impl RobotMsg {
             4,
             &state(on(self.motors_on, MOTORS_ON, MOTORS_OFF)),
         );
-        put_message(
-            &mut out,
-            5,
-            &state(on(self.mci_running, MCI_RUNNING, MCI_STOPPED)),
-        );
+        put_message(&mut out, 5, &state(self.mci_state));
         put_varint(&mut out, 6, u64::from(self.mci_convergence_met));
         put_message(
             &mut out,
@@ -363,7 +361,17 @@ pub fn decode_sensor(datagram: &[u8]) -> Result<SensorMsg, WireError> {
 /// `MSGTYPE_CORRECTION`, `planned.joints` in degrees): for tests and tools that play the
 /// sensor's side against the emulated controller.
 pub fn sensor_message(seqno: u32, tm_ms: u32, q_deg: &[f64]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(80);
+    sensor_message_with_speed(seqno, tm_ms, q_deg, None)
+}
+
+/// [`sensor_message`] with `speedRef.joints` (deg/s) when given.
+pub fn sensor_message_with_speed(
+    seqno: u32,
+    tm_ms: u32,
+    q_deg: &[f64],
+    speed_deg_s: Option<&[f64]>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(140);
     let mut header = Vec::with_capacity(12);
     put_varint(&mut header, 1, u64::from(seqno));
     put_varint(&mut header, 2, u64::from(tm_ms));
@@ -372,6 +380,11 @@ pub fn sensor_message(seqno: u32, tm_ms: u32, q_deg: &[f64]) -> Vec<u8> {
     let mut planned = Vec::with_capacity(60);
     put_message(&mut planned, 1, &joints(q_deg));
     put_message(&mut out, 2, &planned);
+    if let Some(v) = speed_deg_s {
+        let mut speed = Vec::with_capacity(60);
+        put_message(&mut speed, 1, &joints(v));
+        put_message(&mut out, 3, &speed);
+    }
     out
 }
 
@@ -401,7 +414,7 @@ mod tests {
                 feedback_time_us: v["feedback_time_us"].as_u64(),
                 planned_deg: six(&v["planned_joints_deg"]),
                 motors_on: v["motor_state"].as_u64().unwrap() == MOTORS_ON,
-                mci_running: v["mci_state"].as_u64().unwrap() == MCI_RUNNING,
+                mci_state: v["mci_state"].as_u64().unwrap(),
                 mci_convergence_met: v["mci_convergence_met"].as_bool().unwrap(),
                 rapid_running: v["rapid_exec_state"].as_u64().unwrap() == RAPID_RUNNING,
             };
