@@ -376,6 +376,22 @@ pub async fn sim_fault(s: &zenoh::Session, c: &TestCell, body: serde_json::Value
     assert!(r.result().is_ok(), "fault {body} refused");
 }
 
+/// The operator presses Start on the emulated IRC5 (after motors off the shipped MOC entry
+/// does not restart EGM on its own; after an EGM error or `EGMStop` the routine runs again).
+pub async fn sim_program_start(s: &zenoh::Session, c: &TestCell) {
+    static PRESSES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let n = PRESSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    sim_fault(s, c, serde_json::json!({ "program_start": n })).await;
+}
+
+/// The emulated IRC5's RAPID state ("running", "stopped (MotorsOff)", …), from sim's status.
+pub async fn sim_rapid(s: &zenoh::Session, c: &TestCell) -> Option<String> {
+    let st = statuses(s, &c.cell).await.ok()?;
+    st.get("sim")?["detail"]["egm"]["rapid"]
+        .as_str()
+        .map(str::to_string)
+}
+
 /// Largest joint excursion (rad) from the first of a set of joint states.
 pub fn joint_spread(js: &[common::msg::JointState]) -> f64 {
     let Some(first) = js.first() else {

@@ -9,13 +9,6 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 use serde_json::Value;
 use tests::{live_services, repo_root, sim_fault, up_all, wait_for, TestCell};
 
-/// The mounted tool as the simulator's default world has it (`sim::world::ToolParams`): the
-/// config of a commissioned cell says so.
-const PAYLOAD: [&str; 2] = [
-    "force.payload.mass_kg=0.5",
-    "force.payload.com_m=[0.0, 0.0, 0.04]",
-];
-
 /// A copy of `deploy/irc5` as an integrator would load it for this cell: the UDP device
 /// sending to `port` on loopback.
 fn irc5_for(port: u16, tag: &str) -> PathBuf {
@@ -118,7 +111,7 @@ fn commission(c: &TestCell, tag: &str, extra: &[&str]) -> Report {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commission_passes_on_a_correctly_configured_simulated_cell() {
     let _cell = tests::cell_lock();
-    let c = TestCell::start("comm-ok", &PAYLOAD);
+    let c = TestCell::start("comm-ok", &[]);
     let s = up_all(&c).await;
     let mut r = commission(&c, "ok", &[]);
     // A retry only for a proven cause: a timing step failed in a window where the host froze
@@ -145,6 +138,7 @@ async fn commission_passes_on_a_correctly_configured_simulated_cell() {
         "frame",
         "payload",
         "estop",
+        "restart",
     ] {
         assert_eq!(
             r.pass(step),
@@ -160,6 +154,13 @@ async fn commission_passes_on_a_correctly_configured_simulated_cell() {
         "{}",
         r.text("frame")
     );
+    // Issue 43: the shipped config describes the shipped simulated tool (no --set needed), and
+    // a program stop and start is a restart robot-io sees at sequence number 0.
+    assert!(
+        r.text("restart").contains("first seqno 0"),
+        "{}",
+        r.text("restart")
+    );
     let _ = s.close().await;
 }
 
@@ -169,7 +170,7 @@ async fn a_wrong_egm_port_is_named_by_the_irc5_and_egm_steps() {
     // robot-io listens on another port than the one the controller sends to.
     let other = tests::free_udp_port();
     let bind = format!("robot_io.egm.bind=\"127.0.0.1:{other}\"");
-    let c = TestCell::start("comm-port", &[PAYLOAD[0], PAYLOAD[1], &bind]);
+    let c = TestCell::start("comm-port", &[&bind]);
     let s = c.client().await;
     let live = wait_for(Duration::from_secs(30), || async {
         live_services(&s, &c.cell)
@@ -196,7 +197,7 @@ async fn a_wrong_egm_port_is_named_by_the_irc5_and_egm_steps() {
     );
     assert!(r.steps["egm"]["hint"].as_str().unwrap().contains("port"));
     // What needs the link is not run, not failed.
-    for step in ["round-trip", "joints", "payload", "estop"] {
+    for step in ["round-trip", "joints", "payload", "estop", "restart"] {
         assert_eq!(r.pass(step), None, "{step}: {}", r.text(step));
     }
     let _ = s.close().await;
@@ -205,14 +206,14 @@ async fn a_wrong_egm_port_is_named_by_the_irc5_and_egm_steps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sensor_mounted_a_quarter_turn_off_is_named_by_the_frame_step() {
     let _cell = tests::cell_lock();
-    let c = TestCell::start("comm-rot", &PAYLOAD);
+    let c = TestCell::start("comm-rot", &[]);
     let s = up_all(&c).await;
     let (ok, out, err) = c.cli(&[
         "sim-scenario",
         r#"{"set":{"sensor_mount_error_rpy_deg":[0.0,0.0,90.0]}}"#,
     ]);
     assert!(ok, "{out}{err}");
-    let r = commission(&c, "rot", &["--skip", "round-trip,payload,estop"]);
+    let r = commission(&c, "rot", &["--skip", "round-trip,payload,estop,restart"]);
     assert!(!r.ok);
     assert_eq!(r.pass("frame"), Some(false), "{}", r.stdout);
     assert!(
@@ -230,11 +231,11 @@ async fn a_sensor_mounted_a_quarter_turn_off_is_named_by_the_frame_step() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_0_3_kg_heavier_than_the_config_is_named_by_the_payload_step() {
     let _cell = tests::cell_lock();
-    let c = TestCell::start("comm-mass", &PAYLOAD);
+    let c = TestCell::start("comm-mass", &[]);
     let s = up_all(&c).await;
     let (ok, out, err) = c.cli(&["sim-scenario", r#"{"set":{"tool.mass_kg":0.8}}"#]);
     assert!(ok, "{out}{err}");
-    let r = commission(&c, "mass", &["--skip", "round-trip,ft-rest,estop"]);
+    let r = commission(&c, "mass", &["--skip", "round-trip,ft-rest,estop,restart"]);
     assert!(!r.ok);
     assert_eq!(r.pass("payload"), Some(false), "{}", r.stdout);
     let t = r.text("payload");
@@ -251,10 +252,14 @@ async fn a_tool_0_3_kg_heavier_than_the_config_is_named_by_the_payload_step() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_percent_egm_loss_is_named_by_the_egm_step() {
     let _cell = tests::cell_lock();
-    let c = TestCell::start("comm-loss", &PAYLOAD);
+    let c = TestCell::start("comm-loss", &[]);
     let s = up_all(&c).await;
     sim_fault(&s, &c, serde_json::json!({ "packet_loss": 0.05 })).await;
-    let r = commission(&c, "loss", &["--skip", "round-trip,frame,payload,estop"]);
+    let r = commission(
+        &c,
+        "loss",
+        &["--skip", "round-trip,frame,payload,estop,restart"],
+    );
     assert!(!r.ok);
     assert_eq!(r.pass("egm"), Some(false), "{}", r.stdout);
     let loss = r.steps["egm"]["data"]["link"]["loss_pct"].as_f64().unwrap();

@@ -371,16 +371,17 @@ fn process_list(mode: Mode, full: bool) -> Vec<(Target, Sig)> {
         every_process_case()
     } else {
         match mode {
+            // Motors off mid-press (issue 43: RAPID stops, the operator starts it again).
             Mode::Press => vec![
                 (Target::Control, Sig::Kill),
                 (Target::Kinematics, Sig::Stop),
-                (Target::EgmStopped, Sig::Stop),
+                (Target::MotorsOff, Sig::Stop),
             ],
             Mode::Guide => vec![
                 (Target::Force, Sig::Kill),
                 (Target::Sensor, Sig::Stop),
                 (Target::FtBox, Sig::Kill),
-                (Target::MotorsOff, Sig::Stop),
+                (Target::EgmStopped, Sig::Stop),
             ],
         }
     };
@@ -841,6 +842,19 @@ async fn inject(s: &zenoh::Session, c: &TestCell, tap: &Tap, mode: Mode, target:
         tests::sim_fault(s, c, json!({ key: on })).await;
         tokio::time::sleep(FREEZE).await;
         tests::sim_fault(s, c, json!({ key: off })).await;
+        if target == Target::MotorsOff {
+            // Motors off stopped RAPID; with the shipped MOC entry
+            // (-do_not_restart_after_motors_off) motors on alone starts nothing: the operator
+            // presses Start.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let rapid = tests::sim_rapid(s, c).await;
+            assert_eq!(
+                rapid.as_deref(),
+                Some("stopped (MotorsOff)"),
+                "motors on restarted the IRC5's program on its own"
+            );
+            tests::sim_program_start(s, c).await;
+        }
         return;
     }
     if target == Target::HandOverCeiling {

@@ -216,6 +216,9 @@ async fn an_outage_mid_move_ends_it_and_nothing_moves_until_a_new_command() {
     let st = statuses(&s, &c.cell).await.unwrap();
     let egm = &st["robot-io"]["detail"]["egm"];
     assert!(egm["restarts"].as_u64().unwrap_or(0) >= 1, "{egm}");
+    assert_eq!(egm["session_first_seqno"], 0, "{egm}");
+    // The new session started from a fine point (the emulator waited for the arm at rest).
+    assert_eq!(st["sim"]["detail"]["egm"]["rapid"], "running");
     assert_ne!(st["robot-io"]["detail"]["schema"], "V10");
     assert_a_new_command_moves(&c, &js, &safety).await;
     assert_eq!(

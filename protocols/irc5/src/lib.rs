@@ -623,6 +623,68 @@ fn tool_data(name: &str, a: &Agg) -> Result<ToolData, String> {
     })
 }
 
+/// The RAPID module `rapid` with the load of its `tooldata` `tool` replaced: `mass_kg` at
+/// `cog_mm` (in tool0, mm), axes of moment aligned with tool0 and inertia 0 (a point mass, what
+/// ABB's load data means when the moments are unknown). The TCP (`tframe`) and every other line
+/// are kept byte for byte. What `cell payload identify --write-irc5` writes.
+pub fn with_tool_load(
+    rapid: &str,
+    tool: &str,
+    mass_kg: f64,
+    cog_mm: [f64; 3],
+) -> Result<String, String> {
+    if !(mass_kg.is_finite() && mass_kg > 0.0) || !cog_mm.iter().all(|c| c.is_finite()) {
+        return Err(format!(
+            "load {mass_kg} kg at {cog_mm:?} mm: the mass must be > 0 and every value finite"
+        ));
+    }
+    let mut out = String::with_capacity(rapid.len() + 64);
+    let mut found = 0;
+    for line in rapid.split_inclusive('\n') {
+        let decl = parse_const(line);
+        match decl {
+            Some(Ok((name, Value::Tool(t)))) if name == tool => {
+                found += 1;
+                let (head, _) = line
+                    .split_once(":=")
+                    .ok_or_else(|| format!("tooldata {tool}: no ':='"))?;
+                let n = |v: f64| {
+                    let r = (v * 1e4).round() / 1e4;
+                    if r == 0.0 {
+                        "0".to_string()
+                    } else {
+                        format!("{r}")
+                    }
+                };
+                let ending = if line.ends_with("\r\n") {
+                    "\r\n"
+                } else if line.ends_with('\n') {
+                    "\n"
+                } else {
+                    ""
+                };
+                out.push_str(&format!(
+                    "{} := [{}, [[{}, {}, {}], [{}, {}, {}, {}]], [{}, [{}, {}, {}], [1, 0, 0, 0], 0, 0, 0]];{ending}",
+                    head.trim_end(),
+                    if t.robhold { "TRUE" } else { "FALSE" },
+                    n(t.tframe_mm[0]), n(t.tframe_mm[1]), n(t.tframe_mm[2]),
+                    n(t.tframe_q[0]), n(t.tframe_q[1]), n(t.tframe_q[2]), n(t.tframe_q[3]),
+                    n(mass_kg), n(cog_mm[0]), n(cog_mm[1]), n(cog_mm[2]),
+                ));
+            }
+            Some(Err(e)) if line.contains(tool) => return Err(e),
+            _ => out.push_str(line),
+        }
+    }
+    match found {
+        1 => Ok(out),
+        0 => Err(format!(
+            "no tooldata {tool} declared on one line in the module"
+        )),
+        n => Err(format!("{n} declarations of tooldata {tool}")),
+    }
+}
+
 /// `[LOCAL|TASK] (CONST|PERS|VAR) <type> <name> := <value>;` → (name, value). A `VAR` or
 /// `PERS` declared without a value is not one (None).
 fn parse_const(line: &str) -> Option<Result<(String, Value), String>> {
@@ -1300,6 +1362,29 @@ mod tests {
             e.contains("\\RampInTime -1") && e.contains("\\PosCorrGain 2"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_written_tool_load_reads_back_and_changes_nothing_else() {
+        let out = with_tool_load(BUILTIN_RAPID, "cell_tool", 0.812, [1.5, -2.0, 63.25]).unwrap();
+        let i = Irc5Egm::parse(&out, BUILTIN_SIO, BUILTIN_MOC).unwrap();
+        let t = i.module.tool.as_ref().unwrap();
+        assert_eq!(t.mass_kg, 0.812);
+        assert_eq!(t.cog_mm, [1.5, -2.0, 63.25]);
+        assert_eq!(t.inertia_kg_m2, [0.0; 3]);
+        assert_eq!(t.tframe_mm, [0.0; 3]);
+        let before = Irc5Egm::builtin().unwrap();
+        assert_eq!(i.session, before.session);
+        let changed: Vec<_> = BUILTIN_RAPID
+            .lines()
+            .zip(out.lines())
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert_eq!(changed.len(), 1, "{changed:?}");
+        assert_eq!(BUILTIN_RAPID.lines().count(), out.lines().count());
+        assert!(with_tool_load(BUILTIN_RAPID, "nope", 1.0, [0.0; 3]).is_err());
+        assert!(with_tool_load(BUILTIN_RAPID, "cell_tool", f64::NAN, [0.0; 3]).is_err());
+        assert!(with_tool_load(BUILTIN_RAPID, "cell_tool", 0.0, [0.0; 3]).is_err());
     }
 
     fn sim_side() -> CellEgmSide {

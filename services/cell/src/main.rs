@@ -360,6 +360,18 @@ enum PayloadCmd {
         /// Store the result in this cell config's `[force.payload]` (comments kept).
         #[arg(long)]
         write: Option<std::path::PathBuf>,
+        /// Also write the load the IRC5 models (`cell_tool`'s tload in `DIR/CellEgm.mod`: the
+        /// identified mass, its centre of gravity moved into tool0, plus the sensor body's):
+        /// then load the module on the controller again.
+        #[arg(long, value_name = "DIR")]
+        write_irc5: Option<std::path::PathBuf>,
+        /// The part of the F/T sensor the sensor cannot weigh (above its measuring plane, and
+        /// the adapter): mass from its data sheet (kg), added to the IRC5's load only.
+        #[arg(long, default_value_t = 0.0)]
+        sensor_body_kg: f64,
+        /// That body's centre of gravity in tool0 (mm: x,y,z).
+        #[arg(long, value_delimiter = ',', num_args = 3, default_values_t = [0.0, 0.0, 0.0], allow_negative_numbers = true)]
+        sensor_body_cog_mm: Vec<f64>,
         /// Joint moves between the poses at this fraction of the joint speed and
         /// acceleration limits (default `[control.playback] approach_speed_scale`).
         #[arg(long)]
@@ -977,13 +989,61 @@ async fn run(
             println!("{v}");
         }
         Cmd::Payload {
-            cmd: PayloadCmd::Identify { write, speed_scale },
+            cmd:
+                PayloadCmd::Identify {
+                    write,
+                    write_irc5,
+                    sensor_body_kg,
+                    sensor_body_cog_mm,
+                    speed_scale,
+                },
         } => {
+            anyhow::ensure!(
+                sensor_body_kg.is_finite()
+                    && sensor_body_kg >= 0.0
+                    && sensor_body_cog_mm.len() == 3
+                    && sensor_body_cog_mm.iter().all(|c| c.is_finite()),
+                "--sensor-body-kg must be ≥ 0 and --sensor-body-cog-mm three finite numbers"
+            );
             let v = payload_identify(&s, &cell, &arm, &force_cfg, speed_scale).await?;
             println!("{}", serde_json::to_string_pretty(&v)?);
             if let Some(file) = write {
                 cli::write_payload(&file, &v["payload"])?;
                 eprintln!("stored in {} [force.payload]", file.display());
+            }
+            if let Some(dir) = write_irc5 {
+                let m = v["payload"]["mass_kg"].as_f64().unwrap_or(f64::NAN);
+                let c = &v["payload"]["com_m"];
+                let com_s = nalgebra::Point3::new(
+                    c[0].as_f64().unwrap_or(f64::NAN),
+                    c[1].as_f64().unwrap_or(f64::NAN),
+                    c[2].as_f64().unwrap_or(f64::NAN),
+                );
+                // The identified centre of mass is in the sensor frame: into tool0 (mm).
+                let com_t0 = arm.sensor_mount() * com_s;
+                let body = [
+                    sensor_body_cog_mm[0],
+                    sensor_body_cog_mm[1],
+                    sensor_body_cog_mm[2],
+                ];
+                let total = m + sensor_body_kg;
+                let cog_mm =
+                    [0, 1, 2].map(|i| (m * com_t0[i] * 1e3 + sensor_body_kg * body[i]) / total);
+                let path = dir.join(robot_io::egm::irc5::RAPID_FILE);
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let out = robot_io::egm::irc5::with_tool_load(&text, "cell_tool", total, cog_mm)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                let tmp = path.with_extension("mod.tmp");
+                std::fs::write(&tmp, out)?;
+                std::fs::rename(&tmp, &path)?;
+                eprintln!(
+                    "stored in {} cell_tool: {total:.3} kg at ({:.1}, {:.1}, {:.1}) mm in tool0; load the module on the controller again",
+                    path.display(),
+                    cog_mm[0],
+                    cog_mm[1],
+                    cog_mm[2]
+                );
             }
         }
         Cmd::Hybrid {

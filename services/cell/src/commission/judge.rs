@@ -490,10 +490,39 @@ impl PayloadCheck {
     }
 }
 
+/// The IRC5 module's tool load against the identified payload: a controller that models less
+/// load than the arm carries runs its motion and collision supervision on a wrong model. More
+/// is allowed (the sensor body above its measuring plane, which identification cannot weigh).
+/// Tolerance as [`PayloadCheck::problems`]: max(20 g, 4 %).
+pub fn module_load_problems(identified_kg: f64, module_kg: f64) -> Vec<String> {
+    let tol = (0.04 * identified_kg.abs()).max(0.02);
+    if at_most(identified_kg - module_kg, tol) {
+        Vec::new()
+    } else {
+        vec![format!(
+            "the IRC5 module's cell_tool load is {module_kg:.3} kg, lighter than the {identified_kg:.3} kg identified (tolerance {tol:.3} kg)"
+        )]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_module_load_lighter_than_the_identified_payload_is_named() {
+        assert!(module_load_problems(0.5, 0.5).is_empty());
+        assert!(
+            module_load_problems(0.5, 0.9).is_empty(),
+            "a sensor body may add"
+        );
+        assert!(module_load_problems(0.5, 0.485).is_empty());
+        let p = module_load_problems(0.5, 0.0);
+        assert_eq!(p.len(), 1);
+        assert!(p[0].contains("lighter"), "{p:?}");
+        assert_eq!(module_load_problems(f64::NAN, 0.5).len(), 1);
+    }
 
     /// `n` datagrams received of a 4 ms controller; every `lose_every`-th sent one lost;
     /// arrivals alternately `jitter` s late.

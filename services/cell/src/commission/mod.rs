@@ -117,7 +117,7 @@ impl Step {
 }
 
 /// The names of the steps, in order.
-pub const STEPS: [(&str, &str); 9] = [
+pub const STEPS: [(&str, &str); 10] = [
     ("services", "every configured service is live"),
     (
         "irc5",
@@ -144,6 +144,10 @@ pub const STEPS: [(&str, &str); 9] = [
     (
         "estop",
         "e-stop round trip: robot-io acknowledges, the arm holds, reset acknowledged",
+    ),
+    (
+        "restart",
+        "a program stop and start: robot-io sees a restarted session (sequence number 0), which starts from a fine point",
     ),
 ];
 
@@ -659,6 +663,13 @@ async fn run_steps(
                 };
                 let p = &setup.force.payload;
                 let c = judge::payload_check(m, com, p.mass_kg, p.com_m);
+                // The load the IRC5 models (CellEgm.mod's cell_tool): not lighter than what the
+                // sensor weighs (it may be heavier by the sensor body's share).
+                let module_load = irc5.as_ref().ok().and_then(|(_, i)| i.module.tool.clone());
+                let module_problems = module_load
+                    .as_ref()
+                    .map(|t| judge::module_load_problems(m, t.mass_kg))
+                    .unwrap_or_default();
                 st.figures = format!(
                     "identified {:.3} kg, CoM ({:.1}, {:.1}, {:.1}) mm; config {:.3} kg, CoM ({:.1}, {:.1}, {:.1}) mm; Δm {:+.3} kg, ΔCoM {:.1} mm{}",
                     m, com[0] * 1e3, com[1] * 1e3, com[2] * 1e3,
@@ -666,13 +677,23 @@ async fn run_steps(
                     c.mass_error_kg, c.com_error_mm,
                     if v["retries"].as_array().is_some_and(|r| !r.is_empty()) { " (repeated after a proven host stall)" } else { "" }
                 );
-                st.data = json!({ "check": c, "identification": v });
+                if let Some(t) = &module_load {
+                    st.figures += &format!("; the IRC5 module's cell_tool {:.3} kg", t.mass_kg);
+                }
+                st.data = json!({ "check": c, "identification": v, "module_load_kg": module_load.as_ref().map(|t| t.mass_kg) });
                 let hint = format!(
                     "the config's [force.payload] is not the mounted tool: `cell{} payload identify --write {}` stores the identified one (the force service uses it from now on)",
                     setup.config.as_ref().map(|p| format!(" --config {}", p.display())).unwrap_or_default(),
                     setup.config.as_ref().map_or("CONFIG".into(), |p| p.display().to_string())
                 );
-                st.judge(c.problems(), &hint);
+                let mut problems = c.problems();
+                let hint = if module_problems.is_empty() {
+                    hint
+                } else {
+                    problems.extend(module_problems);
+                    format!("{hint}; `cell payload identify --write-irc5 DIR [--sensor-body-kg M]` writes the IRC5's cell_tool load (then load CellEgm.mod again)")
+                };
+                st.judge(problems, &hint);
             }
             Err(e) => st.judge(
                 vec![format!("{e:#}")],
@@ -706,8 +727,117 @@ async fn run_steps(
         st.secs = t.elapsed().as_secs_f64();
         print_step(st);
     }
+    // 10. Restart.
+    if skip("restart") {
+        not_run(get(steps, "restart"), "left out (--skip)");
+    } else if !link_ok {
+        not_run(get(steps, "restart"), "no EGM link");
+    } else {
+        let t = Instant::now();
+        let scripted = setup.sim.is_some() && !req.operator;
+        let r = restart_step(s, cell, &js, scripted).await;
+        let st = get(steps, "restart");
+        match r {
+            Ok((fig, problems, data)) => {
+                st.figures = fig;
+                st.data = data;
+                st.judge(problems, "a restarted EGM session must begin at sequence number 0 and from a fine point: load the shipped CellEgm.mod (WaitRob \\InPos and a MoveAbsJ … fine before EGMActJoint, every session set up again), and check nothing between the controller and the PC drops the first datagram");
+            }
+            Err(e) => st.judge(
+                vec![format!("{e:#}")],
+                "no new EGM session came after the program was started again: check the program runs (FlexPendant) and the controller's event log",
+            ),
+        }
+        st.secs = t.elapsed().as_secs_f64();
+        print_step(st);
+    }
     let _ = out;
     Ok(())
+}
+
+/// The restart step: the program stopped and started (by the simulator's operator fault, or by
+/// the operator on a real controller); robot-io must count one restart whose first datagram is
+/// sequence number 0, and the arm must be still over the new session's first 10 cycles (it
+/// started from a fine point).
+async fn restart_step(
+    s: &Session,
+    cell: &CellSection,
+    js: &Collect<JointState>,
+    scripted: bool,
+) -> anyhow::Result<(String, Vec<String>, Value)> {
+    let count = |v: &Option<Value>, k: &str| v.as_ref().and_then(|v| v["egm"][k].as_u64());
+    let before = robot_io_status(s, cell).await;
+    let r0 = count(&before, "restarts")
+        .ok_or_else(|| anyhow::anyhow!("robot-io reports no EGM session counters"))?;
+    if scripted {
+        sim_fault(s, cell, json!({ "controller_stopped": true })).await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let _ = js.take();
+        sim_fault(s, cell, json!({ "controller_stopped": false })).await?;
+    } else {
+        say("restart: stop the program on the FlexPendant, then start it again (the program pointer where it is); waiting up to 60 s");
+    }
+    let deadline = Instant::now() + Duration::from_secs(if scripted { 10 } else { 60 });
+    let after = loop {
+        let st = robot_io_status(s, cell).await;
+        if count(&st, "restarts").is_some_and(|r| r > r0) {
+            break st;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "robot-io saw no new EGM session ({} restarts before and after)",
+            r0
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    if !scripted {
+        // The operator's stop: what was collected before the silence is the old session's.
+        let _ = js.take();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let first: Vec<JointState> = js.take().into_iter().take(10).collect();
+    let max_qd_deg_s = first
+        .iter()
+        .flat_map(|j| j.qd_rad_s.iter().map(|v| v.abs().to_degrees()))
+        .fold(0.0f64, f64::max);
+    let r1 = count(&after, "restarts").unwrap_or(r0);
+    let seq0 = after
+        .as_ref()
+        .and_then(|v| v["egm"]["session_first_seqno"].as_u64());
+    let mut problems = Vec::new();
+    if r1 != r0 + 1 {
+        problems.push(format!(
+            "robot-io counted {} restarts for one program stop and start",
+            r1 - r0
+        ));
+    }
+    if seq0 != Some(0) {
+        problems.push(format!(
+            "the new session's first datagram robot-io saw has sequence number {seq0:?}, not 0 (lost, or the controller resumed the old sequence)"
+        ));
+    }
+    if first.len() < 10 {
+        problems.push(format!(
+            "only {} joint states in the new session's first 0.3 s",
+            first.len()
+        ));
+    }
+    if max_qd_deg_s >= 0.1 {
+        problems.push(format!(
+            "the arm moved at {max_qd_deg_s:.2} deg/s in the new session's first cycles: the session did not start from a fine point"
+        ));
+    }
+    let fig = format!(
+        "restarts {r0} → {r1}; first seqno {}; max joint speed over the first {} cycles {max_qd_deg_s:.3} deg/s",
+        seq0.map_or("none".into(), |v| v.to_string()),
+        first.len()
+    );
+    Ok((
+        fig,
+        problems,
+        json!({ "restarts_before": r0, "restarts_after": r1, "first_seqno": seq0,
+                 "max_qd_deg_s": max_qd_deg_s, "cycles": first.len() }),
+    ))
 }
 
 /// A host stall during a window, proven by every service's watchdog (every process

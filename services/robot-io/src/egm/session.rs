@@ -234,6 +234,9 @@ pub struct SessionStats {
     /// reference beyond a limit or `\MaxSpeedDeviation`, a session not started from a fine
     /// point), and the newest: (seqno, tm ms, our time s).
     pub controller_errors: u64,
+    /// The sequence number of the newest session's first datagram (0 when the controller
+    /// restarted it as ABB documents and nothing was lost).
+    pub session_first_seqno: Option<u32>,
     pub last_controller_error: Option<(Option<u32>, Option<u32>, f64)>,
     pub replies: u64,
     /// Replies whose reference was not finite and was replaced by the measured position.
@@ -263,6 +266,7 @@ impl SessionStats {
             "restarts": self.restarts,
             "silences": self.silences,
             "controller_errors": self.controller_errors,
+            "session_first_seqno": self.session_first_seqno,
             "last_controller_error": self.last_controller_error.map(|(seqno, tm, at)| serde_json::json!({
                 "mci": "Error", "seqno": seqno, "tm_ms": tm, "at_s": at,
             })),
@@ -439,6 +443,7 @@ impl EgmSession {
                 self.stats.restarts += 1;
             }
             self.stats.sessions += 1;
+            self.stats.session_first_seqno = seqno;
             self.reply_seq = 0;
             self.min_offset_s = None;
             self.last_tm = None;
