@@ -633,7 +633,7 @@ pub fn with_tool_load(
     mass_kg: f64,
     cog_mm: [f64; 3],
 ) -> Result<String, String> {
-    if !(mass_kg.is_finite() && mass_kg > 0.0) || !cog_mm.iter().all(|c| c.is_finite()) {
+    if !(mass_kg.is_finite() && mass_kg > 0.0 && cog_mm.iter().all(|c| c.is_finite())) {
         return Err(format!(
             "load {mass_kg} kg at {cog_mm:?} mm: the mass must be > 0 and every value finite"
         ));
