@@ -262,27 +262,51 @@ pub fn egm_sensor(data: &[u8]) {
         kinematics::JointLimits::irb120(),
         HOME,
     );
-    let mut c = Controller::new(servo, Irc5Session::ALWAYS_ON);
-    let parts = chunks(data);
-    for p in &parts {
-        let _ = proto::decode_sensor(p.body);
-        c.apply_reply(p.body);
-        c.state.motors_on = p.head & 1 == 0;
-        c.state.egm_running = p.head & 2 == 0;
-        let _ = c.step(0.004);
-        assert!(
-            c.reference().iter().all(|v| v.is_finite()),
-            "non-finite reference {:?}",
-            c.reference()
-        );
-        let _ = c.robot_message(0, None);
-    }
-    let s = c.stats;
-    assert_eq!(
-        s.replies + s.malformed_replies + s.nonfinite_replies,
-        parts.len() as u64,
-        "every datagram is counted once: {s:?}"
+    // Without the rules (every reply applied) and under the shipped module's (home move, fine
+    // point, EGM errors for references beyond the limits or \MaxSpeedDeviation, the reply
+    // queue): the reference stays finite and inside the joint limits when the rules hold.
+    let irc5 = sim::controller::SessionParams::from_irc5(
+        &robot_io::egm::irc5::Irc5Egm::builtin().expect("deploy/irc5 parses"),
+        HOME,
+        2,
     );
+    let limits = kinematics::JointLimits::irb120();
+    for params in [Irc5Session::ALWAYS_ON, irc5] {
+        let mut c = Controller::new(servo.clone(), params);
+        let parts = chunks(data);
+        for p in &parts {
+            let _ = proto::decode_sensor(p.body);
+            c.apply_reply(p.body);
+            c.state.motors_on = p.head & 1 == 0;
+            c.state.egm_running = p.head & 2 == 0;
+            if p.head & 4 != 0 {
+                c.program_start();
+            }
+            if p.head & 8 != 0 {
+                c.egm_stop();
+            }
+            let _ = c.step(0.004);
+            let r = c.reference();
+            assert!(r.iter().all(|v| v.is_finite()), "non-finite reference {r:?}");
+            if params.enforce {
+                for (j, v) in r.iter().enumerate() {
+                    assert!(
+                        *v >= limits.min[j] - 1e-9 && *v <= limits.max[j] + 1e-9,
+                        "joint {j} reference {v} beyond its limits under the rules"
+                    );
+                }
+            }
+            if c.sending() {
+                let _ = c.robot_message(0, None);
+            }
+        }
+        let s = c.stats;
+        assert_eq!(
+            s.replies + s.malformed_replies + s.nonfinite_replies,
+            parts.len() as u64,
+            "every datagram is counted once: {s:?}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

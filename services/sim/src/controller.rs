@@ -609,8 +609,11 @@ impl Controller {
                     0.0
                 };
                 let v_next = v.map(|x| x * k);
+                let lim = *self.servo.limits();
                 for i in 0..6 {
                     self.q_ref[i] += 0.5 * (v[i] + v_next[i]) * cycle_s.min(left_s.max(0.0));
+                    // The controller's own stop respects the joint range.
+                    self.q_ref[i] = self.q_ref[i].clamp(lim.min[i], lim.max[i]);
                 }
                 self.q_ref_seqno = None;
                 if left_after <= 1e-12 {
