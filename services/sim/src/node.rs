@@ -88,9 +88,14 @@ pub struct EgmSimConfig {
     /// shipped configs to `\SampleRate`).
     pub irc5: Option<String>,
     /// The emulated controller's reply queue (R9 in `controller`): replies are read in arrival
-    /// order, one per cycle, and an arrival to a full queue is dropped; 0 reads the newest
-    /// reply of each cycle instead. ASSUMPTION: 2 (a socket buffer holding a late reply and
-    /// the next); the real controller's behaviour is not public.
+    /// order, one per cycle, and an arrival to a full queue is dropped (counted,
+    /// `egm.reply_queue_drops`); 0 reads the newest reply of each cycle instead. ASSUMPTION: 1
+    /// (the real controller's behaviour is not public). With 2 or more, one late reply keeps
+    /// every later one a cycle behind for as long as replies keep coming every cycle: this
+    /// simulator reads a cycle's reply 1 ms after sending its `EgmRobot`, so a host hiccup at
+    /// start-up made that +4 ms of lag permanent (queue depth 1.96 measured at each read) —
+    /// an artefact of the 1 ms window, which a PC answering a real IRC5 within its 4 ms cycle
+    /// does not have.
     pub reply_queue: usize,
     /// Emulated loss of EgmRobot datagrams (0..1).
     pub packet_loss: f64,
@@ -124,7 +129,7 @@ impl Default for EgmSimConfig {
             cycle_ms: 4.0,
             initial_q_deg: [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
             irc5: None,
-            reply_queue: 2,
+            reply_queue: 1,
             packet_loss: 0.0,
             jitter_ms: 0.0,
             seed: 1,
