@@ -303,6 +303,24 @@ fn get<'a>(steps: &'a mut [Step], name: &str) -> &'a mut Step {
     &mut steps[i]
 }
 
+/// A step's verdict from what it measured (figures, problems, data), or from the error that
+/// stopped it.
+fn settle(
+    st: &mut Step,
+    r: anyhow::Result<(String, Vec<String>, Value)>,
+    hint: &str,
+    stopped_hint: &str,
+) {
+    match r {
+        Ok((fig, problems, data)) => {
+            st.figures = fig;
+            st.data = data;
+            st.judge(problems, hint);
+        }
+        Err(e) => st.judge(vec![format!("{e:#}")], stopped_hint),
+    }
+}
+
 fn not_run(st: &mut Step, why: &str) {
     st.figures = format!("not run: {why}");
 }
@@ -713,17 +731,12 @@ async fn run_steps(
         let t = Instant::now();
         let r = estop_step(s, cell, &js, cycle_s).await;
         let st = get(steps, "estop");
-        match r {
-            Ok((fig, problems, data)) => {
-                st.figures = fig;
-                st.data = data;
-                st.judge(problems, "robot-io must acknowledge within 0.5 s and hold; if not, check it runs (`cell status robot-io`) — and test the hardware e-stop chain of the IRC5 by hand, which this step does not replace");
-            }
-            Err(e) => st.judge(
-                vec![format!("{e:#}")],
-                "robot-io did not acknowledge: the software e-stop is not working; use the hardware e-stop and check robot-io",
-            ),
-        }
+        settle(
+            st,
+            r,
+            "robot-io must acknowledge within 0.5 s and hold; if not, check it runs (`cell status robot-io`) — and test the hardware e-stop chain of the IRC5 by hand, which this step does not replace",
+            "robot-io did not acknowledge: the software e-stop is not working; use the hardware e-stop and check robot-io",
+        );
         st.secs = t.elapsed().as_secs_f64();
         print_step(st);
     }
@@ -737,17 +750,12 @@ async fn run_steps(
         let scripted = setup.sim.is_some() && !req.operator;
         let r = restart_step(s, cell, &js, scripted).await;
         let st = get(steps, "restart");
-        match r {
-            Ok((fig, problems, data)) => {
-                st.figures = fig;
-                st.data = data;
-                st.judge(problems, "a restarted EGM session must begin at sequence number 0 and from a fine point: load the shipped CellEgm.mod (WaitRob \\InPos and a MoveAbsJ … fine before EGMActJoint, every session set up again), and check nothing between the controller and the PC drops the first datagram");
-            }
-            Err(e) => st.judge(
-                vec![format!("{e:#}")],
-                "no new EGM session came after the program was started again: check the program runs (FlexPendant) and the controller's event log",
-            ),
-        }
+        settle(
+            st,
+            r,
+            "a restarted EGM session must begin at sequence number 0 and from a fine point: load the shipped CellEgm.mod (WaitRob \\InPos and a MoveAbsJ … fine before EGMActJoint, every session set up again), and check nothing between the controller and the PC drops the first datagram",
+            "no new EGM session came after the program was started again: check the program runs (FlexPendant) and the controller's event log",
+        );
         st.secs = t.elapsed().as_secs_f64();
         print_step(st);
     }
