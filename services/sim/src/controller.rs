@@ -110,10 +110,23 @@ pub enum EgmError {
     FirstMotionEgm,
     /// R2: the session did not start from a fine point.
     NotFinePoint,
-    /// R5: a reference beyond joint `joint`'s (0-based) limits (rad).
-    OutOfLimits { joint: usize, q_rad: f64 },
-    /// R5: a reference moving joint `joint` faster than `\MaxSpeedDeviation` (rad/s).
-    SpeedDeviation { joint: usize, speed_rad_s: f64 },
+    /// R5: a reference beyond joint `joint`'s (0-based) limits (rad), from the reply with
+    /// header seqno `reply_seqno`.
+    OutOfLimits {
+        joint: usize,
+        q_rad: f64,
+        reply_seqno: Option<u32>,
+    },
+    /// R5: a reference moving joint `joint` faster than `\MaxSpeedDeviation` (rad/s): from
+    /// `from_rad` to `to_rad` over `cycles` EGM cycles, from the reply with seqno `reply_seqno`.
+    SpeedDeviation {
+        joint: usize,
+        speed_rad_s: f64,
+        from_rad: f64,
+        to_rad: f64,
+        cycles: u32,
+        reply_seqno: Option<u32>,
+    },
 }
 
 /// Why RAPID is stopped.
@@ -889,11 +902,21 @@ impl Controller {
             self.refs.peak_speed_ratio = self.refs.peak_speed_ratio.max(speed / lim.max_speed[i]);
             if v < lim.min[i] - 1e-9 || v > lim.max[i] + 1e-9 {
                 self.refs.out_of_limits += 1;
-                err = err.or(Some(EgmError::OutOfLimits { joint: i, q_rad: v }));
-            } else if speed > self.params.max_speed_dev_rad_s {
+                err = err.or(Some(EgmError::OutOfLimits {
+                    joint: i,
+                    q_rad: v,
+                    reply_seqno: seqno,
+                }));
+            } else if speed > self.params.max_speed_dev_rad_s * (1.0 + 1e-9) {
+                // (A reference at exactly the limit — robot-io's cap — is within it: the
+                // relative 1e-9 keeps the rounding of deg ↔ rad and of the division out.)
                 err = err.or(Some(EgmError::SpeedDeviation {
                     joint: i,
                     speed_rad_s: speed,
+                    from_rad: self.q_ref[i],
+                    to_rad: v,
+                    cycles: cycles as u32,
+                    reply_seqno: seqno,
                 }));
             }
         }

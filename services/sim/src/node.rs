@@ -87,15 +87,17 @@ pub struct EgmSimConfig {
     /// wait) is the emulator's; `cycle_ms` stays this section's (tests/deploy.rs holds the
     /// shipped configs to `\SampleRate`).
     pub irc5: Option<String>,
-    /// The emulated controller's reply queue (R9 in `controller`): replies are read in arrival
-    /// order, one per cycle, and an arrival to a full queue is dropped (counted,
-    /// `egm.reply_queue_drops`); 0 reads the newest reply of each cycle instead. ASSUMPTION: 1
-    /// (the real controller's behaviour is not public). With 2 or more, one late reply keeps
-    /// every later one a cycle behind for as long as replies keep coming every cycle: this
-    /// simulator reads a cycle's reply 1 ms after sending its `EgmRobot`, so a host hiccup at
-    /// start-up made that +4 ms of lag permanent (queue depth 1.96 measured at each read) —
-    /// an artefact of the 1 ms window, which a PC answering a real IRC5 within its 4 ms cycle
-    /// does not have.
+    /// The emulated controller's reply queue (R9 in `controller`): with N ≥ 1 replies are read
+    /// in arrival order, one per cycle, and an arrival to a full queue is dropped (counted,
+    /// `egm.reply_queue_drops`); 0 (the default) reads the newest reply of each cycle. The
+    /// real controller's behaviour is not public. The default stays 0 because this simulator
+    /// reads a cycle's reply 1 ms after sending its `EgmRobot` (a PC answering a real IRC5 has
+    /// nearly the whole 4 ms cycle), so its replies are late far more often than on a real
+    /// cell, and both queue lengths then add artefacts (measured, docs/commissioning.md §2):
+    /// with 2 one late reply at start-up kept every later one a cycle behind (+4 ms of lag for
+    /// the run); with 1 a late reply's successor is dropped, the next reference steps two
+    /// replies in one cycle, and a joint moving at robot-io's cap (= `\MaxSpeedDeviation`)
+    /// then ends the session with an EGM error.
     pub reply_queue: usize,
     /// Emulated loss of EgmRobot datagrams (0..1).
     pub packet_loss: f64,
@@ -129,7 +131,7 @@ impl Default for EgmSimConfig {
             cycle_ms: 4.0,
             initial_q_deg: [0.0, 0.0, 0.0, 0.0, 30.0, 0.0],
             irc5: None,
-            reply_queue: 1,
+            reply_queue: 0,
             packet_loss: 0.0,
             jitter_ms: 0.0,
             seed: 1,
@@ -697,6 +699,9 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
         scenario.world().servo(q0),
         crate::controller::SessionParams::from_irc5(&irc5, q0, cfg.egm.reply_queue),
     );
+    if let Some(e) = ctl.last_error {
+        tracing::error!(error = ?e, rapid = %ctl.rapid_label(), "emulated IRC5: EGM error");
+    }
     // The controller's real-time clock (feedBack.time): the host's, read once at `tm` 0.
     ctl.set_clock_epoch_us(
         std::time::SystemTime::now()
@@ -914,7 +919,17 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             changed
         });
         if phase == 0 {
+            let errors_before = ctl.stats.egm_errors;
             ctl.begin_cycle(cycle_s);
+            if ctl.stats.egm_errors != errors_before {
+                // The controller's event log: which rule ended (or refused) the session.
+                tracing::error!(
+                    error = ?ctl.last_error,
+                    rapid = %ctl.rapid_label(),
+                    q_deg = ?ctl.joints().0.map(f64::to_degrees),
+                    "emulated IRC5: EGM error"
+                );
+            }
         }
         let t0 = mono();
         let (q, qd) = ctl.advance(BASE_TICK_S);
