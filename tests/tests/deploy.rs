@@ -55,7 +55,7 @@ fn egm_side(name: &str, t: &toml::Table) -> Option<CellEgmSide> {
         real: sim.is_none(),
         sim,
         // The IRB 120's fastest axis (420 deg/s) capped at robot-io's cap.
-        max_joint_speed_deg_s: num(t, "robot_io.egm.max_joint_speed_deg_s", 250.0).min(420.0),
+        max_joint_speed_deg_s: num(t, "robot_io.egm.max_joint_speed_deg_s", 200.0).min(420.0),
     })
 }
 

@@ -371,17 +371,18 @@ fn process_list(mode: Mode, full: bool) -> Vec<(Target, Sig)> {
         every_process_case()
     } else {
         match mode {
-            // Motors off mid-press (issue 43: RAPID stops, the operator starts it again).
             Mode::Press => vec![
                 (Target::Control, Sig::Kill),
                 (Target::Kinematics, Sig::Stop),
-                (Target::MotorsOff, Sig::Stop),
+                (Target::EgmStopped, Sig::Stop),
             ],
+            // Motors off (issue 43: RAPID stops, the operator starts it again); mid-press in
+            // the full tier.
             Mode::Guide => vec![
                 (Target::Force, Sig::Kill),
                 (Target::Sensor, Sig::Stop),
                 (Target::FtBox, Sig::Kill),
-                (Target::EgmStopped, Sig::Stop),
+                (Target::MotorsOff, Sig::Stop),
             ],
         }
     };

@@ -35,9 +35,12 @@ pub struct EgmConfig {
     /// model has none): measure the lag (`cell commission`) before turning it on.
     pub send_speed_ref: bool,
     /// No joint's reference moves faster than this (deg/s; the arm's own speed limits apply
-    /// too): the controller's `\MaxSpeedDeviation` (CellEgm.mod, 250 = the IRB 120's slowest
-    /// axis), beyond which a real IRC5 ends the session with an EGM error. `cell commission`
-    /// checks the two agree.
+    /// too). It must stay below the controller's `\MaxSpeedDeviation` (CellEgm.mod, 250 = the
+    /// IRB 120's slowest axis), beyond which a real IRC5 ends the session with an EGM error;
+    /// `cell commission` fails a cap above it. 200 leaves a margin: robot-io limits on the
+    /// controller's clock per datagram, the controller checks per cycle, and replies that
+    /// bunch after a late cycle step further in one (measured on the emulated IRC5: 282 °/s in
+    /// one cycle with robot-io at 250).
     pub max_joint_speed_deg_s: f64,
 }
 
@@ -56,7 +59,7 @@ impl Default for EgmConfig {
             bind: "0.0.0.0:6510".into(),
             silence_timeout_ms: 50.0,
             send_speed_ref: false,
-            max_joint_speed_deg_s: 250.0,
+            max_joint_speed_deg_s: 200.0,
         }
     }
 }

@@ -303,6 +303,10 @@ pub struct Controller {
     pub refs: ReferenceStats,
     cycle: u64,
     last_ref_cycle: u64,
+    /// The reference applied before the current one, and its cycle: R5's speed is checked
+    /// over the last two applied references (see `apply_reference`).
+    prev_ref: [f64; 6],
+    prev_ref_cycle: u64,
     last_dt: f64,
     /// Replies received, not yet read (R9).
     pending: VecDeque<Reply>,
@@ -350,6 +354,8 @@ impl Controller {
             refs: ReferenceStats::default(),
             cycle: 0,
             last_ref_cycle: 0,
+            prev_ref: q_ref,
+            prev_ref_cycle: 0,
             last_dt: 0.004,
             pending: VecDeque::new(),
         };
@@ -511,6 +517,8 @@ impl Controller {
         self.pending.clear();
         self.speed_ref = None;
         self.last_ref_cycle = self.cycle;
+        self.prev_ref = self.q_ref;
+        self.prev_ref_cycle = self.cycle;
         Rapid::Running {
             age_s: 0.0,
             since_reply_s: 0.0,
@@ -890,16 +898,24 @@ impl Controller {
         }
     }
 
-    /// Applies a reference (R5 checked): beyond a limit or faster than `\MaxSpeedDeviation`
-    /// it is an EGM error and not applied (counted either way).
+    /// Applies a reference (R5 checked): beyond a limit, or faster than `\MaxSpeedDeviation`
+    /// over the span of the last two applied references, it is an EGM error and not applied
+    /// (counted either way). The two-reference span: one reply that arrives late and is
+    /// applied a cycle later makes the next one step twice in a cycle (the PC's reference is
+    /// on the controller's clock, its delivery is not); the controller's own motion filter
+    /// (MOC `-ext_motion_filter_bandwidth`) does not pass a one-cycle spike as a speed, and a
+    /// sustained speed above the limit is caught on its second cycle. ASSUMPTION: the real
+    /// check's window is not public.
     fn apply_reference(&mut self, new: [f64; 6], seqno: Option<u32>) -> Result<(), EgmError> {
         let lim = *self.servo.limits();
         let cycles = self.cycle.saturating_sub(self.last_ref_cycle).max(1) as f64;
+        let span = self.cycle.saturating_sub(self.prev_ref_cycle).max(1) as f64;
         let mut err = None;
         for i in 0..6 {
             let v = new[i];
             let speed = (v - self.q_ref[i]).abs() / (cycles * self.last_dt);
             self.refs.peak_speed_ratio = self.refs.peak_speed_ratio.max(speed / lim.max_speed[i]);
+            let sustained = (v - self.prev_ref[i]).abs() / (span * self.last_dt);
             if v < lim.min[i] - 1e-9 || v > lim.max[i] + 1e-9 {
                 self.refs.out_of_limits += 1;
                 err = err.or(Some(EgmError::OutOfLimits {
@@ -907,15 +923,15 @@ impl Controller {
                     q_rad: v,
                     reply_seqno: seqno,
                 }));
-            } else if speed > self.params.max_speed_dev_rad_s * (1.0 + 1e-9) {
+            } else if sustained > self.params.max_speed_dev_rad_s * (1.0 + 1e-9) {
                 // (A reference at exactly the limit — robot-io's cap — is within it: the
                 // relative 1e-9 keeps the rounding of deg ↔ rad and of the division out.)
                 err = err.or(Some(EgmError::SpeedDeviation {
                     joint: i,
-                    speed_rad_s: speed,
-                    from_rad: self.q_ref[i],
+                    speed_rad_s: sustained,
+                    from_rad: self.prev_ref[i],
                     to_rad: v,
-                    cycles: cycles as u32,
+                    cycles: span as u32,
                     reply_seqno: seqno,
                 }));
             }
@@ -923,6 +939,8 @@ impl Controller {
         if let (Some(e), true) = (err, self.params.enforce) {
             return Err(e);
         }
+        self.prev_ref = self.q_ref;
+        self.prev_ref_cycle = self.last_ref_cycle;
         self.q_ref = new;
         self.q_ref_seqno = seqno;
         self.last_ref_cycle = self.cycle;
@@ -1470,8 +1488,8 @@ mod tests {
 
     #[test]
     fn a_reference_faster_than_max_speed_deviation_is_an_egm_error() {
-        // R5: a step just under \MaxSpeedDeviation per cycle is taken; one over it is an EGM
-        // error. (The ramp-in is over first.)
+        // R5: a speed just under \MaxSpeedDeviation is taken; one over it, sustained, is an
+        // EGM error; a one-cycle spike from a late reply is not. (The ramp-in is over first.)
         let p = shipped();
         let msd_deg = p.max_speed_dev_rad_s.to_degrees();
         assert!((msd_deg - 250.0).abs() < 1e-9);
@@ -1479,10 +1497,21 @@ mod tests {
         until_running(&mut c, 50);
         let mut q = q0_deg();
         answer(&mut c, 40, q, None);
-        q[5] += 0.99 * msd_deg * 0.004;
+        // One step of 1.9 × the limit after a still cycle (a reply applied a cycle late, the
+        // next one on time): 0.95 × over the two-reference span, taken.
+        q[5] += 1.9 * msd_deg * 0.004;
         answer(&mut c, 1, q, None);
         assert_eq!(c.last_error, None);
         assert!((c.reference()[5].to_degrees() - q[5]).abs() < 1e-9);
+        answer(&mut c, 2, q, None);
+        // A sustained 0.99 × is taken; 1.01 × is an EGM error on its second cycle.
+        for _ in 0..3 {
+            q[5] += 0.99 * msd_deg * 0.004;
+            answer(&mut c, 1, q, None);
+        }
+        assert_eq!(c.last_error, None);
+        q[5] += 1.01 * msd_deg * 0.004;
+        answer(&mut c, 1, q, None);
         q[5] += 1.01 * msd_deg * 0.004;
         answer(&mut c, 1, q, None);
         assert_eq!(
