@@ -47,17 +47,46 @@ pub struct BusArgs {
     #[arg(short = 'l', long = "listen", value_name = "ENDPOINT")]
     pub listen: Vec<String>,
     /// Raw zenoh config override `PATH:JSON5`, e.g. `--cfg 'transport/unicast/lowlatency:true'`.
+    /// A secured cell refuses overrides of its transport, listeners and access control.
     #[arg(long = "cfg", value_name = "KEY:JSON5")]
     pub cfg: Vec<String>,
+    /// Who this CLI session is on a secured cell: its certificate `<dir>/<identity>.pem`
+    /// (`control-host` on the control host; default `operator`). Services are always
+    /// themselves.
+    #[arg(long = "identity", env = "CELL_IDENTITY", value_name = "NAME")]
+    pub identity: Option<String>,
+}
+
+impl BusArgs {
+    /// The identity of a CLI session.
+    pub fn cli_identity(&self) -> String {
+        self.identity
+            .clone()
+            .unwrap_or_else(|| crate::security::DEFAULT_OPERATOR.to_string())
+    }
 }
 
 /// Builds the zenoh config of a session of the cell. Services are peers (direct links between
 /// them once the router has introduced them); tools use `client` mode, so every query and
 /// subscription goes through the router and sees the whole cell from the first request.
+///
+/// On a secured cell (`[cell.security]`) every session adds mutual TLS with its identity's
+/// certificate and the cell's access control ([`crate::security::session_settings`]); a
+/// client's identity is [`BusArgs::cli_identity`], a service's its name ([`zenoh_config_as`]).
 pub fn zenoh_config(
     args: &BusArgs,
     cell: &CellSection,
     mode: SessionMode,
+) -> anyhow::Result<zenoh::Config> {
+    zenoh_config_as(args, cell, mode, &args.cli_identity())
+}
+
+/// [`zenoh_config`] for a session of identity `identity`.
+pub fn zenoh_config_as(
+    args: &BusArgs,
+    cell: &CellSection,
+    mode: SessionMode,
+    identity: &str,
 ) -> anyhow::Result<zenoh::Config> {
     let file = args.zenoh_config.as_ref().or(cell.zenoh_config.as_ref());
     let mut cfg = match file {
@@ -73,11 +102,20 @@ pub fn zenoh_config(
     };
     let listen = if !args.listen.is_empty() {
         args.listen.clone()
+    } else if mode == SessionMode::Peer && cell.security.is_some() {
+        // One TLS listener, on the configured interface (default: the router's host).
+        vec![secure_listen(cell, identity)?]
     } else if mode == SessionMode::Peer && connect.iter().all(|e| is_loopback_endpoint(e)) {
         vec!["tcp/127.0.0.1:0".to_string()]
     } else {
         Vec::new()
     };
+    if cell.security.is_some() {
+        for ep in connect.iter().chain(listen.iter()) {
+            crate::security::tls_endpoint(ep)
+                .map_err(|e| anyhow::anyhow!("a secured cell ([cell.security]): {e}"))?;
+        }
+    }
     let mode_json = match mode {
         SessionMode::Peer => "\"peer\"",
         SessionMode::Client => "\"client\"",
@@ -103,9 +141,57 @@ pub fn zenoh_config(
         let (k, v) = kv
             .split_once(':')
             .with_context(|| format!("--cfg {kv}: expected PATH:JSON5"))?;
+        if cell.security.is_some()
+            && SECURED_KEYS
+                .iter()
+                .any(|p| k.trim_matches('/').starts_with(p))
+        {
+            anyhow::bail!(
+                "--cfg {k}: a secured cell ([cell.security]) does not take overrides of its transport, listeners, scouting or access control"
+            );
+        }
         insert(&mut cfg, k, v)?;
     }
+    if let Some(sec) = &cell.security {
+        let dir = cell.certs_dir().unwrap_or_default();
+        let files = crate::security::CertFiles::of(&dir, identity);
+        let missing = files.missing();
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "identity {identity:?} has no certificate: {} missing (make them with `cell certs init {}`)",
+                missing.join(", "),
+                dir.display()
+            );
+        }
+        for (k, v) in crate::security::session_settings(sec, &cell.id, &files) {
+            insert(&mut cfg, &k, &v)?;
+        }
+        // zenoh's own introspection stays on, readable by the CLI identities only (the ACL).
+    }
     Ok(cfg)
+}
+
+/// The zenoh config paths a secured cell's sessions own.
+const SECURED_KEYS: [&str; 6] = [
+    "transport",
+    "listen",
+    "connect",
+    "scouting",
+    "access_control",
+    "mode",
+];
+
+/// The TLS listener of a service on a secured cell: `[cell.security] listen_by_service.<it>`,
+/// else `listen`, else the router's host with port 0.
+fn secure_listen(cell: &CellSection, identity: &str) -> anyhow::Result<String> {
+    if let Some(sec) = &cell.security {
+        if let Some(l) = sec.listen_by_service.get(identity).or(sec.listen.as_ref()) {
+            return Ok(l.clone());
+        }
+    }
+    let host = crate::security::tls_endpoint(&cell.router)
+        .map_err(|e| anyhow::anyhow!("cell.router: {e}"))?;
+    Ok(format!("tls/{host}:0"))
 }
 
 /// zenoh session mode.
@@ -394,7 +480,7 @@ pub struct Presence {
 impl Node {
     /// Opens the session of a service.
     pub async fn open(args: &BusArgs, cell: &CellSection, service: &str) -> anyhow::Result<Node> {
-        let cfg = zenoh_config(args, cell, SessionMode::Peer)?;
+        let cfg = zenoh_config_as(args, cell, SessionMode::Peer, service)?;
         let session = zenoh::open(cfg)
             .await
             .map_err(|e| anyhow::anyhow!("cannot open zenoh session: {e}"))?;

@@ -8,7 +8,7 @@
 use serde::{de::DeserializeOwned, Serialize};
 
 /// Bumped whenever any message's encoding changes (postcard is positional).
-pub const WIRE_VERSION: u8 = 17;
+pub const WIRE_VERSION: u8 = 18;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -165,6 +165,7 @@ mod tests {
         "msg::MoveTarget",
         "msg::SafetyState",
         "msg::EStop",
+        "msg::EStopReset",
         "msg::MotionEnd",
         "msg::PlantState",
         "msg::PlantEffortCommand",
@@ -245,9 +246,9 @@ mod tests {
 
     #[test]
     fn other_types_are_rejected() {
-        let estop = enc(&EStop {
+        let estop = enc(&EStopReset {
             stamp: Stamp::default(),
-            action: EStopAction::Reset,
+            scope: ResetScope::All,
         });
         assert!(decode::<JointState>(&estop).is_err());
         // An out-of-range enum discriminant is malformed, not a panic.
@@ -295,14 +296,14 @@ mod tests {
             source_mono_ns: 1,
         };
         // version 10, seq 300 = ac 02, ns 1 = 01.
-        golden(&s, "11 ac02 01");
+        golden(&s, "12 ac02 01");
         // u64::MAX: nine 7-bit groups of ones (ff ×9) and the last bit (01).
         golden(
             &Stamp {
                 seq: u64::MAX,
                 source_mono_ns: 0,
             },
-            "11 ffffffffffffffffff01 00",
+            "12 ffffffffffffffffff01 00",
         );
     }
 
@@ -327,7 +328,7 @@ mod tests {
         // period_s f64.
         golden(
             &js,
-            &format!("11 01 02 05 {ONE}{}{M2} {} 01 00 01 {QUARTER}", z(4), z(6)),
+            &format!("12 01 02 05 {ONE}{}{M2} {} 01 00 01 {QUARTER}", z(4), z(6)),
         );
     }
 
@@ -356,7 +357,7 @@ mod tests {
         golden(
             &c,
             &format!(
-                "11 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
+                "12 01 02 03 {V1E6} {V300} {HALF}{} {}{M1} 00 01 00 01",
                 z(5),
                 z(5)
             ),
@@ -395,7 +396,7 @@ mod tests {
         golden(
             &p,
             &format!(
-                "11 01 01 07 {Z}{MHALF}{} \
+                "12 01 01 07 {Z}{MHALF}{} \
                  {Z}{Z}{ONE} {ONE}{Z}{Z}{Z} \
                  {HALF}{Z}{ONE} {Z}{ONE}{Z}{Z} \
                  {Z}{Z}{QUARTER} {Z}{Z}{M1} \
@@ -433,7 +434,7 @@ mod tests {
             target,
         };
         // stamp 01 01 | cycle 09 | motion 02 03 | target.
-        let head = "11 01 01 09 02 03";
+        let head = "12 01 01 09 02 03";
         let hold = CartesianTarget::Hold;
         assert_eq!(target_index(&hold), "00");
         golden(&cmd(hold), &format!("{head} 00"));
@@ -485,7 +486,7 @@ mod tests {
         // (group 4, bit 3 → 0x08): 80 80 88 80 08.
         golden(
             &w,
-            &format!("11 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
+            &format!("12 02 03 04 8080888008 {Z}{Z}{ONE} {Z}{HALF}{Z}"),
         );
     }
 
@@ -546,12 +547,12 @@ mod tests {
             golden(
                 &e,
                 &format!(
-                    "11 01 02 {V128} 03 {} {wrenches} {TWO}{ONE}{HALF}",
+                    "12 01 02 {V128} 03 {} {wrenches} {TWO}{ONE}{HALF}",
                     fault_index(fault)
                 ),
             );
         }
-        let beyond = format!("11 01 02 {V128} 03 08 {}", z(18));
+        let beyond = format!("12 01 02 {V128} 03 08 {}", z(18));
         assert!(decode::<WrenchEstimate>(&unhex(&beyond)).is_err());
     }
 
@@ -585,9 +586,9 @@ mod tests {
                 },
                 mode,
             };
-            golden(&m, &format!("11 {V300} 01 {}", mode_index(mode)));
+            golden(&m, &format!("12 {V300} 01 {}", mode_index(mode)));
         }
-        assert!(decode::<ModeCommand>(&unhex(&format!("11 {V300} 01 06"))).is_err());
+        assert!(decode::<ModeCommand>(&unhex(&format!("12 {V300} 01 06"))).is_err());
     }
 
     fn profile_index(p: &Profile) -> &'static str {
@@ -650,7 +651,7 @@ mod tests {
         // stamp | name: len 02 "ab" | robot 01 | frame_kind 02 | pose | 6 bools | 6 profiles
         // (variant index, fields; the series: length 02, points) | duration | from_contact 01
         // | rate | gains: None 00 | limits: twelve fields, each None 00 | fixed_gains 00.
-        let head = format!("11 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let head = format!("12 01 01 02 6162 01 02 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let profiles = format!(
             "00 {ONE} 01 {Z}{TWO}{HALF} 02 {Z}{M1}{QUARTER}{ONE_HALF} \
              03 {HALF}{MHALF}{QUARTER}{ONE} 04 02 {Z}{ONE}{TWO}{THREE} 00 {Z}"
@@ -665,7 +666,7 @@ mod tests {
         for (kind, i) in [(FrameKind::Base, "00"), (FrameKind::Tool, "01")] {
             t.frame_kind = kind;
             t.robot = TaskRobot::Arm;
-            let head = format!("11 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+            let head = format!("12 01 01 02 6162 00 {i} {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
             golden(
                 &t,
                 &format!(
@@ -694,7 +695,7 @@ mod tests {
             reapproach_travel_m: 0.25,
             contact_travel_m: 1.0,
         });
-        let head = format!("11 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
+        let head = format!("12 01 01 02 6162 00 01 {Z}{Z}{HALF} {ONE}{Z}{Z}{Z} 000001000000");
         let gains = format!("01 {} {} {HALF} {}", ONE.repeat(6), z(36), z(6));
         let limits = format!(
             "01{QUARTER} 01{HALF} 01{ONE} 01{TWO} 01{THREE} 01{ONE_HALF} 01{ONE} 01{QUARTER} 01{TWO} \
@@ -756,7 +757,7 @@ mod tests {
             golden(
                 &s,
                 &format!(
-                    "11 01 02 {V300} {HALF} {TWO} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
+                    "12 01 02 {V300} {HALF} {TWO} {i:02x} {Z}{Z}{TWO}{} {Z}{Z}{ONE_HALF}{} \
                      {ONE}{} {HALF}{} {}{M1} 04 01 00 {} {ONE}{} {Z}{Z}{TWO} {Z}{Z}{HALF} \
                      {TWO}{HALF}",
                     z(3),
@@ -791,7 +792,7 @@ mod tests {
         golden(
             &t,
             &format!(
-                "11 01 02 {HALF} {Z}{Z}{TWO} {M1}{Z}{Z} 01 {QUARTER}{Z}{ONE_HALF} 01 {HALF}{Z}{ONE} \
+                "12 01 02 {HALF} {Z}{Z}{TWO} {M1}{Z}{Z} 01 {QUARTER}{Z}{ONE_HALF} 01 {HALF}{Z}{ONE} \
                  {HALF}{Z}{Z}{Z}{Z}{M1} 01 ac02"
             ),
         );
@@ -808,7 +809,7 @@ mod tests {
             token: 5,
         };
         // v9 appended the session token.
-        golden(&e, "11 01 02 ac02 05");
+        golden(&e, "12 01 02 ac02 05");
     }
 
     #[test]
@@ -843,7 +844,7 @@ mod tests {
             golden(
                 &g,
                 &format!(
-                    "11 01 02 03 {idx} {HALF} 01 {ONE}{Z}{Z} {Z}{Z}{M1} {QUARTER}{Z}{Z} {Z}{Z}{Z} \
+                    "12 01 02 03 {idx} {HALF} 01 {ONE}{Z}{Z} {Z}{Z}{M1} {QUARTER}{Z}{Z} {Z}{Z}{Z} \
                      {HALF}{Z}{ONE} {TWO} 00 01 04 {V128}"
                 ),
             );
@@ -882,7 +883,7 @@ mod tests {
             golden(
                 &p,
                 &format!(
-                    "11 01 02 03 02 6162 {i:02x} 01 03 {HALF} {ONE} {TWO} {Z}{Z}{Z}{Z}{Z}{QUARTER}"
+                    "12 01 02 03 02 6162 {i:02x} 01 03 {HALF} {ONE} {TWO} {Z}{Z}{Z}{Z}{Z}{QUARTER}"
                 ),
             );
         }
@@ -904,7 +905,7 @@ mod tests {
         };
         golden(
             &m,
-            &format!("11 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
+            &format!("12 01 01 {HALF}{Z}{QUARTER} {ONE}{Z}{Z}{Z} {QUARTER} {ONE}"),
         );
     }
 
@@ -955,7 +956,7 @@ mod tests {
     fn golden_safety_state_every_level_and_reason() {
         // stamp | level | reason | since_cycle ac 02 | rejected 02 | robot_boot c0 84 3d |
         // motion_id 00.
-        let vector = |l: &str, r: &str| format!("11 01 01 {l} {r} {V300} 02 {V1E6} 00");
+        let vector = |l: &str, r: &str| format!("12 01 01 {l} {r} {V300} 02 {V1E6} 00");
         let levels = [
             SafetyLevel::Active,
             SafetyLevel::Hold,
@@ -999,7 +1000,7 @@ mod tests {
         };
         golden(
             &running,
-            &format!("11 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
+            &format!("12 01 01 00 00 {V300} 02 {V1E6} ffffffffffffffffff01"),
         );
         // Exactly four levels and fourteen reasons.
         assert!(decode::<SafetyState>(&unhex(&vector("04", "00"))).is_err());
@@ -1009,9 +1010,14 @@ mod tests {
     fn action_index(a: EStopAction) -> &'static str {
         match a {
             EStopAction::Engage => "00",
-            EStopAction::Reset => "01",
-            EStopAction::ResetProtective => "02",
-            EStopAction::Protective => "03",
+            EStopAction::Protective => "01",
+        }
+    }
+
+    fn scope_index(s: ResetScope) -> &'static str {
+        match s {
+            ResetScope::All => "00",
+            ResetScope::ProtectiveOnly => "01",
         }
     }
 
@@ -1029,23 +1035,20 @@ mod tests {
             stop: StopCategory::Controlled,
         };
         // stamp (seq 300, ns 1) | robot_boot 2 | motion 300 | Controlled 00.
-        golden(&m, &format!("11 {V300} 01 02 {V300} 00"));
+        golden(&m, &format!("12 {V300} 01 02 {V300} 00"));
         // Protective(Impact): variant 1, cause 4.
         let p = MotionEnd {
             stop: StopCategory::Protective(ProtectiveCause::Impact),
             ..m
         };
-        golden(&p, &format!("11 {V300} 01 02 {V300} 01 04"));
+        golden(&p, &format!("12 {V300} 01 02 {V300} 01 04"));
     }
 
     #[test]
     fn golden_estop_every_action() {
-        let all = [
-            EStopAction::Engage,
-            EStopAction::Reset,
-            EStopAction::ResetProtective,
-            EStopAction::Protective,
-        ];
+        // Only stops travel on `robot/estop`: a reset there (the old variants 1 and 2) is
+        // malformed, so a rule on that key can never let one through.
+        let all = [EStopAction::Engage, EStopAction::Protective];
         for (i, action) in all.into_iter().enumerate() {
             assert_eq!(action_index(action), format!("{i:02x}"));
             let e = EStop {
@@ -1055,9 +1058,26 @@ mod tests {
                 },
                 action,
             };
-            golden(&e, &format!("11 {V300} 01 {}", action_index(action)));
+            golden(&e, &format!("12 {V300} 01 {}", action_index(action)));
         }
-        assert!(decode::<EStop>(&unhex(&format!("11 {V300} 01 04"))).is_err());
+        assert!(decode::<EStop>(&unhex(&format!("12 {V300} 01 02"))).is_err());
+    }
+
+    #[test]
+    fn golden_estop_reset_every_scope() {
+        let all = [ResetScope::All, ResetScope::ProtectiveOnly];
+        for (i, scope) in all.into_iter().enumerate() {
+            assert_eq!(scope_index(scope), format!("{i:02x}"));
+            let r = EStopReset {
+                stamp: Stamp {
+                    seq: 300,
+                    source_mono_ns: 1,
+                },
+                scope,
+            };
+            golden(&r, &format!("12 {V300} 01 {}", scope_index(scope)));
+        }
+        assert!(decode::<EStopReset>(&unhex(&format!("12 {V300} 01 02"))).is_err());
     }
 
     #[test]
@@ -1079,7 +1099,7 @@ mod tests {
         golden(
             &p,
             &format!(
-                "11 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
+                "12 01 01 {HALF} {ONE}{QUARTER} {Z}{M1} {HALF}{Z} {Z}{TWO} {Z}{M2} 01 \
                  {ONE_HALF}{Z}"
             ),
         );
@@ -1094,7 +1114,7 @@ mod tests {
             },
             effort: [3.0, -0.5],
         };
-        golden(&c, &format!("11 01 01 {THREE}{MHALF}"));
+        golden(&c, &format!("12 01 01 {THREE}{MHALF}"));
     }
 }
 

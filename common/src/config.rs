@@ -100,6 +100,10 @@ pub struct CellSection {
     pub router: String,
     /// Optional zenoh json5 file applied to every session (before command-line overrides).
     pub zenoh_config: Option<String>,
+    /// `[cell.security]`: mutual TLS and deny-by-default access control on every session
+    /// ([`crate::security`]). Absent: the cell is **unsecured** (plain TCP, anyone on the
+    /// network can command it), and `cell status` and `cell up` say so.
+    pub security: Option<crate::security::SecuritySection>,
 }
 
 impl Default for CellSection {
@@ -108,6 +112,7 @@ impl Default for CellSection {
             id: "sim".into(),
             router: "tcp/127.0.0.1:7447".into(),
             zenoh_config: None,
+            security: None,
         }
     }
 }
@@ -128,6 +133,40 @@ impl Validate for CellSection {
                     self.router
                 ),
             );
+        }
+        if let Some(sec) = &self.security {
+            if let Err(e) = crate::security::tls_endpoint(&self.router) {
+                errors.push(format!("{prefix}.router"), e);
+            }
+            for (k, why) in sec.problems() {
+                errors.push(format!("{prefix}.security.{k}"), why);
+            }
+        }
+    }
+}
+
+impl CellSection {
+    /// The certificate directory of a secured cell (relative: to the config file's directory).
+    pub fn certs_dir(&self) -> Option<std::path::PathBuf> {
+        let sec = self.security.as_ref()?;
+        let p = std::path::Path::new(&sec.dir);
+        Some(match (p.is_relative(), CONFIG_DIR.get()) {
+            (true, Some(dir)) => dir.join(p),
+            _ => p.to_path_buf(),
+        })
+    }
+
+    /// One line on how the cell is secured, for `cell status` and the launcher.
+    pub fn security_line(&self) -> String {
+        match &self.security {
+            Some(s) => format!(
+                "security: {:?} profile, mutual TLS and access control (certificates in {})",
+                s.profile,
+                self.certs_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default()
+            ),
+            None => "security: UNSECURED — plain TCP, no access control: anyone on the cell network can command the arm (docs/security.md)".into(),
         }
     }
 }
@@ -216,6 +255,12 @@ pub fn builtin_config_dir() -> Option<std::path::PathBuf> {
         std::fs::rename(&tmp, &path).ok()?;
     }
     Some(dir)
+}
+
+/// The directory of the loaded config file (or of the built-in defaults' scenarios), once a
+/// config was loaded.
+pub fn config_dir() -> Option<std::path::PathBuf> {
+    CONFIG_DIR.get().cloned()
 }
 
 /// Resolves a path given in the config: a relative path is taken relative to the directory of

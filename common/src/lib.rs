@@ -25,6 +25,7 @@ pub mod latency;
 pub mod loopwatch;
 pub mod msg;
 pub mod ports;
+pub mod security;
 pub mod service;
 pub mod testing;
 pub mod topic;

@@ -740,18 +740,17 @@ pub struct SafetyState {
     pub motion_id: u64,
 }
 
-/// Emergency-stop request. `Engage` latches; only `Reset` clears it.
+/// A stop request on `robot/estop`: any identity of the cell may send one (the access-control
+/// roles table never blocks it). It latches until an [`EStopReset`] on `robot/reset`, a key
+/// of its own so that a rule can say "anyone may stop, only the control host may reset".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum EStopAction {
+    /// The software e-stop: robot-io latches `EmergencyStop`.
     #[default]
     Engage,
-    /// Clears the e-stop latch and a protective stop.
-    Reset,
-    /// Clears a protective stop only (never an e-stop).
-    ResetProtective,
     /// A commander's protective stop (control: guiding met its force ceiling or the collision
     /// signature): robot-io latches `ProtectiveStop` (`ProtectiveRequest`) like one it raises
-    /// itself; `Reset` or `ResetProtective` (`cell reset --protective`) clears it.
+    /// itself; a reset of either scope (`cell reset`, `cell reset --protective`) clears it.
     Protective,
 }
 
@@ -759,6 +758,24 @@ pub enum EStopAction {
 pub struct EStop {
     pub stamp: Stamp,
     pub action: EStopAction,
+}
+
+/// What a reset clears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum ResetScope {
+    /// The e-stop latch and a protective stop (`cell reset`).
+    #[default]
+    All,
+    /// A protective stop only, never an e-stop (`cell reset --protective`).
+    ProtectiveOnly,
+}
+
+/// A reset request on `robot/reset` (the control host's, or an operator's where the cell's
+/// security profile allows it). robot-io applies stops and resets in their order of arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct EStopReset {
+    pub stamp: Stamp,
+    pub scope: ResetScope,
 }
 
 /// What a protective stop protects against: the limit or the signal that raised it.
@@ -1355,6 +1372,12 @@ impl Check for SafetyState {
 }
 
 impl Check for EStop {
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Check for EStopReset {
     fn check(&self) -> Result<(), String> {
         Ok(())
     }

@@ -91,9 +91,16 @@ topics! {
         suffix: "robot/safety", publisher: "robot-io", subscribers: "control, cell",
         rate: "on change + 10 Hz", qos: QOS_CMD, frame: "-",
     },
-    /// Emergency stop request (latches until Reset).
+    /// Stop request: an e-stop engage or a commander's protective stop (latches until a reset).
+    /// Every identity of the cell may publish it.
     ESTOP: msg::EStop = {
-        suffix: "robot/estop", publisher: "cell CLI, control (protective), any", subscribers: "robot-io",
+        suffix: "robot/estop", publisher: "cell CLI (any identity), control (protective)", subscribers: "robot-io",
+        rate: "event", qos: QOS_CMD, frame: "-",
+    },
+    /// Reset of the e-stop latch or of a protective stop: a key of its own, so that access
+    /// control can allow a stop to anyone and a reset only to the control host.
+    ESTOP_RESET: msg::EStopReset = {
+        suffix: "robot/reset", publisher: "cell CLI (control host; operators if the profile allows)", subscribers: "robot-io",
         rate: "event", qos: QOS_CMD, frame: "-",
     },
     /// A motion ended by its commander: robot-io holds on its next cycle.

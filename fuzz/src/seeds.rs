@@ -195,7 +195,17 @@ fn bus_codec() -> Vec<Seed> {
                 11,
                 &EStop {
                     stamp: stamp(),
-                    action: EStopAction::Reset,
+                    action: EStopAction::Engage,
+                },
+            ),
+        ),
+        (
+            "estop_reset".into(),
+            bus(
+                19,
+                &EStopReset {
+                    stamp: stamp(),
+                    scope: ResetScope::ProtectiveOnly,
                 },
             ),
         ),

@@ -41,7 +41,7 @@ pub const HOME: [f64; 6] = [0.0, 0.0, 0.0, 0.0, 0.5, 0.0];
 // ---------------------------------------------------------------------------------------------
 
 /// The wire types of `common::topic::TOPICS`, in the order of [`bus_codec`]'s selector byte.
-pub const BUS_TYPES: [&str; 19] = [
+pub const BUS_TYPES: [&str; 20] = [
     "msg::JointState",
     "msg::JointCommand",
     "msg::ToolPose",
@@ -61,6 +61,7 @@ pub const BUS_TYPES: [&str; 19] = [
     "msg::Enable",
     "msg::GuideState",
     "msg::PlaybackState",
+    "msg::EStopReset",
 ];
 
 /// `data[0]` picks a wire type ([`BUS_TYPES`], modulo), the rest is a bus payload (version
@@ -91,7 +92,8 @@ pub fn bus_codec(data: &[u8]) {
         15 => bus_one::<msg::SimTruth>(payload),
         16 => bus_one::<msg::Enable>(payload),
         17 => bus_one::<msg::GuideState>(payload),
-        _ => bus_one::<msg::PlaybackState>(payload),
+        18 => bus_one::<msg::PlaybackState>(payload),
+        _ => bus_one::<msg::EStopReset>(payload),
     }
 }
 

@@ -102,12 +102,38 @@ impl TestCell {
     /// [`TestCell::start`] with a given `cell` binary (e.g. a copy alone in a directory):
     /// the repository's `deploy/config/sim.toml`, the private ports, then `sets` (they win).
     pub fn start_with(cell_bin: &std::path::Path, name: &str, sets: &[&str]) -> TestCell {
+        Self::start_spec(cell_bin, name, "deploy/config/sim.toml", None, sets)
+    }
+
+    /// The simulated cell secured: deploy/config/sim-secure.toml with `security` (its `dir`
+    /// absolute, the certificates made by the test), private ports, then `sets`.
+    pub fn start_secure(
+        name: &str,
+        security: common::security::SecuritySection,
+        sets: &[&str],
+    ) -> TestCell {
+        Self::start_spec(
+            &bin_dir().join("cell"),
+            name,
+            "deploy/config/sim-secure.toml",
+            Some(security),
+            sets,
+        )
+    }
+
+    fn start_spec(
+        cell_bin: &std::path::Path,
+        name: &str,
+        config: &str,
+        security: Option<common::security::SecuritySection>,
+        sets: &[&str],
+    ) -> TestCell {
         harness::assert_cell_lock_held(name);
         let prefix = format!("t{}", name.replace(['-', '_'], ""));
         let spec = cell::harness::Spec {
             exe: cell_bin.to_path_buf(),
             cwd: Some(repo_root()),
-            config: Some("deploy/config/sim.toml".into()),
+            config: Some(config.into()),
             base_sets: Vec::new(),
             overrides: sets.iter().map(|s| s.to_string()).collect(),
             plant: false,
@@ -117,6 +143,7 @@ impl TestCell {
             id_prefix: prefix,
             rust_log: Some("info,zenoh=warn".into()),
             fifo: test_fifo_priority(),
+            security,
         };
         let l = spec.launch().expect("start cell up");
         check_fifo(name, spec.fifo, &l.fifo);
@@ -219,12 +246,36 @@ impl TestCell {
         }
     }
 
+    /// Runs the `cell` CLI against this cell as `identity` (a secured cell's certificate).
+    pub fn cli_as(&self, identity: &str, args: &[&str]) -> (bool, String, String) {
+        let out = self
+            .command()
+            .env("CELL_IDENTITY", identity)
+            .args(args)
+            .output()
+            .expect("run cell CLI");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+
     /// Opens a zenoh client session to the cell's router, retrying until it is up.
     pub async fn client(&self) -> zenoh::Session {
+        self.client_as(common::security::DEFAULT_OPERATOR).await
+    }
+
+    /// [`TestCell::client`] as `identity` (on a secured cell: its certificate).
+    pub async fn client_as(&self, identity: &str) -> zenoh::Session {
         let deadline = Instant::now() + Duration::from_secs(20);
+        let args = BusArgs {
+            identity: Some(identity.to_string()),
+            ..BusArgs::default()
+        };
         loop {
-            let cfg = bus::zenoh_config(&BusArgs::default(), &self.cell, SessionMode::Client)
-                .expect("zenoh config");
+            let cfg =
+                bus::zenoh_config(&args, &self.cell, SessionMode::Client).expect("zenoh config");
             match zenoh::open(cfg).await {
                 Ok(s) => return s,
                 Err(e) if Instant::now() < deadline => {

@@ -26,6 +26,7 @@ fn decodes(suffix: &str, b: &[u8]) -> bool {
         JOINT_STATE: msg::JointState,
         SAFETY_STATE: msg::SafetyState,
         ESTOP: msg::EStop,
+        ESTOP_RESET: msg::EStopReset,
         MOTION_END: msg::MotionEnd,
         TOOL_POSE: msg::ToolPose,
         JOINT_COMMAND: msg::JointCommand,

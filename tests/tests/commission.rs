@@ -130,6 +130,7 @@ async fn commission_passes_on_a_correctly_configured_simulated_cell() {
     }
     for step in [
         "services",
+        "security",
         "irc5",
         "egm",
         "round-trip",

@@ -33,6 +33,7 @@ fn private_sets(name: &str) -> (CellSection, Vec<String>) {
             id,
             router,
             zenoh_config: None,
+            security: None,
         },
         sets,
     )
@@ -109,6 +110,11 @@ async fn cell_up_without_config_runs_egm_and_sri_through_the_simulator() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("\"driver\":\"egm\""), "{text}");
     assert!(text.contains("running: sri"), "{text}");
+    // The default cell is not secured, and says so on the first line.
+    assert!(
+        text.lines().next().unwrap_or("").contains("UNSECURED"),
+        "{text}"
+    );
     // The simulator runs the scenario of sim.toml, resolved without the working directory.
     let v = cell_cmd(&cwd, &sets)
         .args(["sim-scenario"])

@@ -56,6 +56,20 @@ fn egm_side(name: &str, t: &toml::Table) -> Option<CellEgmSide> {
         sim,
         // The IRB 120's fastest axis (420 deg/s) capped at robot-io's cap.
         max_joint_speed_deg_s: num(t, "robot_io.egm.max_joint_speed_deg_s", 200.0).min(420.0),
+        controller: get(t, "robot_io.egm.controller")
+            .and_then(|v| v.as_str())
+            .map(|p| {
+                let pin = robot_io::egm::peer::PeerPin::parse(p)
+                    .unwrap_or_else(|e| panic!("{name}: robot_io.egm.controller: {e}"));
+                (pin.ip, pin.port)
+            }),
+        sim_controller_bind: get(t, "sim").map(|_| {
+            get(t, "sim.egm.bind")
+                .and_then(|v| v.as_str())
+                .unwrap_or("127.0.0.1:6511")
+                .parse()
+                .unwrap_or_else(|e| panic!("{name}: sim.egm.bind: {e}"))
+        }),
     })
 }
 
@@ -229,6 +243,59 @@ fn the_compose_file_names_what_exists() {
             "the image does not copy {dir}"
         );
     }
+    // Every absolute path a shipped config names under /etc/cell is a file the image copies
+    // there (the real config's /etc/cell/zenoh.json5 was not), or the certificates' volume;
+    // under /run/cell, the directory the image makes for its user.
+    let copies: Vec<(String, String)> = docker
+        .lines()
+        .filter_map(|l| l.strip_prefix("COPY "))
+        .filter(|l| !l.starts_with("--from") && !l.starts_with(". "))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.to_string()))
+        })
+        .collect();
+    for f in ["sim.toml", "sim-secure.toml", "irb120-real.toml"] {
+        let t: toml::Table = std::fs::read_to_string(repo().join("deploy/config").join(f))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let mut paths = Vec::new();
+        fn walk(v: &toml::Value, out: &mut Vec<String>) {
+            match v {
+                toml::Value::String(s) if s.starts_with('/') => out.push(s.clone()),
+                toml::Value::Table(t) => t.values().for_each(|v| walk(v, out)),
+                toml::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+                _ => {}
+            }
+        }
+        walk(&toml::Value::Table(t), &mut paths);
+        for p in paths {
+            if let Some(rest) = p.strip_prefix("/etc/cell/") {
+                let in_image = rest.starts_with("certs")
+                    && text.contains("/etc/cell/certs:/etc/cell/certs:ro")
+                    || copies.iter().any(|(src, dst)| {
+                        dst == &p
+                            || (p.starts_with(&format!("{dst}/"))
+                                && repo()
+                                    .join(src)
+                                    .join(p.trim_start_matches(&format!("{dst}/")))
+                                    .exists())
+                    });
+                assert!(in_image, "{f} names {p}, which the image does not contain");
+            } else if p.starts_with("/run/cell/") {
+                assert!(
+                    docker.contains("/run/cell"),
+                    "{f} names {p}; the image makes no /run/cell"
+                );
+            }
+        }
+    }
+    assert!(
+        docker.lines().any(|l| l.trim() == "USER cell"),
+        "the image runs as root"
+    );
+    assert!(!text.contains("cap_add"), "compose adds capabilities");
     // docker-compose's own check, when it is installed.
     let require = std::env::var("CELL_REQUIRE_DOCKER_COMPOSE").is_ok_and(|v| v == "1");
     let file = repo().join("deploy/compose/docker-compose.yml");
@@ -331,6 +398,20 @@ fn the_systemd_units_verify_and_agree_with_the_real_config() {
                 target.contains(name.trim_end_matches(".service")),
                 "cell.target does not say where {name} runs (PC or Pi)"
             );
+            // Least privilege (issue 44): a system user, no capabilities, no way back to them,
+            // and real time left to the limits (never RestrictRealtime).
+            assert_eq!(unit_value(&text, "User"), Some("cell"), "{name}: User=");
+            assert_eq!(unit_value(&text, "NoNewPrivileges"), Some("yes"), "{name}");
+            assert_eq!(
+                unit_value(&text, "CapabilityBoundingSet"),
+                Some(""),
+                "{name}: an empty CapabilityBoundingSet="
+            );
+            assert_eq!(unit_value(&text, "ProtectSystem"), Some("strict"), "{name}");
+            assert!(
+                unit_value(&text, "RestrictRealtime").is_none(),
+                "{name}: RestrictRealtime would refuse the real-time threads"
+            );
             let stub = tmp.join("bin").join(bin);
             std::fs::write(&stub, "#!/bin/sh\nexit 0\n").unwrap();
             use std::os::unix::fs::PermissionsExt;
@@ -397,6 +478,57 @@ fn the_systemd_units_verify_and_agree_with_the_real_config() {
             &format!("systemd-analyze verify: not runnable ({e}); apt install systemd"),
         ),
         Err(e) => panic!("systemd-analyze required (CELL_REQUIRE_SYSTEMD_ANALYZE=1): {e}"),
+    }
+    // systemd's exposure score of each service unit, offline, against the gate docs/deploy.md
+    // states (its table of scores is the measured one: a hardening line removed fails here).
+    let doc = std::fs::read_to_string(repo().join("docs/deploy.md")).expect("docs/deploy.md");
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if !name.ends_with(".service") {
+            continue;
+        }
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("docs/deploy.md has no exposure row for {name}"));
+        let cols: Vec<&str> = row.split('|').map(str::trim).collect();
+        let after: f64 = cols[3].split_whitespace().next().unwrap().parse().unwrap();
+        let gate: f64 = cols[4]
+            .parse()
+            .unwrap_or_else(|e| panic!("{row}: gate: {e}"));
+        let out = match std::process::Command::new("systemd-analyze")
+            .args(["security", "--offline=yes", "--no-pager"])
+            .arg(format!("--threshold={}", (gate * 10.0).round() as i64))
+            .arg(&p)
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) if !require => {
+                tests::report(
+                    tests::Report::Skip,
+                    &format!("systemd-analyze security: not runnable ({e})"),
+                );
+                return;
+            }
+            Err(e) => panic!("systemd-analyze required: {e}"),
+        };
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let score: f64 = text
+            .lines()
+            .find_map(|l| l.split_once("Overall exposure level for ").map(|(_, r)| r))
+            .and_then(|r| r.split(": ").nth(1))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no exposure level in\n{text}"));
+        assert!(
+            out.status.success() && score <= gate + 1e-9,
+            "{name}: systemd's exposure {score} > the gate {gate} in docs/deploy.md"
+        );
+        assert!(
+            (score - after).abs() < 1e-9,
+            "{name}: exposure {score}, docs/deploy.md says {after}: update the table"
+        );
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -469,5 +601,35 @@ fn one_feature_set_serves_the_tests_and_the_main_command() {
         "features differ between `cargo run --bin cell` and `cargo test --workspace` (add them to \
          common/Cargo.toml's feature-unification block):\n{}",
         differ.join("\n")
+    );
+}
+
+/// deploy/config/sim-secure.toml is sim.toml with `[cell]` secured and nothing else changed (a
+/// copy, held here so that the two cannot drift), naming the directory `cell certs init`
+/// makes by default.
+#[test]
+fn sim_secure_is_sim_plus_security() {
+    let read = |f: &str| -> toml::Table {
+        std::fs::read_to_string(repo().join("deploy/config").join(f))
+            .unwrap_or_else(|e| panic!("{f}: {e}"))
+            .parse()
+            .unwrap_or_else(|e| panic!("{f}: {e}"))
+    };
+    let mut plain = read("sim.toml");
+    let mut secure = read("sim-secure.toml");
+    let cell = secure.remove("cell").expect("[cell]");
+    let plain_cell = plain.remove("cell").expect("[cell]");
+    assert_eq!(
+        plain, secure,
+        "sim-secure.toml differs from sim.toml beyond [cell]"
+    );
+    assert_eq!(cell.get("id"), plain_cell.get("id"));
+    let router = cell.get("router").and_then(|v| v.as_str()).expect("router");
+    assert!(router.starts_with("tls/"), "{router}");
+    let sec = cell.get("security").expect("[cell.security]");
+    assert_eq!(sec.get("profile").and_then(|v| v.as_str()), Some("sim"));
+    assert_eq!(
+        sec.get("dir").and_then(|v| v.as_str()),
+        Some(common::security::SIM_SECURE_CERTS_DIR)
     );
 }

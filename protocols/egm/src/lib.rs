@@ -3,6 +3,7 @@
 //!
 //! - [`proto`]: the egm.proto messages as hand-written prost structs, tolerant `measuredForce`
 //!   decoding; the reference decoder and encoder;
+//! - [`peer`]: the controller's pinned address ([`peer::PeerPin`]): who may drive a session;
 //! - [`frame`]: the per-datagram codec without allocation (`EgmRobot` → [`frame::RobotFrame`],
 //!   [`frame::SensorReply`] → bytes), held to prost's answers by property tests.
 //!
@@ -11,4 +12,5 @@
 //! `protocols/vectors/`.
 
 pub mod frame;
+pub mod peer;
 pub mod proto;

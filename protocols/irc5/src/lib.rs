@@ -410,6 +410,10 @@ pub struct CellEgmSide {
     /// The fastest joint speed robot-io's reference may have (deg/s): `[arm.limits]` capped
     /// at `[robot_io.egm] max_joint_speed_deg_s`.
     pub max_joint_speed_deg_s: f64,
+    /// `[robot_io.egm] controller`: the one address (and port, if pinned) robot-io answers.
+    pub controller: Option<(std::net::IpAddr, Option<u16>)>,
+    /// `[sim.egm] bind`: where the simulated IRC5 sends from, when the config runs it.
+    pub sim_controller_bind: Option<std::net::SocketAddr>,
 }
 
 impl Irc5Egm {
@@ -454,6 +458,36 @@ impl Irc5Egm {
                     "{}: sim.egm.robot_io {target} ≠ robot_io.egm.bind {} (the simulated controller would send elsewhere)",
                     c.config, c.bind
                 ));
+            }
+        }
+        match c.controller {
+            None => e.push(format!(
+                "{}: robot_io.egm.controller unset: robot-io would answer, and take joint states and session restarts from, any host that sends it a datagram (pin the controller's address)",
+                c.config
+            )),
+            Some((ip, port)) => {
+                if c.real {
+                    match port {
+                        Some(p) if d.local_port == 0 => e.push(format!(
+                            "{}: robot_io.egm.controller pins port {p}, but {SIO_FILE} -LocalPortNumber 0 lets the controller pick its source port: pin the address only, or fix LocalPortNumber",
+                            c.config
+                        )),
+                        Some(p) if p != d.local_port => e.push(format!(
+                            "{}: robot_io.egm.controller port {p} ≠ {SIO_FILE} -LocalPortNumber {} (every datagram would be a stranger's)",
+                            c.config, d.local_port
+                        )),
+                        _ => {}
+                    }
+                }
+                if let Some(b) = c.sim_controller_bind {
+                    if b.ip() != ip || port.is_some_and(|p| p != b.port()) {
+                        e.push(format!(
+                            "{}: robot_io.egm.controller {ip}{} does not admit the simulated IRC5 at sim.egm.bind {b} (every datagram would be a stranger's)",
+                            c.config,
+                            port.map(|p| format!(":{p}")).unwrap_or_default()
+                        ));
+                    }
+                }
             }
         }
         if c.max_joint_speed_deg_s > s.max_speed_deviation_deg_s + 1e-9 {
@@ -1396,6 +1430,8 @@ mod tests {
             sim: Some((4.0, "127.0.0.1:6510".parse().unwrap())),
             real: false,
             max_joint_speed_deg_s: 250.0,
+            controller: Some(("127.0.0.1".parse().unwrap(), Some(6511))),
+            sim_controller_bind: Some("127.0.0.1:6511".parse().unwrap()),
         }
     }
 
@@ -1408,6 +1444,8 @@ mod tests {
             bind: "192.168.10.1:6510".parse().unwrap(),
             sim: None,
             real: true,
+            controller: Some(("192.168.10.20".parse().unwrap(), None)),
+            sim_controller_bind: None,
             ..sim_side()
         };
         assert_eq!(i.disagreements(&real), Vec::<String>::new());
@@ -1451,6 +1489,41 @@ mod tests {
                 ..sim_side()
             },
             "sim.egm.robot_io",
+        );
+        one(
+            CellEgmSide {
+                controller: None,
+                ..real.clone()
+            },
+            "controller unset",
+        );
+        one(
+            CellEgmSide {
+                controller: None,
+                ..sim_side()
+            },
+            "controller unset",
+        );
+        one(
+            CellEgmSide {
+                controller: Some(("192.168.10.20".parse().unwrap(), Some(6511))),
+                ..real.clone()
+            },
+            "-LocalPortNumber 0 lets the controller pick",
+        );
+        one(
+            CellEgmSide {
+                controller: Some(("127.0.0.1".parse().unwrap(), Some(6600))),
+                ..sim_side()
+            },
+            "does not admit the simulated IRC5",
+        );
+        one(
+            CellEgmSide {
+                controller: Some(("127.0.0.2".parse().unwrap(), None)),
+                ..sim_side()
+            },
+            "does not admit the simulated IRC5",
         );
         one(
             CellEgmSide {

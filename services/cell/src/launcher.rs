@@ -138,6 +138,21 @@ pub async fn open_router(cell: &CellSection) -> anyhow::Result<zenoh::Session> {
     )?;
     set(&mut cfg, "scouting/multicast/enabled", "false".into())?;
     set(&mut cfg, "adminspace/enabled", "true".into())?;
+    if let Some(sec) = &cell.security {
+        let dir = cell.certs_dir().unwrap_or_default();
+        let files = common::security::CertFiles::of(&dir, common::security::ROUTER);
+        let missing = files.missing();
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "the router has no certificate: {} missing (make them with `cell certs init {}`)",
+                missing.join(", "),
+                dir.display()
+            );
+        }
+        for (k, v) in common::security::session_settings(sec, &cell.id, &files) {
+            set(&mut cfg, &k, v)?;
+        }
+    }
     zenoh::open(cfg)
         .await
         .map_err(|e| anyhow::anyhow!("cannot start the cell router on {}: {e}", cell.router))
@@ -270,6 +285,11 @@ pub async fn up(
     }
     let router = open_router(&cell).await?;
     tracing::info!(router = %cell.router, zid = %router.zid(), "cell router up");
+    if cell.security.is_some() {
+        tracing::info!("{}", cell.security_line());
+    } else {
+        tracing::warn!("{}", cell.security_line());
+    }
 
     let mut common_args = Vec::new();
     if let Some(f) = &config_file {

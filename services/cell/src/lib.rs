@@ -7,6 +7,7 @@
 //! old paths (`cell::cli`, `cell::experiment`, …).
 
 pub mod bench;
+pub mod certs;
 pub mod commission;
 pub mod inproc;
 pub mod launcher;

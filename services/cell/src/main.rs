@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use common::{
     bus::BusArgs,
     config::CellSection,
-    msg::{EStopAction, Mode, TaskRobot},
+    msg::{EStopAction, Mode, ResetScope, TaskRobot},
     service::{self, ConfigArgs, Loader},
 };
 use kinematics::{config::ArmSection, Arm};
@@ -61,6 +61,28 @@ enum BenchCmd {
 }
 
 #[derive(Subcommand)]
+enum CertsCmd {
+    /// Make a test CA and one certificate and key per identity (router, services, control
+    /// host, operators), each with its identity as the common name. DIR: the loaded config's
+    /// `[cell.security] dir`, else the one deploy/config/sim-secure.toml names.
+    Init {
+        dir: Option<std::path::PathBuf>,
+        /// Subject alternative names (IP addresses, host names) the nodes are reached at.
+        #[arg(long = "ip", default_values_t = ["127.0.0.1".to_string(), "localhost".to_string()])]
+        names: Vec<String>,
+        /// Operator identities beyond the config's (`[cell.security] operators`).
+        #[arg(long = "operator")]
+        operators: Vec<String>,
+        /// Validity in days.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+        /// Replace an existing CA (every node then needs its new certificate).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum Cmd {
     /// Start the cell: embedded zenoh router + every service as a supervised process.
     Up,
@@ -70,6 +92,11 @@ enum Cmd {
     /// Run only the cell's zenoh router (for deployments where systemd or compose start the
     /// services).
     Router,
+    /// Certificates of a secured cell (`[cell.security]`, docs/security.md).
+    Certs {
+        #[command(subcommand)]
+        cmd: CertsCmd,
+    },
     /// List live services (liveliness tokens).
     Ls,
     /// Status of one or every service.
@@ -253,6 +280,9 @@ enum Cmd {
         /// estop.
         #[arg(long, value_delimiter = ',')]
         skip: Vec<String>,
+        /// Let a real cell pass the `security` step unsecured (an isolated network).
+        #[arg(long)]
+        allow_unsecured: bool,
     },
     /// Benchmarks (`cell bench latency`): a private simulated cell at a given robot cycle.
     Bench {
@@ -624,6 +654,54 @@ async fn run(
         .await?;
         return Ok(true);
     }
+    if let Cmd::Certs {
+        cmd:
+            CertsCmd::Init {
+                dir,
+                names,
+                operators,
+                days,
+                force,
+            },
+    } = &args.cmd
+    {
+        let sec = cell
+            .security
+            .clone()
+            .unwrap_or(common::security::SecuritySection {
+                profile: common::security::ProfileKind::Sim,
+                ..Default::default()
+            });
+        let dir = match (dir, cell.certs_dir()) {
+            (Some(d), _) => d.clone(),
+            (None, Some(d)) => d,
+            (None, None) => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../deploy/config")
+                .join(common::security::SIM_SECURE_CERTS_DIR),
+        };
+        let mut identities = sec.identities();
+        for o in operators {
+            if !identities.contains(o) {
+                identities.push(o.clone());
+            }
+        }
+        let written = cell::certs::init(&cell::certs::CertsRequest {
+            dir: dir.clone(),
+            identities: identities.clone(),
+            names: names.clone(),
+            days: *days,
+            force: *force,
+        })?;
+        println!(
+            "{} files in {}: CA and {} identities ({}), valid {days} days, names {}",
+            written.len(),
+            dir.display(),
+            identities.len(),
+            identities.join(", "),
+            names.join(", ")
+        );
+        return Ok(true);
+    }
     if let Cmd::Router = args.cmd {
         let router = launcher::open_router(&cell).await?;
         tracing::info!(router = %cell.router, zid = %router.zid(), "cell router up");
@@ -683,6 +761,7 @@ async fn run(
         max_jitter_ms,
         irc5,
         skip,
+        allow_unsecured,
     } = args.cmd
     {
         let setup = setup.ok_or_else(|| anyhow::anyhow!("commission: no setup"))?;
@@ -706,6 +785,7 @@ async fn run(
             max_jitter_ms,
             irc5,
             skip,
+            allow_unsecured,
         };
         return cell::commission::command(&args.bus, &cell, setup, req).await;
     }
@@ -723,6 +803,7 @@ async fn run(
     match args.cmd {
         Cmd::Up
         | Cmd::Router
+        | Cmd::Certs { .. }
         | Cmd::Service { .. }
         | Cmd::Kin { .. }
         | Cmd::Experiment { .. }
@@ -873,6 +954,9 @@ async fn run(
             if all.is_empty() {
                 eprintln!("no status replies");
                 return Ok(false);
+            }
+            if !json {
+                println!("{}", cell.security_line());
             }
             for v in all {
                 if json {
@@ -1135,16 +1219,16 @@ async fn run(
             println!("{v}");
         }
         Cmd::Estop => {
-            let st = cli::estop(&s, &cell, EStopAction::Engage).await?;
+            let st = cli::estop(&s, &cell, cli::SafetyRequest::Stop(EStopAction::Engage)).await?;
             println!("e-stop engaged: robot-io {:?} ({:?})", st.level, st.reason);
         }
         Cmd::Reset { protective } => {
-            let action = if protective {
-                EStopAction::ResetProtective
+            let scope = if protective {
+                ResetScope::ProtectiveOnly
             } else {
-                EStopAction::Reset
+                ResetScope::All
             };
-            let st = cli::estop(&s, &cell, action).await?;
+            let st = cli::estop(&s, &cell, cli::SafetyRequest::Reset(scope)).await?;
             println!(
                 "reset: robot-io {:?} ({:?}); nothing moves until a new command",
                 st.level, st.reason

@@ -7,7 +7,10 @@ use common::{
     bus::{self, BusArgs},
     codec,
     config::CellSection,
-    msg::{self, EStop, EStopAction, Mode, ModeCommand, MoveTarget, Pose, Stamp},
+    msg::{
+        self, EStop, EStopAction, EStopReset, Mode, ModeCommand, MoveTarget, Pose, ResetScope,
+        Stamp,
+    },
     topic::{self, TopicInfo},
 };
 use serde::Serialize;
@@ -97,6 +100,8 @@ pub fn decode_json(t: &TopicInfo, bytes: &[u8]) -> Result<serde_json::Value, Str
         to_json::<msg::SafetyState>(bytes)
     } else if is(&topic::ESTOP.info) {
         to_json::<msg::EStop>(bytes)
+    } else if is(&topic::ESTOP_RESET.info) {
+        to_json::<msg::EStopReset>(bytes)
     } else if is(&topic::TOOL_POSE.info) {
         to_json::<msg::ToolPose>(bytes)
     } else if is(&topic::JOINT_COMMAND.info) {
@@ -259,33 +264,71 @@ pub async fn set_mode(s: &Session, cell: &CellSection, mode: Mode) -> anyhow::Re
 /// How long `cell estop` / `cell reset` wait for robot-io's acknowledgement.
 pub const ESTOP_ACK_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Sends an e-stop request and waits for robot-io's acknowledgement: a safety state showing
-/// the stop (engage) or no longer showing it (reset). Fails with a clear message when none
-/// comes within [`ESTOP_ACK_TIMEOUT`]; returns the acknowledging state.
+/// What the operator asks of robot-io's safety latch: a stop goes on `robot/estop` (any
+/// identity may send it), a reset on `robot/reset` (the roles table says who).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SafetyRequest {
+    Stop(EStopAction),
+    Reset(ResetScope),
+}
+
+impl SafetyRequest {
+    pub fn describe(self) -> &'static str {
+        match self {
+            SafetyRequest::Stop(EStopAction::Engage) => "e-stop",
+            SafetyRequest::Stop(EStopAction::Protective) => "protective stop",
+            SafetyRequest::Reset(ResetScope::All) => "reset",
+            SafetyRequest::Reset(ResetScope::ProtectiveOnly) => "protective-stop reset",
+        }
+    }
+}
+
+/// Sends an e-stop or reset request and waits for robot-io's acknowledgement: a safety state
+/// showing the stop (engage) or no longer showing it (reset). Fails with a clear message when
+/// none comes within [`ESTOP_ACK_TIMEOUT`]; returns the acknowledging state.
 pub async fn estop(
     s: &Session,
     cell: &CellSection,
-    action: EStopAction,
+    request: SafetyRequest,
 ) -> anyhow::Result<msg::SafetyState> {
     use msg::SafetyLevel as L;
     let sub = s
         .declare_subscriber(topic::SAFETY_STATE.key(&cell.id))
         .await
         .map_err(|e| anyhow::anyhow!("subscribe to the safety state: {e}"))?;
-    put(
-        s,
-        topic::ESTOP.key(&cell.id),
-        &EStop {
-            stamp: stamp(),
-            action,
-        },
-    )
-    .await?;
-    let acked = |st: &msg::SafetyState| match action {
-        EStopAction::Engage => st.level == L::EmergencyStop,
-        EStopAction::Reset => !matches!(st.level, L::EmergencyStop | L::ProtectiveStop),
-        EStopAction::ResetProtective => st.level != L::ProtectiveStop,
-        EStopAction::Protective => matches!(st.level, L::ProtectiveStop | L::EmergencyStop),
+    match request {
+        SafetyRequest::Stop(action) => {
+            put(
+                s,
+                topic::ESTOP.key(&cell.id),
+                &EStop {
+                    stamp: stamp(),
+                    action,
+                },
+            )
+            .await?
+        }
+        SafetyRequest::Reset(scope) => {
+            put(
+                s,
+                topic::ESTOP_RESET.key(&cell.id),
+                &EStopReset {
+                    stamp: stamp(),
+                    scope,
+                },
+            )
+            .await?
+        }
+    }
+    let acked = |st: &msg::SafetyState| match request {
+        SafetyRequest::Stop(EStopAction::Engage) => st.level == L::EmergencyStop,
+        SafetyRequest::Stop(EStopAction::Protective) => {
+            matches!(st.level, L::ProtectiveStop | L::EmergencyStop)
+        }
+        SafetyRequest::Reset(ResetScope::All) => {
+            !matches!(st.level, L::EmergencyStop | L::ProtectiveStop)
+        }
+        SafetyRequest::Reset(ResetScope::ProtectiveOnly) => st.level != L::ProtectiveStop,
     };
     let deadline = tokio::time::Instant::now() + ESTOP_ACK_TIMEOUT;
     loop {
@@ -294,12 +337,7 @@ pub async fn estop(
             Ok(Err(_)) | Err(_) => anyhow::bail!(
                 "no acknowledgement from robot-io within {} ms: the {} is NOT confirmed — check that robot-io is running (`cell status robot-io`) and use the hardware e-stop",
                 ESTOP_ACK_TIMEOUT.as_millis(),
-                match action {
-                    EStopAction::Engage => "e-stop",
-                    EStopAction::Reset => "reset",
-                    EStopAction::ResetProtective => "protective-stop reset",
-                    EStopAction::Protective => "protective stop",
-                }
+                request.describe()
             ),
         };
         let Ok(st) = codec::decode::<msg::SafetyState>(&sample.payload().to_bytes()) else {

@@ -40,6 +40,7 @@ pub fn device_port_sets(ports: [u16; 5]) -> Vec<String> {
     let [egm, ctl, sri, rdt, http] = ports;
     vec![
         format!("robot_io.egm.bind=\"127.0.0.1:{egm}\""),
+        format!("robot_io.egm.controller=\"127.0.0.1:{ctl}\""),
         format!("sim.egm.robot_io=\"127.0.0.1:{egm}\""),
         format!("sim.egm.bind=\"127.0.0.1:{ctl}\""),
         format!("sim.sri.bind=\"127.0.0.1:{sri}\""),
@@ -75,6 +76,9 @@ pub struct Spec {
     /// `SCHED_FIFO` priority for the cell and every process and thread it starts (None:
     /// normal scheduling).
     pub fifo: Option<i32>,
+    /// A secured cell (`[cell.security]`, with `dir` absolute): the router is `tls/`, and the
+    /// section is set on the command line whole (the config's own is replaced).
+    pub security: Option<common::security::SecuritySection>,
 }
 
 /// A started cell: the `cell up` process and what a client needs to reach it.
@@ -96,7 +100,12 @@ impl Spec {
         let port = || -> anyhow::Result<u16> { Ok(common::ports::free_loopback_port()?) };
         let router_port = port()?;
         let id = format!("{}{router_port}", self.id_prefix);
-        let router = format!("tcp/127.0.0.1:{router_port}");
+        let scheme = if self.security.is_some() {
+            "tls"
+        } else {
+            "tcp"
+        };
+        let router = format!("{scheme}/127.0.0.1:{router_port}");
         let (egm, ctl, sri, rdt, http) = (port()?, port()?, port()?, port()?, port()?);
         let sets = self.sets(&id, &router, [egm, ctl, sri, rdt, http]);
         if let Some(d) = self.log.parent() {
@@ -111,6 +120,7 @@ impl Spec {
                 id,
                 router,
                 zenoh_config: None,
+                security: self.security.clone(),
             },
             sets,
             fifo,
@@ -126,6 +136,31 @@ impl Spec {
             format!("cell.router=\"{router}\""),
             format!("cell.id=\"{id}\""),
         ]);
+        if let Some(sec) = &self.security {
+            let toml_str = |v: &str| toml::Value::String(v.to_string()).to_string();
+            sets.extend([
+                format!(
+                    "cell.security.profile={}",
+                    toml_str(match sec.profile {
+                        common::security::ProfileKind::Sim => "sim",
+                        common::security::ProfileKind::Real => "real",
+                    })
+                ),
+                format!("cell.security.dir={}", toml_str(&sec.dir)),
+                format!(
+                    "cell.security.operators=[{}]",
+                    sec.operators
+                        .iter()
+                        .map(|o| toml_str(o))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+                format!(
+                    "cell.security.operators_may_reset={}",
+                    sec.operators_may_reset
+                ),
+            ]);
+        }
         sets.extend(device_port_sets(ports));
         if self.plant {
             sets.push("sim.plant.enabled=true".into());
@@ -201,6 +236,7 @@ impl PrivateCell {
             log: log.to_path_buf(),
             rust_log: None,
             fifo,
+            security: None,
         };
         // As deployed (deploy/systemd: every unit under CPUSchedulingPolicy=fifo) and as the
         // whole-cell tests run it: `cell up` and every process and thread it starts under
@@ -398,6 +434,7 @@ mod tests {
             log: "cell.log".into(),
             rust_log: None,
             fifo: None,
+            security: None,
         }
     }
 

@@ -22,8 +22,15 @@ pub enum DriverKind {
 pub struct EgmConfig {
     /// UDP address robot-io binds; the controller's *Remote Address* / *Remote Port Number*
     /// (UDPUC transmission protocol entry) must point here. Replies go to the sender of each
-    /// datagram.
+    /// datagram the pin admits. Never an unspecified address (`0.0.0.0`): name the interface
+    /// on the controller's network.
     pub bind: String,
+    /// The EGM controller: `ip` or `ip:port` (`egm::peer::PeerPin`). Only its datagrams are
+    /// answered, published and allowed to drive the session and the supervisor; anyone else's
+    /// are dropped first and counted (`egm.strangers`). Unset: every sender is answered
+    /// (robot-io warns at start; `cell commission` fails it). A real IRC5 picks its source
+    /// port (SIO `-LocalPortNumber 0`): pin its address only.
+    pub controller: Option<String>,
     /// No `EgmRobot` for this long → the robot is silent: nothing new is published and the
     /// safety state says `RobotSilent` (ms).
     pub silence_timeout_ms: f64,
@@ -56,7 +63,8 @@ impl EgmConfig {
 impl Default for EgmConfig {
     fn default() -> Self {
         Self {
-            bind: "0.0.0.0:6510".into(),
+            bind: "127.0.0.1:6510".into(),
+            controller: None,
             silence_timeout_ms: 50.0,
             send_speed_ref: false,
             max_joint_speed_deg_s: 200.0,
@@ -212,6 +220,18 @@ impl Validate for RobotIoConfig {
             );
         }
         self.egm.validate_with(prefix, self.cycle_ms, errors);
+        if self.driver == DriverKind::Egm {
+            if let Ok(a) = self.egm.bind_addr() {
+                if a.ip().is_unspecified() {
+                    errors.push(
+                        format!("{prefix}.egm.bind"),
+                        format!(
+                            "{a}: an unspecified address listens on every interface (on a cell PC also the office network's): name the PC's address on the controller's network"
+                        ),
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -245,9 +265,20 @@ impl EgmConfig {
             .map_err(|e| format!("{:?} is not an IP:port like 0.0.0.0:6510 ({e})", self.bind))
     }
 
+    /// The pinned controller, parsed (`None`: unpinned).
+    pub fn controller_pin(&self) -> Result<Option<egm::peer::PeerPin>, String> {
+        self.controller
+            .as_deref()
+            .map(egm::peer::PeerPin::parse)
+            .transpose()
+    }
+
     fn validate_with(&self, prefix: &str, cycle_ms: f64, errors: &mut ConfigErrors) {
         if let Err(e) = self.bind_addr() {
             errors.push(format!("{prefix}.egm.bind"), e);
+        }
+        if let Err(e) = self.controller_pin() {
+            errors.push(format!("{prefix}.egm.controller"), e);
         }
         check_range(
             errors,
@@ -277,5 +308,63 @@ impl EgmConfig {
                 ),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(c: &RobotIoConfig) -> String {
+        let mut e = ConfigErrors::default();
+        c.validate("robot_io", &mut e);
+        if e.is_empty() {
+            String::new()
+        } else {
+            e.to_string()
+        }
+    }
+
+    fn egm(bind: &str, controller: Option<&str>) -> RobotIoConfig {
+        RobotIoConfig {
+            driver: DriverKind::Egm,
+            egm: EgmConfig {
+                bind: bind.into(),
+                controller: controller.map(str::to_string),
+                ..EgmConfig::default()
+            },
+            ..RobotIoConfig::default()
+        }
+    }
+
+    #[test]
+    fn an_unspecified_egm_bind_is_refused() {
+        assert_eq!(problems(&egm("127.0.0.1:6510", Some("127.0.0.1:6511"))), "");
+        let p = problems(&egm("0.0.0.0:6510", Some("127.0.0.1")));
+        assert!(
+            p.contains("robot_io.egm.bind") && p.contains("every interface"),
+            "{p}"
+        );
+        let p = problems(&egm("[::]:6510", Some("127.0.0.1")));
+        assert!(p.contains("every interface"), "{p}");
+        // The ideal driver binds nothing: its (unused) EGM address is not judged.
+        let ideal = RobotIoConfig {
+            driver: DriverKind::Ideal,
+            ..egm("0.0.0.0:6510", None)
+        };
+        assert_eq!(problems(&ideal), "");
+        assert_eq!(EgmConfig::default().bind, "127.0.0.1:6510");
+    }
+
+    #[test]
+    fn a_bad_controller_pin_is_refused_with_the_key() {
+        for bad in ["0.0.0.0", "irc5", "127.0.0.1:0"] {
+            let p = problems(&egm("127.0.0.1:6510", Some(bad)));
+            assert!(p.contains("robot_io.egm.controller"), "{bad}: {p}");
+        }
+        let c = egm("127.0.0.1:6510", Some("192.168.10.20"));
+        let pin = c.egm.controller_pin().expect("valid").expect("pinned");
+        assert!(pin.admits("192.168.10.20:40000".parse().expect("addr")));
+        assert_eq!(egm("127.0.0.1:6510", None).egm.controller_pin(), Ok(None));
     }
 }

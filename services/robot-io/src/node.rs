@@ -22,7 +22,10 @@ use std::{
 use common::{
     bus::{Events, Latest, Node, Publisher},
     clock,
-    msg::{EStop, EStopAction, JointCommand, JointState, MotionEnd, SafetyState},
+    msg::{
+        EStop, EStopAction, EStopReset, JointCommand, JointState, MotionEnd, ResetScope,
+        SafetyState,
+    },
     service::Shutdown,
     topic,
 };
@@ -39,7 +42,10 @@ use crate::{
     },
     ideal::IdealRobot,
     latch,
-    supervisor::{CycleInput, CycleOutput, Latches, Supervisor, SupervisorParams},
+    supervisor::{
+        in_arrival_order, CycleInput, CycleOutput, Latches, StopRequest, Supervisor,
+        SupervisorParams,
+    },
 };
 
 /// Publishes the safety state (`Block` congestion control: it must not be lost) off the
@@ -115,6 +121,7 @@ struct Shell {
     /// The force service's estimates: a clamp release's input.
     wrenches: Latest<common::msg::WrenchEstimate>,
     estops: Events<EStop>,
+    resets: Events<EStopReset>,
     motion_ends: Events<MotionEnd>,
     /// Motion ends received, and those that ended the motion being executed.
     motion_end_counts: (u64, u64),
@@ -148,30 +155,34 @@ impl Shell {
             .map(|w| w.msg.base.force_n)
     }
 
-    /// Applies every pending e-stop request, persists the latches if they changed, then
-    /// acknowledges a changed safety state on the bus (persisted first); then every motion
-    /// end from a commander.
+    /// Applies every pending stop and reset request in their order of arrival (two keys, one
+    /// order: [`in_arrival_order`]), persists the latches if they changed, then acknowledges a
+    /// changed safety state on the bus (persisted first); then every motion end from a
+    /// commander.
     fn drain_estops(&mut self, sup: &mut Supervisor) {
-        let mut changed = false;
+        let mut stops = Vec::new();
         while let Ok(e) = self.estops.rx.try_recv() {
-            changed |= match e.msg.action {
-                EStopAction::Engage => {
-                    tracing::warn!("e-stop engaged");
-                    sup.engage_estop()
+            stops.push((e.at_ns, e.msg.action));
+        }
+        let mut resets = Vec::new();
+        while let Ok(e) = self.resets.rx.try_recv() {
+            resets.push((e.at_ns, e.msg.scope));
+        }
+        let mut changed = false;
+        for r in in_arrival_order(&stops, &resets) {
+            match r {
+                StopRequest::Stop(EStopAction::Engage) => tracing::warn!("e-stop engaged"),
+                StopRequest::Stop(EStopAction::Protective) => {
+                    tracing::warn!("protective stop requested by a commander")
                 }
-                EStopAction::Reset => {
-                    tracing::info!("e-stop reset (and protective stop)");
-                    sup.reset_estop()
+                StopRequest::Reset(ResetScope::All) => {
+                    tracing::info!("e-stop reset (and protective stop)")
                 }
-                EStopAction::ResetProtective => {
-                    tracing::info!("protective stop reset");
-                    sup.reset_protective()
+                StopRequest::Reset(ResetScope::ProtectiveOnly) => {
+                    tracing::info!("protective stop reset")
                 }
-                EStopAction::Protective => {
-                    tracing::warn!("protective stop requested by a commander");
-                    sup.request_protective()
-                }
-            };
+            }
+            changed |= sup.apply_stop_request(r);
         }
         self.persist(sup);
         if changed {
@@ -348,6 +359,7 @@ pub async fn run(
     let wrenches = node.latest(topic::WRENCH_ESTIMATE).await?;
     // Lossless: an e-stop is never shed by a full queue.
     let estops = node.events_unbounded(topic::ESTOP).await?;
+    let resets = node.events_unbounded(topic::ESTOP_RESET).await?;
     let motion_ends = node.events_unbounded(topic::MOTION_END).await?;
     let js_pub = node.publisher(topic::JOINT_STATE).await?;
     let safety_pub = node.publisher(topic::SAFETY_STATE).await?;
@@ -391,6 +403,7 @@ pub async fn run(
         commands,
         wrenches,
         estops,
+        resets,
         motion_ends,
         motion_end_counts: (0, 0),
         last_end_stop: None,
@@ -477,6 +490,12 @@ struct EgmShell {
     core: EgmCore,
     cfg: EgmConfig,
     peer: Option<SocketAddr>,
+    /// The controller pinned by `[robot_io.egm] controller` (None: every sender is admitted).
+    pin: Option<egm::peer::PeerPin>,
+    /// Datagrams from anyone the pin does not admit: dropped before anything else.
+    strangers: u64,
+    /// The last stranger: its address, the datagram's size and when (s since start).
+    last_stranger: Option<(SocketAddr, usize, f64)>,
     malformed: u64,
     last_malformed: Option<String>,
     send_errors: u64,
@@ -492,6 +511,24 @@ struct EgmShell {
 }
 
 impl EgmShell {
+    /// Whether a datagram from `from` may reach the session: from the pinned controller (or
+    /// any sender when unpinned). A stranger's is counted and dropped here, before the
+    /// e-stop drain, the session, the supervisor, the reply and the joint state.
+    fn admit(&mut self, sh: &Shell, from: SocketAddr, n: usize, rx: Instant) -> bool {
+        match self.pin {
+            Some(pin) if !pin.admits(from) => {
+                self.strangers += 1;
+                self.last_stranger = Some((from, n, sh.secs(rx)));
+                if self.strangers.is_power_of_two() {
+                    tracing::warn!(from = %from, bytes = n, count = self.strangers, pinned = %pin.describe(),
+                        "EGM datagram from a stranger dropped (not the pinned controller)");
+                }
+                false
+            }
+            _ => true,
+        }
+    }
+
     /// Sends a reply to `to`; errors are counted, never fatal.
     async fn send(&mut self, sh: &Shell, reply: &SensorReply, to: SocketAddr) {
         let bytes = reply.encode(&mut self.tx);
@@ -595,6 +632,19 @@ impl EgmShell {
             o.insert("references".into(), self.core.reference_stats().json());
             o.insert("send_errors".into(), self.send_errors.into());
             o.insert("recv_errors".into(), self.recv_errors.into());
+            o.insert(
+                "pinned".into(),
+                serde_json::to_value(self.pin.map(|p| p.describe())).unwrap_or_default(),
+            );
+            o.insert("strangers".into(), self.strangers.into());
+            o.insert(
+                "last_stranger".into(),
+                self.last_stranger
+                    .map(|(from, bytes, at_s)| {
+                        serde_json::json!({"from": from.to_string(), "bytes": bytes, "at_s": at_s})
+                    })
+                    .unwrap_or_default(),
+            );
         }
         serde_json::json!({
             "driver": "egm",
@@ -626,7 +676,16 @@ async fn run_egm(
     let sock = UdpSocket::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("EGM: cannot bind UDP {addr}: {e}"))?;
-    tracing::info!(bind = %sock.local_addr().unwrap_or(addr), "EGM driver listening");
+    let pin = egm
+        .controller_pin()
+        .map_err(|e| anyhow::anyhow!("robot_io.egm.controller: {e}"))?;
+    match pin {
+        Some(p) => {
+            tracing::info!(bind = %sock.local_addr().unwrap_or(addr), controller = %p.describe(), "EGM driver listening (pinned controller)")
+        }
+        None => tracing::warn!(bind = %sock.local_addr().unwrap_or(addr),
+            "EGM driver listening UNPINNED: any host that reaches this port can drive the session and feed joint states; set robot_io.egm.controller"),
+    }
     sh.node.set_state("waiting for the EGM controller");
     let mut e = EgmShell {
         sock,
@@ -640,6 +699,9 @@ async fn run_egm(
         ),
         cfg: egm.clone(),
         peer: None,
+        pin,
+        strangers: 0,
+        last_stranger: None,
         malformed: 0,
         last_malformed: None,
         send_errors: 0,
@@ -667,8 +729,10 @@ async fn run_egm(
             r = e.sock.recv_from(&mut buf) => match r {
                 Ok((n, from)) => {
                     let rx = Instant::now();
-                    let bytes = buf.get(..n).unwrap_or(&[]);
-                    e.on_datagram(&mut sh, bytes, from, rx).await;
+                    if e.admit(&sh, from, n, rx) {
+                        let bytes = buf.get(..n).unwrap_or(&[]);
+                        e.on_datagram(&mut sh, bytes, from, rx).await;
+                    }
                 }
                 Err(err) => {
                     // e.g. ICMP port unreachable reported on a later receive: not fatal.
@@ -709,6 +773,9 @@ async fn run_egm(
             let Ok((n, from)) = e.sock.recv_from(&mut buf).await else {
                 continue;
             };
+            if !e.admit(&sh, from, n, Instant::now()) {
+                continue;
+            }
             let rx_s = sh.secs(Instant::now());
             if let Some(r) = e
                 .core

@@ -49,8 +49,8 @@
 //!   next motion starts from the then-measured position at rest.
 
 use common::msg::{
-    JointCommand, MotionTag, ProtectiveCause, RobotStatus, SafetyLevel, SafetyReason, StopCategory,
-    AXES,
+    EStopAction, JointCommand, MotionTag, ProtectiveCause, ResetScope, RobotStatus, SafetyLevel,
+    SafetyReason, StopCategory, AXES,
 };
 pub use kinematics::step_limit::{dv_span, irb120_max_accel};
 use kinematics::step_limit::{Binding, LimitKind, StepLimiter};
@@ -673,6 +673,16 @@ impl Supervisor {
         Some(pick)
     }
 
+    /// Applies one stop or reset request; returns true when the state changed.
+    pub fn apply_stop_request(&mut self, r: StopRequest) -> bool {
+        match r {
+            StopRequest::Stop(EStopAction::Engage) => self.engage_estop(),
+            StopRequest::Stop(EStopAction::Protective) => self.request_protective(),
+            StopRequest::Reset(ResetScope::All) => self.reset_estop(),
+            StopRequest::Reset(ResetScope::ProtectiveOnly) => self.reset_protective(),
+        }
+    }
+
     /// A commander's protective stop (`EStopAction::Protective`): latched until a reset, the
     /// level changes at once (ending the motion) and the arm holds at the position measured
     /// on the next cycle, as every protective stop does (not braking from the reference,
@@ -1137,6 +1147,42 @@ impl Supervisor {
     }
 }
 
+/// A request from `robot/estop` (a stop) or `robot/reset` (a reset): two keys, so that access
+/// control can tell them apart, one order of application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopRequest {
+    Stop(EStopAction),
+    Reset(ResetScope),
+}
+
+/// The stops and resets received since the last drain, each with its arrival time (ns on one
+/// monotonic clock), in the order to apply them: by arrival, and at the same instant the reset
+/// first, so that a stop that arrives with or after a reset is never undone by it. (Draining
+/// the two queues one after the other would let a reset behind in its queue clear a stop that
+/// came later.) Each list is in its own arrival order already.
+pub fn in_arrival_order(
+    stops: &[(u64, EStopAction)],
+    resets: &[(u64, ResetScope)],
+) -> Vec<StopRequest> {
+    let mut out = Vec::with_capacity(stops.len() + resets.len());
+    let (mut i, mut j) = (0, 0);
+    while i < stops.len() || j < resets.len() {
+        let take_reset = match (stops.get(i), resets.get(j)) {
+            (Some(s), Some(r)) => r.0 <= s.0,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if take_reset {
+            out.push(StopRequest::Reset(resets[j].1));
+            j += 1;
+        } else {
+            out.push(StopRequest::Stop(stops[i].1));
+            i += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)]
 mod tests {
@@ -1185,6 +1231,58 @@ mod tests {
             command: c,
             contact_force_base_n: None,
         }
+    }
+
+    #[test]
+    fn an_engage_after_a_reset_in_one_drain_leaves_the_stop_engaged() {
+        // A reset that waited in its queue behind a later engage is applied first.
+        let order = in_arrival_order(&[(20, EStopAction::Engage)], &[(10, ResetScope::All)]);
+        assert_eq!(
+            order,
+            vec![
+                StopRequest::Reset(ResetScope::All),
+                StopRequest::Stop(EStopAction::Engage)
+            ]
+        );
+        let mut s = sup();
+        for r in order {
+            s.apply_stop_request(r);
+        }
+        assert!(s.estop_latched());
+        assert_eq!(s.level(), SafetyLevel::EmergencyStop);
+        // At the same instant the stop wins.
+        let tie = in_arrival_order(&[(5, EStopAction::Protective)], &[(5, ResetScope::All)]);
+        assert_eq!(
+            tie.last(),
+            Some(&StopRequest::Stop(EStopAction::Protective))
+        );
+    }
+
+    #[test]
+    fn a_reset_after_an_engage_clears_it() {
+        let order = in_arrival_order(
+            &[(10, EStopAction::Engage), (40, EStopAction::Engage)],
+            &[(20, ResetScope::All), (30, ResetScope::ProtectiveOnly)],
+        );
+        assert_eq!(
+            order,
+            vec![
+                StopRequest::Stop(EStopAction::Engage),
+                StopRequest::Reset(ResetScope::All),
+                StopRequest::Reset(ResetScope::ProtectiveOnly),
+                StopRequest::Stop(EStopAction::Engage),
+            ]
+        );
+        let mut s = sup();
+        for r in &order[..2] {
+            s.apply_stop_request(*r);
+        }
+        assert!(!s.estop_latched());
+        // A protective-only reset never clears an e-stop.
+        let mut s = sup();
+        s.apply_stop_request(StopRequest::Stop(EStopAction::Engage));
+        s.apply_stop_request(StopRequest::Reset(ResetScope::ProtectiveOnly));
+        assert!(s.estop_latched());
     }
 
     #[test]

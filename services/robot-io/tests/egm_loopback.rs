@@ -408,22 +408,32 @@ impl std::ops::DerefMut for Reaped {
 }
 
 /// Starts `cell-robot-io` with `driver = "egm"` on `127.0.0.1:port`, its bus pointed at
-/// `router`, a private cell id and latch file.
+/// `router`, a private cell id and latch file; unpinned (every sender answered).
 fn spawn_robot_io(port: u16, router: &str, cell_id: &str) -> Reaped {
+    spawn_robot_io_pinned(port, router, cell_id, None)
+}
+
+/// [`spawn_robot_io`] with `robot_io.egm.controller` = `pin`.
+fn spawn_robot_io_pinned(port: u16, router: &str, cell_id: &str, pin: Option<&str>) -> Reaped {
     let latch = std::env::temp_dir().join(format!("{cell_id}-latch.json"));
+    let mut args = vec![
+        "--set".to_string(),
+        "robot_io.driver=\"egm\"".to_string(),
+        "--set".to_string(),
+        format!("robot_io.egm.bind=\"127.0.0.1:{port}\""),
+        "--set".to_string(),
+        format!("cell.router=\"{router}\""),
+        "--set".to_string(),
+        format!("cell.id=\"{cell_id}\""),
+        "--set".to_string(),
+        format!("robot_io.latch_file=\"{}\"", latch.display()),
+    ];
+    if let Some(p) = pin {
+        args.push("--set".into());
+        args.push(format!("robot_io.egm.controller=\"{p}\""));
+    }
     Command::new(env!("CARGO_BIN_EXE_cell-robot-io"))
-        .args([
-            "--set",
-            "robot_io.driver=\"egm\"",
-            "--set",
-            &format!("robot_io.egm.bind=\"127.0.0.1:{port}\""),
-            "--set",
-            &format!("cell.router=\"{router}\""),
-            "--set",
-            &format!("cell.id=\"{cell_id}\""),
-            "--set",
-            &format!("robot_io.latch_file=\"{}\"", latch.display()),
-        ])
+        .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -493,6 +503,138 @@ fn binary_answers_every_egm_robot() {
     assert!(killed.success());
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// A pinned `cell-robot-io` drops a stranger's datagrams before anything else: two strangers
+/// (another port of the controller's address, and another loopback address) send a session
+/// start with A1 at 45°: no reply, no restart, no joint state at 45°, both counted, the last one
+/// named; the pinned controller is still answered.
+#[test]
+fn binary_drops_a_strangers_datagrams() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let port = free_udp_port();
+    let router = format!("tcp/127.0.0.1:{}", free_tcp_port());
+    let cell_id = format!("egmpin{}", std::process::id());
+    let zs = rt.block_on(async {
+        let mut cfg = zenoh::Config::default();
+        cfg.insert_json5("mode", "\"router\"").unwrap();
+        cfg.insert_json5("listen/endpoints", &format!("[\"{router}\"]"))
+            .unwrap();
+        cfg.insert_json5("scouting/multicast/enabled", "false")
+            .unwrap();
+        zenoh::open(cfg).await.unwrap()
+    });
+    let c = controller();
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let pin = c.local_addr().unwrap().to_string();
+    let mut child = spawn_robot_io_pinned(port, &router, &cell_id, Some(&pin));
+    let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let js =
+        zenoh::Wait::wait(zs.declare_subscriber(common::topic::JOINT_STATE.key(&cell_id))).unwrap();
+    let status = || -> Option<serde_json::Value> {
+        let replies =
+            zenoh::Wait::wait(zs.get(common::topic::status_key(&cell_id, "robot-io"))).ok()?;
+        let r = replies.recv_timeout(Duration::from_secs(2)).ok()??;
+        let bytes = r.result().ok()?.payload().to_bytes();
+        serde_json::from_slice(&bytes).ok()
+    };
+    // The pinned controller's session: answered.
+    let t0 = Instant::now();
+    let mut seq = 0u32;
+    loop {
+        c.send_to(&robot_bytes(seq, 4 * seq, Q0_DEG, true), target)
+            .unwrap();
+        seq += 1;
+        if recv_reply(&c).is_some() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no reply to the pinned controller"
+        );
+    }
+    for _ in 0..10 {
+        c.send_to(&robot_bytes(seq, 4 * seq, Q0_DEG, true), target)
+            .unwrap();
+        seq += 1;
+        assert!(
+            recv_reply(&c).is_some(),
+            "the pinned controller is answered"
+        );
+    }
+    let before = loop {
+        let st = status().expect("robot-io's status");
+        if st["detail"]["egm"]["restarts"].is_u64() {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no EGM status: {st}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    let restarts = before["detail"]["egm"]["restarts"].as_u64().unwrap();
+    assert_eq!(before["detail"]["egm"]["pinned"], serde_json::json!(pin));
+    // Two strangers start a session (seqno 0) with A1 at 45°.
+    let mut stranger_q = Q0_DEG;
+    stranger_q[0] = 45.0;
+    let other_port = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let other_addr = UdpSocket::bind("127.0.0.2:0").unwrap();
+    for s in [&other_port, &other_addr] {
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        s.send_to(&robot_bytes(0, 0, stranger_q, true), target)
+            .unwrap();
+        assert!(recv_reply(s).is_none(), "a stranger was answered");
+    }
+    // The controller goes on: still answered, at its own position.
+    for _ in 0..10 {
+        c.send_to(&robot_bytes(seq, 4 * seq, Q0_DEG, true), target)
+            .unwrap();
+        seq += 1;
+        let (r, _) = recv_reply(&c).expect("the pinned controller is still answered");
+        assert!((planned(&r)[0] - Q0_DEG[0]).abs() < 1e-9);
+    }
+    let after = loop {
+        let st = status().expect("robot-io's status");
+        if st["detail"]["egm"]["strangers"].as_u64() == Some(2) {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "strangers not counted: {}",
+            st["detail"]["egm"]
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    let egm = &after["detail"]["egm"];
+    assert_eq!(
+        egm["last_stranger"]["from"],
+        serde_json::json!(other_addr.local_addr().unwrap().to_string())
+    );
+    assert_eq!(
+        egm["restarts"].as_u64(),
+        Some(restarts),
+        "a stranger restarted the session"
+    );
+    assert_eq!(after["detail"]["peer"], serde_json::json!(pin));
+    while let Ok(Some(s)) = js.try_recv() {
+        let j = common::codec::decode::<common::msg::JointState>(&s.payload().to_bytes()).unwrap();
+        assert!(
+            (j.q_rad[0].to_degrees() - Q0_DEG[0]).abs() < 1e-6,
+            "a stranger's joints were published: {:?}",
+            j.q_rad
+        );
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
 }
 
 /// The real `cell-robot-io` binary driven over the bus: an in-process zenoh router at the

@@ -392,10 +392,11 @@ impl Rng {
     }
 }
 
-/// Reads a scenario file for the scenario RPC: a relative path is relative to the cell
-/// config's directory, as `[sim] scenario`.
-fn read_scenario_file(p: &str) -> Result<(String, String), String> {
-    let path = common::config::resolve_path(p);
+/// Reads a scenario file for the scenario RPC: a name from the scenario directory under the
+/// cell config's directory ([`crate::scenario::files`]), never a path.
+fn read_scenario_file(request: &str) -> Result<(String, String), String> {
+    let dir = common::config::config_dir().unwrap_or_default();
+    let path = crate::scenario::files::scenario_file(&dir, request)?;
     let shown = path.display().to_string();
     std::fs::read_to_string(&path)
         .map(|t| (t, shown.clone()))

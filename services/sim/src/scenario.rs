@@ -15,9 +15,9 @@
 //! A JSON object with any of (applied in this order; all checks happen before anything
 //! changes, so a bad request changes nothing):
 //!
-//! * `"load": "<path>"` — a scenario file (the shell resolves a relative path against the cell
-//!   config's directory, like `[sim] scenario`), or `"load_toml": "<toml text>"`. Loading
-//!   implies a reset.
+//! * `"load": "<name>"` — a scenario from the scenario directory (`table-contact`,
+//!   `scenarios/table-contact.toml`; never a path: [`files`]), or `"load_toml": "<toml text>"`.
+//!   Loading implies a reset.
 //! * `"set": {"<dotted.key>": value, …}` — values at dotted key paths into the scenario's
 //!   serde tree (`surfaces.0.stiffness_n_per_m`, `rc_plant.static_friction`,
 //!   `hand.trigger`; `surfaces[0]` works too; an index one past the end appends), and
@@ -621,5 +621,6 @@ impl PlantSim {
     }
 }
 
+pub mod files;
 #[cfg(test)]
 mod tests;

@@ -505,6 +505,66 @@ pub fn module_load_problems(identified_kg: f64, module_kg: f64) -> Vec<String> {
     }
 }
 
+/// The cell's security as commissioning judges it: (one line of figures, problems). A real
+/// cell (no simulator) must be secured unless the operator said otherwise, must not carry the
+/// simulator's profile, and its EGM controller must be pinned; a simulated cell may run
+/// unsecured.
+pub fn security_problems(
+    security: Option<&common::security::SecuritySection>,
+    simulated: bool,
+    allow_unsecured: bool,
+    egm_pin: Option<&str>,
+    drives_egm: bool,
+) -> (String, Vec<String>) {
+    use common::security::ProfileKind;
+    let mut problems = Vec::new();
+    let figures = match security {
+        None => {
+            if !simulated && !allow_unsecured {
+                problems.push("the cell is unsecured: plain TCP and no access control, so anyone on the cell network can command the arm or reset its e-stop".to_string());
+            }
+            "unsecured (no [cell.security])".to_string()
+        }
+        Some(s) => {
+            if !simulated && s.profile == ProfileKind::Sim {
+                problems.push(
+                    "a real cell with the simulator's profile: its identity and RPCs are allowed"
+                        .to_string(),
+                );
+            }
+            if simulated && s.profile == ProfileKind::Real {
+                problems.push(
+                    "a simulated cell with the real profile: the simulator is refused".to_string(),
+                );
+            }
+            format!(
+                "{:?} profile, mutual TLS, access control; operators {} ({} reset)",
+                s.profile,
+                s.operators.join(", "),
+                if s.operators_may_reset {
+                    "may"
+                } else {
+                    "may not"
+                }
+            )
+        }
+    };
+    let pin = match (drives_egm, egm_pin) {
+        (false, _) => String::new(),
+        (true, Some(p)) => format!("; EGM controller pinned to {p}"),
+        (true, None) => {
+            if !simulated {
+                problems.push(
+                    "robot_io.egm.controller unset: robot-io answers any host's EGM datagrams"
+                        .to_string(),
+                );
+            }
+            "; EGM controller unpinned".to_string()
+        }
+    };
+    (format!("{figures}{pin}"), problems)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -666,5 +726,42 @@ mod tests {
         assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), 2.0);
         assert_eq!(quantile(&[3.0, 1.0, 2.0], 1.0), 3.0);
         assert!(quantile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn a_real_cell_must_be_secured_unless_told_otherwise() {
+        use common::security::{ProfileKind, SecuritySection};
+        let real = SecuritySection::default();
+        let sim = SecuritySection {
+            profile: ProfileKind::Sim,
+            ..SecuritySection::default()
+        };
+        let pin = Some("192.168.10.20");
+        assert!(security_problems(Some(&real), false, false, pin, true)
+            .1
+            .is_empty());
+        let (f, p) = security_problems(None, false, false, pin, true);
+        assert!(f.contains("unsecured") && p.len() == 1, "{f} {p:?}");
+        assert!(security_problems(None, false, true, pin, true).1.is_empty());
+        assert!(security_problems(None, true, false, None, true)
+            .1
+            .is_empty());
+        assert_eq!(
+            security_problems(Some(&sim), false, false, pin, true)
+                .1
+                .len(),
+            1
+        );
+        assert_eq!(
+            security_problems(Some(&real), true, false, pin, true)
+                .1
+                .len(),
+            1
+        );
+        let (f, p) = security_problems(Some(&real), false, false, None, true);
+        assert!(f.contains("unpinned") && p.len() == 1, "{f} {p:?}");
+        assert!(security_problems(Some(&real), false, false, None, false)
+            .1
+            .is_empty());
     }
 }

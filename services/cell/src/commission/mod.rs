@@ -70,6 +70,8 @@ pub struct Request {
     pub irc5: Option<PathBuf>,
     /// Steps to leave out (their names, e.g. `payload`).
     pub skip: Vec<String>,
+    /// A real cell may run unsecured (an isolated network): the `security` step passes.
+    pub allow_unsecured: bool,
 }
 
 /// One step's outcome.
@@ -117,8 +119,12 @@ impl Step {
 }
 
 /// The names of the steps, in order.
-pub const STEPS: [(&str, &str); 10] = [
+pub const STEPS: [(&str, &str); 11] = [
     ("services", "every configured service is live"),
+    (
+        "security",
+        "the cell's security profile and the EGM controller's pin (a real cell: secured)",
+    ),
     (
         "irc5",
         "the config against the IRC5 side (RAPID module, SIO and MOC entries)",
@@ -381,6 +387,29 @@ async fn run_steps(
         print_step(st);
     }
 
+    // 1b. Security.
+    if skip("security") {
+        not_run(get(steps, "security"), "left out (--skip)");
+    } else {
+        let t = Instant::now();
+        let st = get(steps, "security");
+        let (figures, problems) = judge::security_problems(
+            cell.security.as_ref(),
+            setup.sim.is_some(),
+            req.allow_unsecured,
+            setup.robot_io.egm.controller.as_deref(),
+            setup.robot_io.driver == robot_io::config::DriverKind::Egm,
+        );
+        st.figures = figures;
+        st.data = json!({
+            "profile": cell.security.as_ref().map(|s| format!("{:?}", s.profile)),
+            "egm_controller": setup.robot_io.egm.controller,
+        });
+        st.judge(problems, "secure the cell (docs/security.md: `cell certs init`, [cell.security], robot_io.egm.controller), or pass --allow-unsecured for a cell on an isolated network");
+        st.secs = t.elapsed().as_secs_f64();
+        print_step(st);
+    }
+
     // 2. Config ⇄ IRC5 side.
     let irc5 = load_irc5(req);
     let cycle_s = match &irc5 {
@@ -479,8 +508,21 @@ async fn run_steps(
                 ));
             }
         }
+        let strangers = d("strangers");
+        let last_stranger = after
+            .as_ref()
+            .map(|v| v["egm"]["last_stranger"]["from"].clone())
+            .unwrap_or_default();
+        if let Some(n) = strangers.filter(|n| *n > 0) {
+            problems.push(format!(
+                "{n} datagrams from strangers dropped (last from {last_stranger}): another host sends EGM to robot-io's port, or robot_io.egm.controller does not name the controller"
+            ));
+        }
         st.data = json!({
             "link": link,
+            "strangers": strangers,
+            "last_stranger": last_stranger,
+            "pinned": after.as_ref().map(|v| v["egm"]["pinned"].clone()),
             "robot_io_lost": d("lost"),
             "robot_io_received": d("received"),
             "late": d("late"),
@@ -488,7 +530,12 @@ async fn run_steps(
             "bind": setup.robot_io.egm.bind,
             "peer": after.as_ref().map(|v| v["peer"].clone()),
         });
-        let hint = if link.received == 0 {
+        let hint = if link.received == 0 && strangers.is_some_and(|n| n > 0) {
+            format!(
+                "datagrams arrive, but not from the pinned controller ({}; the last came from {last_stranger}): set robot_io.egm.controller to the IRC5's address",
+                setup.robot_io.egm.controller.as_deref().unwrap_or("unpinned")
+            )
+        } else if link.received == 0 {
             format!(
                 "nothing arrives at robot-io ({}): the IRC5 must send to this PC's address and port (SIO_cell.cfg RemoteAdress/RemotePortNumber = robot_io.egm.bind), the RAPID task CellEgm must run (motors on, AUTO or manual with the enabling device), and the firewall must let UDP {} in",
                 setup.robot_io.egm.bind,
@@ -928,6 +975,21 @@ fn egm_side(setup: &Setup) -> Result<robot_io::egm::irc5::CellEgmSide, String> {
             .capped_speeds(setup.arm.limits().max_speed)
             .iter()
             .fold(0.0f64, |m, v| m.max(v.to_degrees())),
+        controller: setup
+            .robot_io
+            .egm
+            .controller_pin()
+            .map_err(|e| format!("robot_io.egm.controller: {e}"))?
+            .map(|p| (p.ip, p.port)),
+        sim_controller_bind: match &setup.sim {
+            Some(sim) => Some(
+                sim.egm
+                    .bind
+                    .parse()
+                    .map_err(|e| format!("sim.egm.bind {:?}: {e}", sim.egm.bind))?,
+            ),
+            None => None,
+        },
     })
 }
 
@@ -1238,13 +1300,18 @@ async fn estop_step(
     say("e-stop round trip: engaging the software e-stop (latched in robot-io), then resetting it");
     js.take();
     let t0 = clock::mono_ns();
-    let st = cli::estop(s, cell, EStopAction::Engage).await?;
+    let st = cli::estop(s, cell, cli::SafetyRequest::Stop(EStopAction::Engage)).await?;
     let ack_ms = (clock::mono_ns() - t0) as f64 * 1e-6;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let held = js.take();
     let moved = joint_motion_deg(&held);
     let t1 = clock::mono_ns();
-    let reset = cli::estop(s, cell, EStopAction::Reset).await;
+    let reset = cli::estop(
+        s,
+        cell,
+        cli::SafetyRequest::Reset(common::msg::ResetScope::All),
+    )
+    .await;
     let reset_ms = (clock::mono_ns() - t1) as f64 * 1e-6;
     let mut problems = Vec::new();
     if st.level != common::msg::SafetyLevel::EmergencyStop {

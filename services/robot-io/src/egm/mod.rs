@@ -11,7 +11,7 @@
 //!
 //! The UDP socket lives in [`crate::node`].
 
-pub use ::egm::{frame, proto};
+pub use ::egm::{frame, peer, proto};
 pub use ::irc5;
 
 pub mod cycle;

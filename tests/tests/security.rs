@@ -1,0 +1,376 @@
+//! The secured cell (issue 44) through the real processes: deploy/config/sim-secure.toml with
+//! certificates the test makes with `cell certs init`. Mutual TLS on every link, access
+//! control by certificate: a session without credentials cannot connect; the sensor node's
+//! certificate cannot move the arm, reset an e-stop, ask control to move or read the
+//! adminspace, but can engage the e-stop; an operator does what the roles table gives it and
+//! never reads the deadman's enables; refusals are visible to the refused party (a denied
+//! query ends empty, not in a hang).
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use common::{
+    codec,
+    msg::{self, SafetyLevel},
+    security::{ProfileKind, SecuritySection},
+    topic,
+};
+use serde_json::Value;
+use tests::{bin_dir, statuses, up_all, wait_for, TestCell};
+
+/// `cell certs init DIR --operator operator-b`: the CA and every identity's certificate.
+fn make_certs() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cell-test-certs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = std::process::Command::new(bin_dir().join("cell"))
+        .args(["certs", "init"])
+        .arg(&dir)
+        .args(["--operator", "operator-b", "--days", "2"])
+        .output()
+        .expect("cell certs init");
+    assert!(
+        out.status.success(),
+        "cell certs init: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for id in [
+        "router",
+        "robot-io",
+        "sim",
+        "sensor",
+        "control-host",
+        "operator",
+        "operator-b",
+    ] {
+        assert!(dir.join(format!("{id}.pem")).is_file(), "{id}.pem");
+    }
+    dir
+}
+
+/// The newest sample of `key` seen by `sub` within `within` that passes `pick`.
+async fn seen<T: serde::de::DeserializeOwned + msg::Check>(
+    sub: &zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>,
+    within: Duration,
+    pick: impl Fn(&T) -> bool,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while let Ok(Ok(s)) = tokio::time::timeout_at(deadline, sub.recv_async()).await {
+        if let Ok(m) = codec::decode::<T>(&s.payload().to_bytes()) {
+            if pick(&m) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// How many samples of `key` robot-io's input has received.
+async fn robot_io_received(s: &zenoh::Session, c: &TestCell, key: &str) -> u64 {
+    let st = statuses(s, &c.cell).await.unwrap();
+    st["robot-io"]["inputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["key"] == key)
+        .and_then(|i| i["received"].as_u64())
+        .unwrap_or(0)
+}
+
+/// The answers to a query, and how long it took to end.
+async fn ask(s: &zenoh::Session, key: &str, body: &str) -> (Vec<String>, Duration) {
+    let t0 = Instant::now();
+    let replies = s
+        .get(key)
+        .payload(body.to_string())
+        .timeout(Duration::from_secs(3))
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    while let Ok(r) = replies.recv_async().await {
+        if let Ok(sample) = r.result() {
+            out.push(String::from_utf8_lossy(&sample.payload().to_bytes()).to_string());
+        }
+    }
+    (out, t0.elapsed())
+}
+
+async fn safety_state(s: &zenoh::Session, c: &TestCell) -> Option<msg::SafetyState> {
+    let sub = s
+        .declare_subscriber(topic::SAFETY_STATE.key(&c.cell.id))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while let Ok(Ok(smp)) = tokio::time::timeout_at(deadline, sub.recv_async()).await {
+        if let Ok(st) = codec::decode::<msg::SafetyState>(&smp.payload().to_bytes()) {
+            return Some(st);
+        }
+    }
+    None
+}
+
+async fn safety_level(s: &zenoh::Session, c: &TestCell) -> Option<SafetyLevel> {
+    safety_state(s, c).await.map(|st| st.level)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secure_cell_refuses_what_its_roles_table_refuses() {
+    let _cell = tests::cell_lock();
+    let dir = make_certs();
+    let security = SecuritySection {
+        profile: ProfileKind::Sim,
+        dir: dir.display().to_string(),
+        listen: None,
+        listen_by_service: Default::default(),
+        operators: vec!["operator".into(), "operator-b".into()],
+        operators_may_reset: true,
+    };
+    let c = TestCell::start_secure("secure", security, &[]);
+    // The operator reads the cell: liveliness, every service's status, robot-io running.
+    let op = up_all(&c).await;
+    let id = c.cell.id.clone();
+
+    // (a) Without credentials: a plain TCP session, and a TLS session without a client
+    // certificate, cannot connect.
+    let port = c.cell.router.rsplit(':').next().unwrap().to_string();
+    let plain = {
+        let mut cfg = zenoh::Config::default();
+        cfg.insert_json5("mode", "\"client\"").unwrap();
+        cfg.insert_json5("connect/endpoints", &format!("[\"tcp/127.0.0.1:{port}\"]"))
+            .unwrap();
+        cfg.insert_json5("connect/timeout_ms", "3000").unwrap();
+        cfg.insert_json5("scouting/multicast/enabled", "false")
+            .unwrap();
+        cfg
+    };
+    assert!(
+        zenoh::open(plain).await.is_err(),
+        "a plain TCP session reached the secured router"
+    );
+    let anonymous = {
+        let mut cfg = zenoh::Config::default();
+        cfg.insert_json5("mode", "\"client\"").unwrap();
+        cfg.insert_json5("connect/endpoints", &format!("[\"{}\"]", c.cell.router))
+            .unwrap();
+        cfg.insert_json5("connect/timeout_ms", "3000").unwrap();
+        cfg.insert_json5("scouting/multicast/enabled", "false")
+            .unwrap();
+        cfg.insert_json5(
+            "transport/link/tls/root_ca_certificate",
+            &format!("\"{}\"", dir.join("ca.pem").display()),
+        )
+        .unwrap();
+        cfg
+    };
+    assert!(
+        zenoh::open(anonymous).await.is_err(),
+        "a TLS session without a client certificate reached the secured router"
+    );
+    // The CLI with an identity that has no certificate says so.
+    let (ok, _, err) = c.cli_as("intruder", &["status"]);
+    assert!(!ok && err.contains("no certificate"), "{err}");
+    // The CLI says the cell is secured.
+    let (ok, out, err) = c.cli(&["status"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().next().unwrap_or("").contains("mutual TLS"),
+        "{out}"
+    );
+
+    // (b) A joint command from the sensor node never reaches robot-io; the same from control
+    // does. Both carry robot-io's boot id and hold the measured joints (nothing moves).
+    let boot = safety_state(&op, &c)
+        .await
+        .expect("robot-io's safety state")
+        .robot_boot;
+    let js_sub = op
+        .declare_subscriber(topic::JOINT_STATE.key(&id))
+        .await
+        .unwrap();
+    let q = loop {
+        let smp = js_sub.recv_async().await.unwrap();
+        if let Ok(j) = codec::decode::<msg::JointState>(&smp.payload().to_bytes()) {
+            break j.q_rad;
+        }
+    };
+    drop(js_sub);
+    let cmd_key = topic::JOINT_COMMAND.key(&id);
+    let cmd_sub = op.declare_subscriber(&cmd_key).await.unwrap();
+    let command = |motion_id: u64| msg::JointCommand {
+        stamp: msg::Stamp {
+            seq: 1,
+            source_mono_ns: common::clock::mono_ns(),
+        },
+        q_rad: q,
+        motion: msg::MotionTag {
+            robot_boot: boot,
+            motion_id,
+        },
+        ..Default::default()
+    };
+    let sensor = c.client_as("sensor").await;
+    let before = robot_io_received(&op, &c, &cmd_key).await;
+    for _ in 0..5 {
+        sensor
+            .put(&cmd_key, codec::encode(&command(77_001)).unwrap())
+            .await
+            .unwrap();
+    }
+    assert!(
+        !seen::<msg::JointCommand>(&cmd_sub, Duration::from_secs(1), |m| m.motion.motion_id
+            == 77_001)
+        .await,
+        "the sensor node's joint command went through"
+    );
+    assert_eq!(
+        robot_io_received(&op, &c, &cmd_key).await,
+        before,
+        "robot-io received the sensor node's joint command"
+    );
+    let control = c.client_as("control").await;
+    control
+        .put(&cmd_key, codec::encode(&command(77_002)).unwrap())
+        .await
+        .unwrap();
+    assert!(
+        seen::<msg::JointCommand>(&cmd_sub, Duration::from_secs(2), |m| m.motion.motion_id
+            == 77_002)
+        .await,
+        "control's joint command did not go through (the test could not fail)"
+    );
+    drop(control);
+
+    // (c) The sensor node engages the e-stop (never blocked), cannot reset it, cannot ask
+    // control to move, cannot read the adminspace; each refusal ends at once.
+    sensor
+        .put(
+            topic::ESTOP.key(&id),
+            codec::encode(&msg::EStop {
+                stamp: msg::Stamp::default(),
+                action: msg::EStopAction::Engage,
+            })
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let stopped = wait_for(Duration::from_secs(3), || async {
+        (safety_level(&op, &c).await == Some(SafetyLevel::EmergencyStop)).then_some(())
+    })
+    .await;
+    assert!(
+        stopped.is_some(),
+        "the sensor node's e-stop was not applied"
+    );
+    sensor
+        .put(
+            topic::ESTOP_RESET.key(&id),
+            codec::encode(&msg::EStopReset {
+                stamp: msg::Stamp::default(),
+                scope: msg::ResetScope::All,
+            })
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        safety_level(&op, &c).await,
+        Some(SafetyLevel::EmergencyStop),
+        "the sensor node reset the e-stop"
+    );
+    let (answers, took) = ask(
+        &sensor,
+        &format!("cell/{id}/control/rpc/lead"),
+        "{\"list\":{}}",
+    )
+    .await;
+    assert!(
+        answers.is_empty(),
+        "control answered the sensor node: {answers:?}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "a refused query hung for {took:?}"
+    );
+    let (admin, _) = ask(&sensor, "@/**", "").await;
+    assert!(
+        admin.is_empty(),
+        "the sensor node read the adminspace: {admin:?}"
+    );
+    drop(sensor);
+
+    // (d) The operator: resets (sim-secure allows it), asks control and the simulator, reads
+    // the adminspace; cannot command the joints; never receives another operator's enable.
+    let (ok, out, err) = c.cli(&["reset"]);
+    assert!(ok, "the operator's reset: {out}{err}");
+    let (lead, _) = ask(&op, &format!("cell/{id}/control/rpc/lead"), "{\"list\":{}}").await;
+    assert_eq!(
+        lead.len(),
+        1,
+        "control's lead RPC for the operator: {lead:?}"
+    );
+    let (fault, _) = ask(&op, &format!("cell/{id}/sim/rpc/fault"), "{}").await;
+    assert_eq!(fault.len(), 1, "the simulator's fault RPC for the operator");
+    let (admin, _) = ask(&op, "@/**", "").await;
+    assert!(!admin.is_empty(), "the operator cannot read the adminspace");
+    let before = robot_io_received(&op, &c, &cmd_key).await;
+    op.put(&cmd_key, codec::encode(&command(77_003)).unwrap())
+        .await
+        .unwrap();
+    let b = c.client_as("operator-b").await;
+    let b_cmd = b.declare_subscriber(&cmd_key).await.unwrap();
+    assert!(
+        !seen::<msg::JointCommand>(&b_cmd, Duration::from_secs(1), |m| m.motion.motion_id
+            == 77_003)
+        .await,
+        "an operator's joint command went through"
+    );
+    assert_eq!(robot_io_received(&op, &c, &cmd_key).await, before);
+    let all = b.declare_subscriber(format!("cell/{id}/**")).await.unwrap();
+    let enable_key = topic::ENABLE.key(&id);
+    let control_enables = |st: &std::collections::BTreeMap<String, Value>| {
+        st["control"]["inputs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["key"] == enable_key.as_str())
+            .and_then(|i| i["received"].as_u64())
+            .unwrap_or(0)
+    };
+    let enables_before = control_enables(&statuses(&op, &c.cell).await.unwrap());
+    for _ in 0..5 {
+        op.put(&enable_key, codec::encode(&msg::Enable::default()).unwrap())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    let mut others = 0;
+    while let Ok(Ok(s)) = tokio::time::timeout_at(deadline, all.recv_async()).await {
+        assert_ne!(
+            s.key_expr().as_str(),
+            enable_key,
+            "operator-b received operator's enable"
+        );
+        others += 1;
+    }
+    assert!(
+        others > 0,
+        "operator-b's wildcard subscription saw nothing at all"
+    );
+    let arrived = wait_for(Duration::from_secs(3), || async {
+        (control_enables(&statuses(&op, &c.cell).await.ok()?) > enables_before).then_some(())
+    })
+    .await;
+    assert!(
+        arrived.is_some(),
+        "the operator's enables never reached control"
+    );
+
+    // The control host resets too (a real profile's only resetter).
+    let (ok, out, err) = c.cli_as("control-host", &["reset"]);
+    assert!(ok, "control-host's reset: {out}{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
