@@ -338,6 +338,14 @@ pub struct Events<T> {
     _sub: zenoh::pubsub::Subscriber<()>,
 }
 
+/// Every message of an event topic and the keys under it, with the sender's chunk of the key
+/// ([`Node::events_by_sender`]).
+pub struct KeyedEvents<T> {
+    pub rx: mpsc::Receiver<(String, Received<T>)>,
+    pub stats: Arc<InputStats>,
+    _sub: zenoh::pubsub::Subscriber<()>,
+}
+
 /// The receiving end of an [`Events`] queue. Both kinds answer the same `recv`/`try_recv` as
 /// tokio's receivers, so code reading events does not depend on the kind.
 pub enum EventQueue<T> {
@@ -634,6 +642,58 @@ impl Node {
         T: DeserializeOwned + Check + Send + 'static,
     {
         self.subscribe_events(t, None).await
+    }
+
+    /// Subscribes to an event topic *and every key under it* (`<key>/**`) with a bounded
+    /// queue, each message with the chunks after the topic's key (`""` for the key itself): a
+    /// per-sender key such as the deadman's `control/enable/<identity>`, where access control
+    /// lets each identity publish only under its own name. Counted under the topic's key.
+    pub async fn events_by_sender<T>(
+        &self,
+        t: Topic<T>,
+        capacity: usize,
+    ) -> anyhow::Result<KeyedEvents<T>>
+    where
+        T: DeserializeOwned + Check + Send + 'static,
+    {
+        let key = t.key(&self.cell_id);
+        let stats = self.input_stats(&key);
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let st = stats.clone();
+        let prefix = format!("{key}/");
+        let base = key.clone();
+        let sub = self
+            .session
+            .declare_subscriber(format!("{key}/**"))
+            .callback(move |sample| {
+                let k = sample.key_expr().as_str();
+                let sender = if k == base {
+                    String::new()
+                } else {
+                    k.strip_prefix(&prefix).unwrap_or(k).to_string()
+                };
+                let msg = match decode_checked::<T>(&sample.payload().to_bytes()) {
+                    Ok(m) => m,
+                    Err(why) => return st.reject(why),
+                };
+                let at = Instant::now();
+                let at_ns = clock::mono_ns();
+                let delay = delay_ns(&msg, at_ns);
+                match tx.try_send((sender, Received { msg, at, at_ns })) {
+                    Ok(()) => st.accept(at, delay),
+                    Err(mpsc::error::TrySendError::Full(_)) => st.reject("event queue full".into()),
+                    Err(mpsc::error::TrySendError::Closed(_)) => {
+                        st.reject("event queue closed".into())
+                    }
+                }
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("subscriber {key}/**: {e}"))?;
+        Ok(KeyedEvents {
+            rx,
+            stats,
+            _sub: sub,
+        })
     }
 
     async fn subscribe_events<T>(

@@ -275,7 +275,8 @@ pub const ROLES: &[Role] = &[
     topic("control/mode", &[Cli], &[CONTROL]),
     topic("control/task", &[Cli], &[CONTROL]),
     topic("control/move", &[Cli], &[CONTROL]),
-    topic("control/enable", &[Cli], &[CONTROL]),
+    // The deadman: each CLI identity publishes only its own `control/enable/<identity>`.
+    topic("control/enable/*", &[Cli], &[CONTROL]),
     topic("control/hybrid_state", &[CONTROL], &[]),
     topic("control/guide_state", &[CONTROL], &[]),
     topic("control/playback_state", &[CONTROL], &[]),
@@ -338,6 +339,15 @@ fn own_key(key: &str, identity: &str) -> String {
         .join("/")
 }
 
+/// A per-sender key's every sender: a trailing `*` chunk becomes `**` (the subscription
+/// `control/enable/**`); other keys unchanged.
+fn every_sender(key: &str) -> String {
+    match key.strip_suffix("/*") {
+        Some(base) => format!("{base}/**"),
+        None => key.to_string(),
+    }
+}
+
 /// What one identity may do, per (flow, message): the key expressions allowed.
 pub type Grants = BTreeMap<(&'static str, &'static str), BTreeSet<String>>;
 
@@ -394,15 +404,18 @@ impl SecuritySection {
             match r.access {
                 Access::Topic => {
                     if writes {
-                        add(INGRESS, PUT, k.clone());
+                        // A per-sender key (`control/enable/*`): its own only.
+                        add(INGRESS, PUT, own_key(&k, identity));
                         // Where to send: every subscription, the CLI's wildcards included (a
                         // declaration is checked against a rule that *includes* its key).
                         // Metadata only: what it may send is its `put` ingress.
                         add(EGRESS, DECL_SUB, format!("cell/{cell_id}/**"));
                     }
                     if reads {
-                        add(INGRESS, DECL_SUB, k.clone());
-                        add(EGRESS, PUT, k.clone());
+                        // A reader of per-sender keys subscribes to them all (`…/**`).
+                        let all = every_sender(&k);
+                        add(INGRESS, DECL_SUB, all.clone());
+                        add(EGRESS, PUT, all);
                     }
                 }
                 Access::Rpc => {
@@ -624,9 +637,8 @@ mod tests {
     fn every_key_the_cell_uses_has_a_role() {
         for t in crate::topic::TOPICS {
             assert!(
-                ROLES
-                    .iter()
-                    .any(|r| r.access == Access::Topic && r.key == t.suffix),
+                ROLES.iter().any(|r| r.access == Access::Topic
+                    && (r.key == t.suffix || r.key == format!("{}/*", t.suffix))),
                 "topic {} has no line in the roles table",
                 t.suffix
             );
@@ -716,9 +728,20 @@ mod tests {
     fn no_one_but_control_reads_an_enable() {
         let s = sim();
         for id in s.identities() {
-            let reads = may(&s, &id, EGRESS, PUT, "control/enable");
+            let reads = may(&s, &id, EGRESS, PUT, "control/enable/operator");
             assert_eq!(reads, id == "control" || id == ROUTER, "{id}");
         }
+        // Each CLI identity publishes its own deadman key only.
+        assert!(may(&s, "operator", INGRESS, PUT, "control/enable/operator"));
+        assert!(!may(
+            &s,
+            "operator",
+            INGRESS,
+            PUT,
+            "control/enable/control-host"
+        ));
+        assert!(!may(&s, "operator", INGRESS, PUT, "control/enable"));
+        assert!(may(&s, "control", INGRESS, DECL_SUB, "control/enable/**"));
         // An operator still reads everything else with its wildcard subscription.
         assert!(may(&s, "operator", INGRESS, DECL_SUB, "**"));
         assert!(may(&s, "operator", EGRESS, PUT, "robot/joint_state"));

@@ -171,9 +171,11 @@ topics! {
         suffix: "control/move", publisher: "cell CLI, tests", subscribers: "control",
         rate: "event", qos: QOS_CMD, frame: "base",
     },
-    /// Deadman keep-alive for hand guiding: guiding moves only while it keeps arriving.
+    /// Deadman keep-alive for hand guiding: guiding moves only while it keeps arriving. Sent on
+    /// `control/enable/<identity>` ([`enable_key`]): the guide session binds its token to the
+    /// requester's identity, and access control lets each identity publish only its own key.
     ENABLE: msg::Enable = {
-        suffix: "control/enable", publisher: "cell guide, cell enable --token, a pendant", subscribers: "control",
+        suffix: "control/enable", publisher: "cell guide, cell enable --token, a pendant (on …/<identity>)", subscribers: "control",
         rate: "≥ 4 Hz while guiding (cell enable: 20 Hz)", qos: QOS_CMD, frame: "-",
     },
     /// Lead-through session state (law, wrench used, commanded twist, limits, waypoints).
@@ -195,6 +197,16 @@ pub const CONTROL_RPC_LEAD: &str = "control/rpc/lead";
 
 /// Prefix of the kinematics request/reply queryables (`…/fk`, `…/ik`), under `cell/<id>/`.
 pub const KIN_RPC_PREFIX: &str = "kin/rpc";
+
+/// The deadman key of `identity`: `cell/<id>/control/enable/<identity>` (the plain
+/// `control/enable` when `identity` is empty: a client that names none).
+pub fn enable_key(cell_id: &str, identity: &str) -> String {
+    if identity.is_empty() {
+        ENABLE.key(cell_id)
+    } else {
+        format!("{}/{identity}", ENABLE.key(cell_id))
+    }
+}
 
 /// Liveliness token key of a service.
 pub fn alive_key(cell_id: &str, service: &str) -> String {

@@ -329,30 +329,47 @@ async fn a_secure_cell_refuses_what_its_roles_table_refuses() {
     );
     assert_eq!(robot_io_received(&op, &c, &cmd_key).await, before);
     let all = b.declare_subscriber(format!("cell/{id}/**")).await.unwrap();
-    let enable_key = topic::ENABLE.key(&id);
+    // The deadman: control counts every enable under `control/enable` (its input's key).
+    let counted_key = topic::ENABLE.key(&id);
     let control_enables = |st: &std::collections::BTreeMap<String, Value>| {
         st["control"]["inputs"]
             .as_array()
             .into_iter()
             .flatten()
-            .find(|i| i["key"] == enable_key.as_str())
+            .find(|i| i["key"] == counted_key.as_str())
             .and_then(|i| i["received"].as_u64())
             .unwrap_or(0)
     };
+    let put_enables = |key: String| {
+        let op = op.clone();
+        async move {
+            for _ in 0..5 {
+                op.put(&key, codec::encode(&msg::Enable::default()).unwrap())
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    // Under another operator's name, or on the plain key: never reaches control.
     let enables_before = control_enables(&statuses(&op, &c.cell).await.unwrap());
-    for _ in 0..5 {
-        op.put(&enable_key, codec::encode(&msg::Enable::default()).unwrap())
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    put_enables(topic::enable_key(&id, "operator-b")).await;
+    put_enables(topic::enable_key(&id, "")).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        control_enables(&statuses(&op, &c.cell).await.unwrap()),
+        enables_before,
+        "an enable under another identity's key reached control"
+    );
+    // Its own key reaches control, and never operator-b's wildcard subscription.
+    put_enables(topic::enable_key(&id, "operator")).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
     let mut others = 0;
     while let Ok(Ok(s)) = tokio::time::timeout_at(deadline, all.recv_async()).await {
-        assert_ne!(
-            s.key_expr().as_str(),
-            enable_key,
-            "operator-b received operator's enable"
+        assert!(
+            !s.key_expr().as_str().starts_with(counted_key.as_str()),
+            "operator-b received an enable on {}",
+            s.key_expr()
         );
         others += 1;
     }
@@ -366,7 +383,7 @@ async fn a_secure_cell_refuses_what_its_roles_table_refuses() {
     .await;
     assert!(
         arrived.is_some(),
-        "the operator's enables never reached control"
+        "the operator's own enables never reached control"
     );
 
     // The control host resets too (a real profile's only resetter).

@@ -16,8 +16,22 @@ use common::{
 use serde::Serialize;
 use zenoh::Session;
 
+/// The identity this CLI process speaks as (its certificate on a secured cell): set by
+/// [`session`], else the default operator. A guide request names it and the deadman's enables
+/// go on its key (`topic::enable_key`).
+static IDENTITY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// This process's identity ([`IDENTITY`]).
+pub fn identity() -> String {
+    IDENTITY
+        .get()
+        .cloned()
+        .unwrap_or_else(|| common::security::DEFAULT_OPERATOR.to_string())
+}
+
 /// A client session to the cell, through its router.
 pub async fn session(bus_args: &BusArgs, cell: &CellSection) -> anyhow::Result<Session> {
+    let _ = IDENTITY.set(bus_args.cli_identity());
     let cfg = bus::zenoh_config(bus_args, cell, bus::SessionMode::Client)?;
     zenoh::open(cfg).await.map_err(|e| {
         tracing::debug!("zenoh open towards {}: {e}", cell.router);

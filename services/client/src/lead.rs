@@ -27,8 +27,13 @@ pub const ENABLE_PERIOD: Duration = Duration::from_millis(50);
 pub async fn rpc(
     s: &Session,
     cell: &CellSection,
-    body: serde_json::Value,
+    mut body: serde_json::Value,
 ) -> anyhow::Result<serde_json::Value> {
+    // A guide request names who guides: its enables come on that identity's key.
+    if let Some(g) = body.get_mut("guide").and_then(|g| g.as_object_mut()) {
+        g.entry("operator")
+            .or_insert_with(|| serde_json::Value::String(cli::identity()));
+    }
     let key = format!("cell/{}/{}", cell.id, topic::CONTROL_RPC_LEAD);
     cli::request(s, &key, Some(body.to_string()), Duration::from_secs(3)).await
 }
@@ -41,8 +46,9 @@ pub fn enable_token(reply: &serde_json::Value) -> anyhow::Result<u64> {
         .with_context(|| format!("the guide reply carries no enable_token: {reply}"))
 }
 
-/// Streams the deadman keep-alive, bound to the guide session's `token`, until `stop`
-/// resolves (or `seconds` pass).
+/// Streams the deadman keep-alive, bound to the guide session's `token`, on this process's
+/// identity's key (`control/enable/<identity>`, [`cli::identity`]), until `stop` resolves (or
+/// `seconds` pass).
 pub async fn stream_enable(
     s: &Session,
     cell: &CellSection,
@@ -50,7 +56,7 @@ pub async fn stream_enable(
     seconds: Option<f64>,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<u64> {
-    let key = topic::ENABLE.key(&cell.id);
+    let key = topic::enable_key(&cell.id, &cli::identity());
     let publisher = s
         .declare_publisher(key.clone())
         .congestion_control(zenoh::qos::CongestionControl::Block)

@@ -99,13 +99,30 @@ pub(crate) fn handle_lead(req: LeadRequest, l: Lead) -> Result<serde_json::Value
             .ok_or("no tool pose yet (is kinematics running?)".to_string())
     };
     match req {
-        LeadRequest::Guide(over) => {
+        LeadRequest::Guide(mut over) => {
+            // Who guides: its enables come on `control/enable/<operator>`, which access control
+            // lets only that identity publish (none named: the plain key).
+            let operator = match over.remove("operator") {
+                None => String::new(),
+                Some(serde_json::Value::String(o)) if common::security::valid_identity(&o) => o,
+                Some(v) => {
+                    return Err(format!(
+                        "guide: \"operator\" {v} is not an identity (letters, digits, '-' or '_')"
+                    ))
+                }
+            };
             let params = guide_params(&l.setup.cfg.guide, &over)?;
-            // Only enables carrying this token keep this session's deadman (docs/safety.md).
+            // Only enables carrying this token, from this operator, keep this session's
+            // deadman (docs/safety.md, docs/security.md).
             l.core
-                .request_guide(params, l.wrench_fault, l.token)
+                .request_guide(params, l.wrench_fault, l.token, &operator)
                 .map_err(|e| e.to_string())?;
-            Ok(json!({ "guiding": params.law, "params": params, "enable_token": l.token }))
+            Ok(json!({
+                "guiding": params.law,
+                "params": params,
+                "enable_token": l.token,
+                "operator": operator,
+            }))
         }
         LeadRequest::Record { label } => {
             let p = pose()?;

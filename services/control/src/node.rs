@@ -152,7 +152,8 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
     let mut cmd_pub = node.publisher(topic::CARTESIAN_COMMAND).await?;
     let mut state_pub = node.publisher(topic::HYBRID_STATE).await?;
     let mut effort_pub = node.publisher(topic::PLANT_EFFORT).await?;
-    let mut enables = node.events(topic::ENABLE, 16).await?;
+    // Every operator's deadman key (`control/enable/<identity>`), with the sender's identity.
+    let mut enables = node.events_by_sender(topic::ENABLE, 16).await?;
     let mut guide_pub = node.publisher(topic::GUIDE_STATE).await?;
     let mut play_pub = node.publisher(topic::PLAYBACK_STATE).await?;
     let mut end_pub = node.publisher(topic::MOTION_END).await?;
@@ -225,10 +226,10 @@ pub async fn run(node: Node, setup: ControlSetup, mut shutdown: Shutdown) -> any
                     Err(e) => node.set_error(e.to_string()),
                 }
             }
-            Some(e) = enables.rx.recv() => {
+            Some((who, e)) = enables.rx.recv() => {
                 enable_count += 1;
-                if !core.on_enable(e.msg.token) && core.mode() == Mode::LeadThrough {
-                    tracing::debug!(source = e.msg.source, "enable without this session's token ignored");
+                if !core.on_enable(e.msg.token, &who) && core.mode() == Mode::LeadThrough {
+                    tracing::debug!(source = e.msg.source, from = %who, "enable without this session's token and operator ignored");
                 }
             }
             Ok(q) = lead_q.recv_async() => {

@@ -37,7 +37,7 @@ fn run(
     let table_z = 0.198;
     for k in t0..t0 + cycles {
         if let Some(token) = enable {
-            core.on_enable(token);
+            core.on_enable(token, "");
         }
         let now_s = k as f64 * 0.004;
         core.set_cycle(k, 0.004);
@@ -111,7 +111,7 @@ const TOKEN: u64 = 77;
 fn a_guiding_cycle_does_not_allocate() {
     let (mut core, mut tcp) = start();
     let params = control::config::ControlConfig::default().guide;
-    core.request_guide(params, Some(WrenchFault::None), TOKEN)
+    core.request_guide(params, Some(WrenchFault::None), TOKEN, "")
         .expect("guide");
     run(&mut core, &mut tcp, 0, 200, Some(TOKEN));
     assert_eq!(

@@ -640,13 +640,15 @@ impl ControlCore {
     }
 
     /// Starts hand guiding with `params` on the next step, from the measured pose, as a new
-    /// motion, its deadman bound to `token` (only enables carrying it keep the session's
-    /// deadman: docs/safety.md). Needs a robot that may move and a usable wrench.
+    /// motion, its deadman bound to `token` and to the requester's `identity` (only enables on
+    /// that identity's key carrying the token keep the session's deadman: docs/safety.md,
+    /// docs/security.md). Needs a robot that may move and a usable wrench.
     pub fn request_guide(
         &mut self,
         params: GuideParams,
         wrench_fault: Option<WrenchFault>,
         token: u64,
+        identity: &str,
     ) -> Result<(), ModeError> {
         let problems = params.problems("guide");
         if !problems.is_empty() {
@@ -659,7 +661,7 @@ impl ControlCore {
             Some(f) => return Err(ModeError::WrenchNotUsable(format!("{f:?}"))),
         }
         self.switch(Next::Guide(Box::new(params)), boot);
-        self.deadman_binding.bind(token);
+        self.deadman_binding.bind(token, identity);
         Ok(())
     }
 

@@ -14,9 +14,10 @@ use crate::guide::GuideParams;
 use crate::teach::{DwellRule, TeachBuffer};
 
 impl ControlCore {
-    /// An enable (`control/enable`) with `token`: whether it keeps this session's deadman.
-    pub fn on_enable(&mut self, token: u64) -> bool {
-        self.deadman_binding.on_enable(token)
+    /// An enable (`control/enable/<identity>`) with `token`: whether it keeps this session's
+    /// deadman.
+    pub fn on_enable(&mut self, token: u64, identity: &str) -> bool {
+        self.deadman_binding.on_enable(token, identity)
     }
 
     /// A guide session is bound (its token keeps the deadman).

@@ -412,13 +412,13 @@ fn the_deadman_runs_on_robot_time_with_the_sessions_timeout() {
         deadman_timeout_s: 0.2,
         ..Default::default()
     };
-    c.request_guide(params, Some(WrenchFault::None), 41)
+    c.request_guide(params, Some(WrenchFault::None), 41, "")
         .expect("guide");
     assert!(c.deadman_bound());
     let tcp = pose(0.4, 0.0, 0.4);
     let w: WrenchInput = Ok((Vector3::zeros(), Vector3::zeros()));
-    assert!(!c.on_enable(7), "another token keeps nothing");
-    assert!(c.on_enable(41));
+    assert!(!c.on_enable(7, ""), "another token keeps nothing");
+    assert!(c.on_enable(41, ""));
     let mut enabled_at = Vec::new();
     for k in 0..100 {
         let t = 10.0 + k as f64 * 0.004;
@@ -435,10 +435,10 @@ fn the_deadman_runs_on_robot_time_with_the_sessions_timeout() {
     );
     assert!(!c.deadman_bound(), "released");
     assert_eq!(c.deadman_counts().released, 1);
-    assert!(!c.on_enable(41), "a released token is void");
-    c.request_guide(params, Some(WrenchFault::None), 42)
+    assert!(!c.on_enable(41, ""), "a released token is void");
+    c.request_guide(params, Some(WrenchFault::None), 42, "")
         .expect("guide again");
-    assert!(c.on_enable(42));
+    assert!(c.on_enable(42, ""));
 }
 
 /// Teach-on-dwell is the core's (issue 42), with the session's own rule: a guide request that
@@ -455,12 +455,12 @@ fn a_guide_session_records_on_dwell_with_its_own_rule() {
             dwell_record_s: dwell,
             ..Default::default()
         };
-        c.request_guide(params, Some(WrenchFault::None), 5)
+        c.request_guide(params, Some(WrenchFault::None), 5, "")
             .expect("guide");
         let mut recorded = Vec::new();
         for k in 0..125 {
             let t = 20.0 + k as f64 * 0.004;
-            c.on_enable(5);
+            c.on_enable(5, "");
             c.set_measured([0.1; 6], 0.0);
             c.step_with_wrench(&tcp, t, &w);
             if let Some(i) = c.take_dwell_waypoint() {
