@@ -157,6 +157,17 @@ where
             return ExitCode::from(EXIT_CONFIG as u8);
         }
     };
+    if service == "sim"
+        && cell
+            .security
+            .as_ref()
+            .is_some_and(|s| s.profile == crate::security::ProfileKind::Real)
+    {
+        eprintln!(
+            "{service}: cell.security.profile = \"real\": a real cell has no simulator (its identity and RPCs are refused)"
+        );
+        return ExitCode::from(EXIT_CONFIG as u8);
+    }
     if cfg.check_config {
         println!("{service}: configuration valid");
         return ExitCode::SUCCESS;

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """An independent zenoh client (eclipse-zenoh, Python) inspects a running cell.
 
-Usage: check_cell.py ENDPOINT CELL_ID [SERVICE ...]
-Checks: liveliness tokens under cell/** list every expected service; every service answers
-cell/<id>/<service>/status with a JSON object naming itself; a joint state sample arrives and
-hand-decodes from postcard (version byte, varint stamp, little-endian f64 joints).
+Usage: check_cell.py ENDPOINT CELL_ID [SERVICE ...] [--tls DIR --identity NAME] [--expect-refused]
+Checks: liveliness tokens under cell/<id>/alive/ list every expected service; every service
+answers cell/<id>/<service>/status with a JSON object naming itself; a joint state sample
+arrives and hand-decodes from postcard (version byte, varint stamp, little-endian f64 joints).
+A secured cell (docs/security.md): --tls DIR names the certificates (DIR/ca.pem,
+DIR/NAME.pem, DIR/NAME.key; without --identity only the CA: no client certificate). The keys
+asked are the ones the cell's access control gives an operator (`alive/*`, `*/status`).
+--expect-refused: success when the session cannot be opened (a client without credentials).
 Exits 0 on success, 1 with a reason otherwise. Prints 'N passed, N failed'.
 """
+import argparse
 import json
 import struct
 import sys
@@ -43,13 +48,41 @@ def varint(buf, i):
 
 
 def main():
-    endpoint, cell_id = sys.argv[1], sys.argv[2]
-    expected = sorted(sys.argv[3:]) or ["control", "force", "kinematics", "robot-io", "sensor", "sim"]
-    conf = zenoh.Config.from_json5(json.dumps({
-        "mode": "peer",
-        "connect": {"endpoints": [endpoint]},
+    ap = argparse.ArgumentParser(description="an independent zenoh client inspects a cell")
+    ap.add_argument("endpoint")
+    ap.add_argument("cell_id")
+    ap.add_argument("services", nargs="*")
+    ap.add_argument("--tls", metavar="DIR", help="certificate directory of a secured cell")
+    ap.add_argument("--identity", metavar="NAME", help="this client's certificate (DIR/NAME.pem)")
+    ap.add_argument("--expect-refused", action="store_true",
+                    help="succeed when the cell refuses the session")
+    a = ap.parse_args()
+    endpoint, cell_id = a.endpoint, a.cell_id
+    expected = sorted(a.services) or ["control", "force", "kinematics", "robot-io", "sensor", "sim"]
+    cfg = {
+        "mode": "client",
+        "connect": {"endpoints": [endpoint], "timeout_ms": 5000, "exit_on_failure": True},
         "scouting": {"multicast": {"enabled": False}},
-    }))
+    }
+    if a.tls:
+        tls = {"root_ca_certificate": f"{a.tls}/ca.pem", "enable_mtls": True,
+               "verify_name_on_connect": True}
+        if a.identity:
+            tls["connect_certificate"] = f"{a.tls}/{a.identity}.pem"
+            tls["connect_private_key"] = f"{a.tls}/{a.identity}.key"
+        cfg["transport"] = {"link": {"protocols": ["tls"], "tls": tls}}
+    conf = zenoh.Config.from_json5(json.dumps(cfg))
+    if a.expect_refused:
+        try:
+            with zenoh.open(conf) as s:
+                alive = [r.ok.key_expr for r in s.liveliness().get(f"cell/{cell_id}/alive/*", timeout=2.0) if r.ok]
+            print(f"FAIL the cell accepted the session (liveliness: {alive})")
+            print("0 passed, 1 failed")
+            return 1
+        except zenoh.ZError as e:
+            print(f"ok   the cell refused the session: {e}")
+            print("1 passed, 0 failed")
+            return 0
     passed, failed = 0, 0
 
     def check(name, ok, detail=""):
@@ -65,7 +98,7 @@ def main():
         alive = []
         for _ in range(30):
             alive = sorted({str(r.ok.key_expr).rsplit("/", 1)[-1]
-                            for r in s.liveliness().get("cell/**", timeout=2.0) if r.ok})
+                            for r in s.liveliness().get(f"cell/{cell_id}/alive/*", timeout=2.0) if r.ok})
             if alive == expected:
                 break
             time.sleep(0.2)
@@ -74,7 +107,7 @@ def main():
         statuses = {}
         for _ in range(10):
             statuses = {}
-            for r in s.get(f"cell/{cell_id}/**/status", timeout=2.0):
+            for r in s.get(f"cell/{cell_id}/*/status", timeout=2.0):
                 if r.ok:
                     statuses[str(r.ok.key_expr)] = r.ok.payload.to_string()
             if len(statuses) == len(expected):

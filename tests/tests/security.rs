@@ -386,6 +386,47 @@ async fn a_secure_cell_refuses_what_its_roles_table_refuses() {
         "the operator's own enables never reached control"
     );
 
+    // (e) The independent Python client (eclipse-zenoh) reads the cell with an operator's
+    // certificate, and is refused without one.
+    let python_zenoh = std::process::Command::new("python3")
+        .args(["-c", "import zenoh"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if python_zenoh {
+        let script = tests::repo_root().join("tests/python/check_cell.py");
+        let run = |extra: &[&str]| {
+            let out = std::process::Command::new("python3")
+                .arg(&script)
+                .arg(&c.cell.router)
+                .arg(&id)
+                .arg("--tls")
+                .arg(&dir)
+                .args(extra)
+                .output()
+                .unwrap();
+            (
+                out.status.success(),
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+            )
+        };
+        let (ok, said) = run(&["--identity", "operator"]);
+        assert!(
+            ok && said.contains(" passed, 0 failed"),
+            "python, operator:\n{said}"
+        );
+        let (ok, said) = run(&["--expect-refused"]);
+        assert!(ok, "python without a certificate was not refused:\n{said}");
+    } else {
+        tests::require_or_skip(
+            "CELL_REQUIRE_PYTHON_ZENOH",
+            "python3 has no `zenoh` module (pip install eclipse-zenoh==1.10.2)",
+        );
+    }
+
     // The control host resets too (a real profile's only resetter).
     let (ok, out, err) = c.cli_as("control-host", &["reset"]);
     assert!(ok, "control-host's reset: {out}{err}");

@@ -634,6 +634,16 @@ async fn run(
     setup: Option<cell::commission::Setup>,
 ) -> anyhow::Result<bool> {
     if let Cmd::Up = args.cmd {
+        if cell
+            .security
+            .as_ref()
+            .is_some_and(|s| s.profile == common::security::ProfileKind::Real)
+            && launcher_cfg.services.iter().any(|s| s == "sim")
+        {
+            anyhow::bail!(
+                "cell.security.profile = \"real\" with \"sim\" in launcher.services: a real cell has no simulator (use profile = \"sim\" for the simulated cell)"
+            );
+        }
         // A deliberate start comes up unlatched (and idle); the launcher's restarts of a
         // crashed robot-io keep the latch file, so an e-stop survives them.
         if let Some(f) = &latch_file {
