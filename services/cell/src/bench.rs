@@ -441,6 +441,7 @@ pub fn print_table(r: &Value) {
 /// `cell bench latency`. `Ok(false)` when cycles were missed.
 pub async fn command(
     bus: &common::bus::BusArgs,
+    cell: &common::config::CellSection,
     config: Option<&Path>,
     sets: &[String],
     req: Request,
@@ -466,7 +467,7 @@ pub async fn command(
             log.display()
         );
     }
-    let mut p = PrivateCell::start(config, &all, &log, req.fifo)?;
+    let mut p = PrivateCell::start(config, &all, &log, req.fifo, cell)?;
     // A refusal, unlike the private cell's own attempt, refuses the benchmark.
     if let (Some(prio), Err(e)) = (req.fifo, &p.fifo) {
         let e = e.clone();

@@ -760,7 +760,7 @@ async fn run(
             fifo,
         };
         let cfg = args.cfg.config.as_deref();
-        return cell::bench::command(&args.bus, cfg, &args.cfg.set, req).await;
+        return cell::bench::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
     }
     if let Cmd::Commission {
         out,

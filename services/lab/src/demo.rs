@@ -136,6 +136,7 @@ pub async fn command(
                 sets,
                 &log,
                 crate::harness::private_fifo_priority(),
+                cell,
             )?;
             let started = p.ready(bus, Duration::from_secs(90), true);
             let r = tokio::select! {

@@ -739,6 +739,7 @@ pub async fn command(
                 sets,
                 &log,
                 crate::harness::private_fifo_priority(),
+                cell,
             )?;
             let s = match p.ready(bus, Duration::from_secs(90), !req.json).await {
                 Ok(s) => s,

@@ -206,6 +206,16 @@ impl Spec {
     }
 }
 
+/// The security section a private cell of `cell` starts with: the same, its certificate
+/// directory resolved (the private cell's `--set` replaces it whole).
+pub fn private_security(cell: &CellSection) -> Option<common::security::SecuritySection> {
+    let mut s = cell.security.clone()?;
+    if let Some(d) = cell.certs_dir() {
+        s.dir = d.display().to_string();
+    }
+    Some(s)
+}
+
 /// A cell started for the experiments, `cell demo`, commissioning and the bench (private
 /// router port, cell id and device ports).
 pub struct PrivateCell {
@@ -219,11 +229,15 @@ pub struct PrivateCell {
 impl PrivateCell {
     /// Starts `cell up` (this executable) with the operator's config and overrides plus the
     /// plant enabled, on free loopback ports; logs into `log`.
+    ///
+    /// A secured operator cell (`cell` with `[cell.security]`) starts secured the same way: its
+    /// router on `tls/`, the same certificates ([`private_security`]).
     pub fn start(
         config: Option<&Path>,
         sets: &[String],
         log: &Path,
         fifo: Option<i32>,
+        cell: &CellSection,
     ) -> anyhow::Result<PrivateCell> {
         let spec = Spec {
             exe: std::env::current_exe().context("locating the cell binary")?,
@@ -236,7 +250,7 @@ impl PrivateCell {
             log: log.to_path_buf(),
             rust_log: None,
             fifo,
-            security: None,
+            security: private_security(cell),
         };
         // As deployed (deploy/systemd: every unit under CPUSchedulingPolicy=fifo) and as the
         // whole-cell tests run it: `cell up` and every process and thread it starts under

@@ -238,6 +238,7 @@ pub async fn command(
                 &setup.sets,
                 &log,
                 crate::harness::private_fifo_priority(),
+                cell,
             )?;
             match p.ready(bus, Duration::from_secs(90), true).await {
                 Ok(s) => {
