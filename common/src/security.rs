@@ -339,6 +339,22 @@ fn own_key(key: &str, identity: &str) -> String {
         .join("/")
 }
 
+/// zenoh's "includes" for the key shapes the roles table uses (`*` one chunk, `**` any
+/// number of chunks, including none).
+pub fn key_includes(rule: &str, key: &str) -> bool {
+    fn go(r: &[&str], k: &[&str]) -> bool {
+        match (r.first(), k.first()) {
+            (Some(&"**"), _) => r.len() == 1 || (0..=k.len()).any(|i| go(&r[1..], &k[i..])),
+            (Some(a), Some(b)) => ((*a == "*" && *b != "**") || a == b) && go(&r[1..], &k[1..]),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+    let r: Vec<&str> = rule.split('/').collect();
+    let k: Vec<&str> = key.split('/').collect();
+    go(&r, &k)
+}
+
 /// A per-sender key's every sender: a trailing `*` chunk becomes `**` (the subscription
 /// `control/enable/**`); other keys unchanged.
 fn every_sender(key: &str) -> String {
@@ -458,6 +474,15 @@ impl SecuritySection {
             add(EGRESS, TOKEN, format!("cell/{cell_id}/alive/**"));
         }
         g
+    }
+
+    /// Whether `identity` may publish on `key` (a concrete key under `cell/<cell_id>/`), as
+    /// the roles table says: what a node's access control lets in from it.
+    pub fn may_publish(&self, cell_id: &str, identity: &str, key: &str) -> bool {
+        let full = full_key(cell_id, key);
+        self.grants(cell_id, identity)
+            .get(&(INGRESS, PUT))
+            .is_some_and(|keys| keys.iter().any(|r| key_includes(r, &full)))
     }
 
     /// The explicit denies of `identity` (they beat any allow): a CLI never receives the
@@ -597,7 +622,7 @@ mod tests {
         let k = full_key("c", key);
         let covered = |g: &Grants| {
             g.get(&(flow_str(flow), msg_str(msg)))
-                .is_some_and(|keys| keys.iter().any(|r| includes(r, &k)))
+                .is_some_and(|keys| keys.iter().any(|r| key_includes(r, &k)))
         };
         covered(&sec.grants("c", id)) && !covered(&sec.denies("c", id))
     }
@@ -616,21 +641,6 @@ mod tests {
             .find(|x| **x == m)
             .copied()
             .unwrap_or("?")
-    }
-
-    /// zenoh's "includes" for the shapes the table uses: `**` at the end, `*` as one chunk.
-    fn includes(rule: &str, key: &str) -> bool {
-        let r: Vec<&str> = rule.split('/').collect();
-        let k: Vec<&str> = key.split('/').collect();
-        fn go(r: &[&str], k: &[&str]) -> bool {
-            match (r.first(), k.first()) {
-                (Some(&"**"), _) => r.len() == 1 || (0..=k.len()).any(|i| go(&r[1..], &k[i..])),
-                (Some(a), Some(b)) => (*a == "*" && *b != "**" || a == b) && go(&r[1..], &k[1..]),
-                (None, None) => true,
-                _ => false,
-            }
-        }
-        go(&r, &k)
     }
 
     #[test]

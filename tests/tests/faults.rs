@@ -2059,8 +2059,13 @@ async fn device_faults_in_force_modes_end_or_ride_through_bounded() {
         }
         let sc = format!("sim.scenario=\"{scenario_file}\"");
         let setup = caught(async {
+            // One log per cell (the press cell's was overwritten by the guide cell's).
+            let name = match mode {
+                Mode::Press => "faultdevicepress",
+                Mode::Guide => "faultdeviceguide",
+            };
             let c = TestCell::start(
-                "faultdevice",
+                name,
                 &[&sc, "sensor.sri.mode=\"calibrated\"", &start_of(mode)],
             );
             let s = up_all(&c).await;

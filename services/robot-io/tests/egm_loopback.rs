@@ -408,12 +408,8 @@ impl std::ops::DerefMut for Reaped {
 }
 
 /// Starts `cell-robot-io` with `driver = "egm"` on `127.0.0.1:port`, its bus pointed at
-/// `router`, a private cell id and latch file; unpinned (every sender answered).
-fn spawn_robot_io(port: u16, router: &str, cell_id: &str) -> Reaped {
-    spawn_robot_io_pinned(port, router, cell_id, None)
-}
-
-/// [`spawn_robot_io`] with `robot_io.egm.controller` = `pin`.
+/// `router`, a private cell id and latch file, answering only the controller at `pin` (the
+/// built-in config pins the simulator's address).
 fn spawn_robot_io_pinned(port: u16, router: &str, cell_id: &str, pin: Option<&str>) -> Reaped {
     let latch = std::env::temp_dir().join(format!("{cell_id}-latch.json"));
     let mut args = vec![
@@ -448,9 +444,15 @@ fn spawn_robot_io_pinned(port: u16, router: &str, cell_id: &str, pin: Option<&st
 fn binary_answers_every_egm_robot() {
     let port = free_udp_port();
     let router = format!("tcp/127.0.0.1:{}", free_tcp_port());
-    let mut child = spawn_robot_io(port, &router, &format!("egmtest{}", std::process::id()));
-    let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let c = controller();
+    let pin = c.local_addr().unwrap().to_string();
+    let mut child = spawn_robot_io_pinned(
+        port,
+        &router,
+        &format!("egmtest{}", std::process::id()),
+        Some(&pin),
+    );
+    let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     c.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     // Wait for the driver to come up.
@@ -664,13 +666,14 @@ fn binary_executes_commands_from_the_bus_within_limits() {
             .unwrap();
         zenoh::open(cfg).await.unwrap()
     });
-    let mut child = spawn_robot_io(port, &router, &cell_id);
+    // The fake controller: every 4 ms an EgmRobot; the robot follows the replies with lag.
+    let c = controller();
+    let pin = c.local_addr().unwrap().to_string();
+    let mut child = spawn_robot_io_pinned(port, &router, &cell_id, Some(&pin));
     let target: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let safety_key = common::topic::SAFETY_STATE.key(&cell_id);
     let cmd_key = common::topic::JOINT_COMMAND.key(&cell_id);
     let safety = zenoh::Wait::wait(zs.declare_subscriber(&safety_key)).unwrap();
-    // The fake controller: every 4 ms an EgmRobot; the robot follows the replies with lag.
-    let c = controller();
     c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
     let mut q = Q0_DEG;
     let mut seq = 0u32;
