@@ -150,9 +150,16 @@ impl CellSection {
     pub fn certs_dir(&self) -> Option<std::path::PathBuf> {
         let sec = self.security.as_ref()?;
         let p = std::path::Path::new(&sec.dir);
-        Some(match (p.is_relative(), CONFIG_DIR.get()) {
+        let dir = match (p.is_relative(), CONFIG_DIR.get()) {
             (true, Some(dir)) => dir.join(p),
             _ => p.to_path_buf(),
+        };
+        // Absolute, so that a process started elsewhere (a private cell, a service) with it
+        // reads the same files.
+        Some(if dir.is_relative() {
+            std::env::current_dir().map(|c| c.join(&dir)).unwrap_or(dir)
+        } else {
+            dir
         })
     }
 
