@@ -159,18 +159,20 @@ fn the_simulator_runs_the_shipped_irc5_session() {
 
 #[test]
 fn every_zenoh_config_parses() {
-    let dir = repo().join("deploy/zenoh");
     let mut n = 0;
-    for e in std::fs::read_dir(&dir).expect("deploy/zenoh").flatten() {
-        let p = e.path();
-        if p.extension().is_some_and(|x| x == "json5") {
-            zenoh::Config::from_file(&p).unwrap_or_else(|err| panic!("{}: {err}", p.display()));
-            n += 1;
+    for sub in ["deploy/zenoh", "deploy/zenoh/secure"] {
+        let dir = repo().join(sub);
+        for e in std::fs::read_dir(&dir).expect(sub).flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "json5") {
+                zenoh::Config::from_file(&p).unwrap_or_else(|err| panic!("{}: {err}", p.display()));
+                n += 1;
+            }
         }
     }
     assert!(
-        n >= 2,
-        "router.json5 and pi-sensor.json5 at least; found {n}"
+        n >= 4,
+        "router.json5, pi-sensor.json5 and the two generated access controls at least; found {n}"
     );
 }
 

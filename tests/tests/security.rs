@@ -447,6 +447,10 @@ async fn a_secure_cell_refuses_what_its_roles_table_refuses() {
         );
     }
 
+    // The CLI under an identity the roles table does not let reset says so before sending.
+    let (ok, _, err) = c.cli_as("sensor", &["reset"]);
+    assert!(!ok && err.contains("may not reset"), "{err}");
+
     // The control host resets too (a real profile's only resetter).
     let (ok, out, err) = c.cli_as("control-host", &["reset"]);
     assert!(ok, "control-host's reset: {out}{err}");

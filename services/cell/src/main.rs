@@ -1233,6 +1233,22 @@ async fn run(
             println!("e-stop engaged: robot-io {:?} ({:?})", st.level, st.reason);
         }
         Cmd::Reset { protective } => {
+            // A secured cell's roles table says who may reset: refuse before sending rather
+            // than wait for an acknowledgement that cannot come.
+            let me = args.bus.cli_identity();
+            if let Some(sec) = &cell.security {
+                if !sec.may_publish(&cell.id, &me, common::topic::ESTOP_RESET.info.suffix) {
+                    anyhow::bail!(
+                        "identity {me:?} may not reset on this cell ({:?} profile: the control host{}); run it as `--identity control-host` on the control host (docs/security.md)",
+                        sec.profile,
+                        if sec.operators_may_reset {
+                            " and the operators"
+                        } else {
+                            " only"
+                        }
+                    );
+                }
+            }
             let scope = if protective {
                 ResetScope::ProtectiveOnly
             } else {

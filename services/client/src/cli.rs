@@ -398,7 +398,12 @@ pub async fn request(
     let reply = replies
         .recv_async()
         .await
-        .map_err(|_| anyhow::anyhow!("no reply from {key} (is the service running?)"))?;
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "no reply from {key} (is the service running? on a secured cell, an identity the roles table does not let ask it gets no reply: this one is {:?}, docs/security.md)",
+                identity()
+            )
+        })?;
     match reply.result() {
         Ok(sample) => serde_json::from_slice(&sample.payload().to_bytes())
             .map_err(|e| anyhow::anyhow!("{key}: reply is not JSON: {e}")),
