@@ -152,23 +152,35 @@ pub fn zenoh_config_as(
         }
         insert(&mut cfg, k, v)?;
     }
-    if let Some(sec) = &cell.security {
-        let dir = cell.certs_dir().unwrap_or_default();
-        let files = crate::security::CertFiles::of(&dir, identity);
-        let missing = files.missing();
-        if !missing.is_empty() {
-            anyhow::bail!(
-                "identity {identity:?} has no certificate: {} missing (make them with `cell certs init {}`)",
-                missing.join(", "),
-                dir.display()
-            );
-        }
-        for (k, v) in crate::security::session_settings(sec, &cell.id, &files) {
-            insert(&mut cfg, &k, &v)?;
-        }
-        // zenoh's own introspection stays on, readable by the CLI identities only (the ACL).
+    // zenoh's own introspection stays on; on a secured cell the CLI identities alone read it.
+    for (k, v) in secure_settings(cell, identity)? {
+        insert(&mut cfg, &k, &v)?;
     }
     Ok(cfg)
+}
+
+/// The zenoh settings (`path`, JSON5) a session of `identity` adds on a secured cell: mutual
+/// TLS with its certificate and the cell's access control ([`crate::security`]); none on an
+/// unsecured cell. A missing certificate file is an error that names it. Every session's one
+/// source: services, the CLI and the launcher's router.
+pub fn secure_settings(
+    cell: &CellSection,
+    identity: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let Some(sec) = &cell.security else {
+        return Ok(Vec::new());
+    };
+    let dir = cell.certs_dir().unwrap_or_default();
+    let files = crate::security::CertFiles::of(&dir, identity);
+    let missing = files.missing();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "identity {identity:?} has no certificate: {} missing (make them with `cell certs init {}`)",
+            missing.join(", "),
+            dir.display()
+        );
+    }
+    Ok(crate::security::session_settings(sec, &cell.id, &files))
 }
 
 /// The zenoh config paths a secured cell's sessions own.

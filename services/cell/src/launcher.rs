@@ -138,20 +138,8 @@ pub async fn open_router(cell: &CellSection) -> anyhow::Result<zenoh::Session> {
     )?;
     set(&mut cfg, "scouting/multicast/enabled", "false".into())?;
     set(&mut cfg, "adminspace/enabled", "true".into())?;
-    if let Some(sec) = &cell.security {
-        let dir = cell.certs_dir().unwrap_or_default();
-        let files = common::security::CertFiles::of(&dir, common::security::ROUTER);
-        let missing = files.missing();
-        if !missing.is_empty() {
-            anyhow::bail!(
-                "the router has no certificate: {} missing (make them with `cell certs init {}`)",
-                missing.join(", "),
-                dir.display()
-            );
-        }
-        for (k, v) in common::security::session_settings(sec, &cell.id, &files) {
-            set(&mut cfg, &k, v)?;
-        }
+    for (k, v) in common::bus::secure_settings(cell, common::security::ROUTER)? {
+        set(&mut cfg, &k, v)?;
     }
     zenoh::open(cfg)
         .await

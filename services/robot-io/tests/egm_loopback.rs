@@ -407,6 +407,17 @@ impl std::ops::DerefMut for Reaped {
     }
 }
 
+/// An in-process zenoh router at `router` (the cell's router the binary connects to).
+async fn open_router(router: &str) -> zenoh::Session {
+    let mut cfg = zenoh::Config::default();
+    cfg.insert_json5("mode", "\"router\"").unwrap();
+    cfg.insert_json5("listen/endpoints", &format!("[\"{router}\"]"))
+        .unwrap();
+    cfg.insert_json5("scouting/multicast/enabled", "false")
+        .unwrap();
+    zenoh::open(cfg).await.unwrap()
+}
+
 /// Starts `cell-robot-io` with `driver = "egm"` on `127.0.0.1:port`, its bus pointed at
 /// `router`, a private cell id and latch file, answering only the controller at `pin` (the
 /// built-in config pins the simulator's address).
@@ -521,15 +532,7 @@ fn binary_drops_a_strangers_datagrams() {
     let port = free_udp_port();
     let router = format!("tcp/127.0.0.1:{}", free_tcp_port());
     let cell_id = format!("egmpin{}", std::process::id());
-    let zs = rt.block_on(async {
-        let mut cfg = zenoh::Config::default();
-        cfg.insert_json5("mode", "\"router\"").unwrap();
-        cfg.insert_json5("listen/endpoints", &format!("[\"{router}\"]"))
-            .unwrap();
-        cfg.insert_json5("scouting/multicast/enabled", "false")
-            .unwrap();
-        zenoh::open(cfg).await.unwrap()
-    });
+    let zs = rt.block_on(open_router(&router));
     let c = controller();
     c.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
@@ -657,15 +660,7 @@ fn binary_executes_commands_from_the_bus_within_limits() {
     let router_port = free_tcp_port();
     let router = format!("tcp/127.0.0.1:{router_port}");
     let cell_id = format!("egmbus{}", std::process::id());
-    let zs = rt.block_on(async {
-        let mut cfg = zenoh::Config::default();
-        cfg.insert_json5("mode", "\"router\"").unwrap();
-        cfg.insert_json5("listen/endpoints", &format!("[\"{router}\"]"))
-            .unwrap();
-        cfg.insert_json5("scouting/multicast/enabled", "false")
-            .unwrap();
-        zenoh::open(cfg).await.unwrap()
-    });
+    let zs = rt.block_on(open_router(&router));
     // The fake controller: every 4 ms an EgmRobot; the robot follows the replies with lag.
     let c = controller();
     let pin = c.local_addr().unwrap().to_string();
