@@ -281,8 +281,8 @@ mod tests {
         assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
     }
 
-    /// The emulator does what it says: a UDP echo across the link takes ≥ 2 × the delay and
-    /// ≈ the loss rate of round trips goes missing (two draws per round trip).
+    /// The emulator does what it says: a UDP echo across the link takes ≥ 2 × the delay, and
+    /// the link drops ≈ the loss rate of the packets it carries (its own counters).
     #[test]
     fn the_link_delays_and_loses_what_it_is_told() {
         let link = match EmuLink::create() {
@@ -341,7 +341,9 @@ mod tests {
             loss: 0.05,
         });
         let n = 300u32;
+        let (f0, l0) = link.totals();
         let slow: Vec<Duration> = (1000..1000 + n).filter_map(round_trip).collect();
+        let (f1, l1) = link.totals();
         let min = slow.iter().min().copied().unwrap();
         assert!(
             min >= Duration::from_millis(40),
@@ -351,12 +353,24 @@ mod tests {
             min < Duration::from_millis(60),
             "round trip {min:?}: more than the delay"
         );
-        let lost = 1.0 - slow.len() as f64 / f64::from(n);
-        // 1 − 0.95² = 9.75 %; 300 draws: σ ≈ 1.7 %.
+        // The loss the link drew, from its own counters: a round trip that missed the receive
+        // timeout while a loaded host starved this test's threads is not a loss of the link
+        // (a CI run read 17.7 % of round trips missing with other tests beside it).
+        let (forwarded, lost) = (f1 - f0, l1 - l0);
+        let draws = forwarded + lost;
+        let rate = lost as f64 / draws.max(1) as f64;
+        // 5 % a packet; ≈ 570 draws (300 out, ≈ 285 back): σ ≈ 0.9 %.
         assert!(
-            (0.04..0.16).contains(&lost),
-            "{:.1} % of round trips lost (9.75 % expected)",
-            lost * 100.0
+            draws >= 500 && (0.02..0.085).contains(&rate),
+            "the link lost {lost} of {draws} packets ({:.1} %, 5 % told)",
+            rate * 100.0
+        );
+        // And the round trips: most came back.
+        let missing = 1.0 - slow.len() as f64 / f64::from(n);
+        assert!(
+            missing < 0.3,
+            "{:.1} % of round trips missing",
+            missing * 100.0
         );
         // Cut: nothing passes.
         link.set(Impairment::CUT);
