@@ -34,10 +34,11 @@ ci_install() {
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" > /dev/null
     fi
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-        eclipse-zenoh==1.10.2
+        eclipse-zenoh==1.10.2 mcap==1.6.0 jsonschema==4.26.0
     # What CI provides, a test must have: without it the test fails with its reason instead of
     # skipping (tests::require_or_skip).
     export CELL_REQUIRE_PYTHON_ZENOH=1
+    export CELL_REQUIRE_PYTHON_MCAP=1
     export CELL_REQUIRE_DOCKER_COMPOSE=1
     export CELL_REQUIRE_SYSTEMD_ANALYZE=1
     if [ "$(id -u)" = 0 ]; then

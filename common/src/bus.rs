@@ -561,7 +561,7 @@ impl Node {
         let builder = self
             .session
             .declare_publisher(key.clone())
-            .encoding(zenoh::bytes::Encoding::APPLICATION_OCTET_STREAM);
+            .encoding(encoding_of(&t.info));
         let builder = if hot {
             builder
                 .priority(Priority::RealTime)
@@ -801,6 +801,28 @@ impl Node {
     }
 }
 
+/// The zenoh encoding of a topic's payloads ([`topic::postcard_encoding`]): zenoh's tools
+/// show the type and wire version of every sample without flags.
+pub fn encoding_of(info: &topic::TopicInfo) -> zenoh::bytes::Encoding {
+    zenoh::bytes::Encoding::from(topic::postcard_encoding(info))
+}
+
+/// One message on a topic from a client (CLI, tools): command QoS (interactive, blocking),
+/// the topic's encoding declared. `key` is the topic's key or a sub-key of it (the deadman's).
+pub async fn put_message<T: Serialize>(
+    s: &Session,
+    t: Topic<T>,
+    key: &str,
+    msg: &T,
+) -> anyhow::Result<()> {
+    s.put(key, codec::encode(msg)?)
+        .encoding(encoding_of(&t.info))
+        .priority(Priority::InteractiveHigh)
+        .congestion_control(CongestionControl::Block)
+        .await
+        .map_err(|e| anyhow::anyhow!("put {key}: {e}"))
+}
+
 /// Decodes and checks a message; the error says why it was rejected.
 pub fn decode_checked<T: DeserializeOwned + Check>(bytes: &[u8]) -> Result<T, String> {
     let msg: T = codec::decode(bytes).map_err(|e: DecodeError| e.to_string())?;
@@ -826,6 +848,7 @@ pub fn reply_err(q: &zenoh::query::Query, msg: String) {
     use zenoh::Wait;
     if let Err(e) = q
         .reply_err(serde_json::json!({ "error": msg }).to_string())
+        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
         .wait()
     {
         tracing::debug!("reply failed: {e}");

@@ -8,13 +8,14 @@
 //! - postcard is positional: **field order is protocol**. Append new fields only with a
 //!   [`crate::codec::WIRE_VERSION`] bump; the golden-bytes tests in `codec` freeze every encoding.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Number of robot axes the cell handles.
 pub const AXES: usize = 6;
 
 /// Per-message provenance: which sample of a publisher this is, and when it was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct Stamp {
     /// Per-publisher sequence number, +1 per message; gaps mean drops.
     pub seq: u64,
@@ -25,7 +26,7 @@ pub struct Stamp {
 
 /// Named coordinate frames. Poses are "child in parent"; wrenches are expressed at the frame's
 /// origin, in its axes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum Frame {
     /// Robot base frame (ABB: base frame, z up through axis 1).
     #[default]
@@ -41,7 +42,7 @@ pub enum Frame {
 }
 
 /// A rigid transform: position in metres and unit quaternion (w, x, y, z).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Pose {
     pub position_m: [f64; 3],
     pub quat_wxyz: [f64; 4],
@@ -92,14 +93,14 @@ impl Pose {
 }
 
 /// Linear and angular velocity of a frame, both expressed in the named frame's axes.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct Twist {
     pub linear_m_s: [f64; 3],
     pub angular_rad_s: [f64; 3],
 }
 
 /// Force and torque, at a frame's origin, in its axes.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct Wrench {
     pub force_n: [f64; 3],
     pub torque_nm: [f64; 3],
@@ -115,7 +116,7 @@ impl Wrench {
 }
 
 /// Controller states reported by the robot (EGM: motors, MCI, RAPID).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct RobotStatus {
     pub motors_on: bool,
     /// The robot accepts external references (EGM: MCI running / EGM state "running").
@@ -124,7 +125,7 @@ pub struct RobotStatus {
 }
 
 /// Measured joint state, published by robot-io once per robot cycle. The cell's clock.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct JointState {
     pub stamp: Stamp,
     /// Robot cycle counter (robot-io's own, +1 per robot message).
@@ -142,7 +143,7 @@ pub struct JointState {
 }
 
 /// Flags a kinematics answer carries instead of silently bad output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct KinFlags {
     /// The requested pose has no valid IK solution; the command holds the last reachable joints.
     pub unreachable: bool,
@@ -169,7 +170,7 @@ impl KinFlags {
 /// instance that crashed never moves the restarted one) and a command of a motion that an
 /// outage ended (see `SafetyReason::MotionEnded`). Nothing moves again after an outage until
 /// an operator command starts a new motion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct MotionTag {
     /// robot-io's boot id (random per process start, never 0).
     pub robot_boot: u64,
@@ -178,7 +179,7 @@ pub struct MotionTag {
 }
 
 /// Joint-space reference for the robot, published by kinematics for robot-io.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct JointCommand {
     pub stamp: Stamp,
     /// The robot cycle (JointState::cycle) this command was computed from.
@@ -192,7 +193,7 @@ pub struct JointCommand {
 }
 
 /// Tool pose and velocity kinematics for one joint state, published by kinematics.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct ToolPose {
     pub stamp: Stamp,
     /// The robot cycle this pose was computed from.
@@ -211,7 +212,7 @@ pub struct ToolPose {
 }
 
 /// What a Cartesian command asks the kinematics service to do.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum CartesianTarget {
     /// Go to this TCP pose (base frame) this cycle.
     #[default]
@@ -230,7 +231,7 @@ pub enum CartesianTarget {
 }
 
 /// Cartesian reference from control, turned into a [`JointCommand`] by kinematics.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct CartesianCommand {
     pub stamp: Stamp,
     /// The robot cycle this command was computed from.
@@ -241,7 +242,7 @@ pub struct CartesianCommand {
 }
 
 /// Raw wrench sample from the F/T sensor, sensor frame, device units converted to SI.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct WrenchSample {
     pub stamp: Stamp,
     /// The device's own sample counter (RDT sequence / SRI packet number).
@@ -252,7 +253,7 @@ pub struct WrenchSample {
 }
 
 /// Why a wrench estimate must not be used for force control.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum WrenchFault {
     #[default]
     None,
@@ -266,7 +267,7 @@ pub enum WrenchFault {
 }
 
 /// Processed wrench from force processing, in every frame control needs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct WrenchEstimate {
     pub stamp: Stamp,
     /// Stamp.seq of the raw sample this estimate was computed from.
@@ -305,7 +306,7 @@ pub struct WrenchEstimate {
 pub const PEAK_WINDOW_S: f64 = 0.012;
 
 /// Control modes. Restart always comes up in `Idle`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum Mode {
     /// Publishes nothing: robot-io holds.
     #[default]
@@ -323,7 +324,7 @@ pub enum Mode {
 }
 
 /// Operator/programme request to change mode.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct ModeCommand {
     pub stamp: Stamp,
     pub mode: Mode,
@@ -332,7 +333,7 @@ pub struct ModeCommand {
 /// A reference over task time `t` (s since the task started). Force axes: N or N·m applied
 /// by the tool on the environment; position axes: displacement (m or rad) along the
 /// constraint frame's axis from where the task started.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub enum Profile {
     /// The same value throughout.
     Constant(f64),
@@ -367,7 +368,7 @@ impl Default for Profile {
 pub const MAX_SERIES_POINTS: usize = 4096;
 
 /// What a hybrid task drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum TaskRobot {
     /// The arm, position-controlled (EGM): the law's output is a TCP velocity in {C},
     /// integrated into the Cartesian command that kinematics turns into joints.
@@ -379,7 +380,7 @@ pub enum TaskRobot {
 }
 
 /// Where the constraint frame {C} lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum FrameKind {
     /// Fixed in base: `HybridTask::frame` is {C} in base.
     #[default]
@@ -399,7 +400,7 @@ pub enum FrameKind {
 /// dimensionless (N per N). `limit_n` is the paper's saturation-type limiter: the force error
 /// entering the integral is clamped to ±`limit_n` (N, N·m), so large errors integrate at a
 /// bounded rate (a lower effective integral gain) while small ones integrate fully.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct HybridGains {
     pub kp: [f64; 6],
     pub ki: [f64; 6],
@@ -419,7 +420,7 @@ pub struct HybridGains {
 }
 
 /// Limits of a hybrid task (UR `force_mode` is the anchor).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct HybridLimits {
     /// Speed limit along each translational force axis (m/s): also the approach speed while
     /// there is no contact.
@@ -472,7 +473,7 @@ fn default_contact_travel_m() -> f64 {
 }
 
 /// Raibert–Craig task in a constraint frame {C}. Starting one switches control to `Hybrid`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct HybridTask {
     pub stamp: Stamp,
     /// Name for reports (≤ 64 bytes).
@@ -512,7 +513,7 @@ pub struct HybridTask {
 /// (`[control.hybrid.limits]`, the ceiling). Every field bounds the task the more, the smaller
 /// it is: speeds, deviations, force and torque, the contact threshold (a larger one approaches
 /// at speed into more force), the time that declares a contact lost and the approach time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct LimitRequest {
     pub force_axis_speed_m_s: Option<f64>,
     pub force_axis_speed_rad_s: Option<f64>,
@@ -613,7 +614,7 @@ impl HybridLimits {
 }
 
 /// Phase of a running hybrid task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum HybridPhase {
     /// Force axes approach at their speed limit: no contact yet.
     #[default]
@@ -631,7 +632,7 @@ pub enum HybridPhase {
 /// One step of the hybrid law, for progress and experiments (`control/hybrid_state`).
 /// All axis values in {C}: force applied by the tool (N, N·m), position as displacement from
 /// the start (m, rad).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct HybridState {
     pub stamp: Stamp,
     /// The task's motion (0 for plant tasks).
@@ -674,7 +675,7 @@ pub struct HybridState {
 
 /// Straight-line TCP move (mode `Move`): position interpolated linearly, orientation by slerp,
 /// both speed-limited. Sending one switches control to `Move`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct MoveTarget {
     pub stamp: Stamp,
     pub tcp_in_base: Pose,
@@ -683,7 +684,7 @@ pub struct MoveTarget {
 }
 
 /// Robot-io's safety supervisor state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum SafetyLevel {
     /// Commands are being executed.
     Active,
@@ -697,7 +698,7 @@ pub enum SafetyLevel {
 }
 
 /// Why robot-io is not (or is) executing commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum SafetyReason {
     None,
     #[default]
@@ -725,7 +726,7 @@ pub enum SafetyReason {
 }
 
 /// Published by robot-io on every change and periodically.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct SafetyState {
     pub stamp: Stamp,
     pub level: SafetyLevel,
@@ -743,7 +744,7 @@ pub struct SafetyState {
 /// A stop request on `robot/estop`: any identity of the cell may send one (the access-control
 /// roles table never blocks it). It latches until an [`EStopReset`] on `robot/reset`, a key
 /// of its own so that a rule can say "anyone may stop, only the control host may reset".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum EStopAction {
     /// The software e-stop: robot-io latches `EmergencyStop`.
     #[default]
@@ -754,14 +755,14 @@ pub enum EStopAction {
     Protective,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct EStop {
     pub stamp: Stamp,
     pub action: EStopAction,
 }
 
 /// What a reset clears.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum ResetScope {
     /// The e-stop latch and a protective stop (`cell reset`).
     #[default]
@@ -772,14 +773,14 @@ pub enum ResetScope {
 
 /// A reset request on `robot/reset` (the control host's, or an operator's where the cell's
 /// security profile allows it). robot-io applies stops and resets in their order of arrival.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct EStopReset {
     pub stamp: Stamp,
     pub scope: ResetScope,
 }
 
 /// What a protective stop protects against: the limit or the signal that raised it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum ProtectiveCause {
     /// A contact force over its limit (a task's, a guide session's ceiling).
     #[default]
@@ -802,7 +803,7 @@ pub enum ProtectiveCause {
 /// the acceleration limits (the arm was where it was asked to be); a protective end holds at
 /// once where the arm is measured, never further into what it hit (the reference leads the
 /// arm by the servo's lag: at 20 mm/s into 10⁶ N/m that lead is hundreds of newtons).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum StopCategory {
     #[default]
     Controlled,
@@ -820,7 +821,7 @@ impl StopCategory {
 /// (2 robot cycles later), and refuses the motion's commands from then on. It can only stop
 /// motion: a tag that is not robot-io's (another boot) or id 0 is ignored. `stop` says how
 /// ([`StopCategory`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct MotionEnd {
     pub stamp: Stamp,
     pub motion: MotionTag,
@@ -829,7 +830,7 @@ pub struct MotionEnd {
 
 /// State of the simulated Raibert–Craig 2-DOF plant (revolute + prismatic, planar), published
 /// by cell-sim each plant period. Joint 1 in rad, joint 2 in m; plane coordinates in m.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct PlantState {
     pub stamp: Stamp,
     /// Plant time (s).
@@ -851,7 +852,7 @@ pub struct PlantState {
 
 /// The simulated world's ground truth at the tool (`sim/truth`, once per EGM cycle): for
 /// scoring experiments only — control never subscribes to it (a real cell has no such topic).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct SimTruth {
     pub stamp: Stamp,
     /// Simulator time (s).
@@ -883,7 +884,7 @@ pub struct SimTruth {
 /// keep arriving with the session's token (`cell guide` streams them at 20 Hz). No accepted
 /// enable for `[control.guide] deadman_timeout_s` (0.5 s) → the arm decelerates to a stop and
 /// holds, and the token is void: guiding resumes only by a new guide request.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct Enable {
     pub stamp: Stamp,
     /// Who sends it (free text id, e.g. a pendant's serial; for the log).
@@ -895,7 +896,7 @@ pub struct Enable {
 }
 
 /// Which hand-guiding law a lead-through session runs (`control::guide`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum GuideLaw {
     /// `M ẍ + D ẋ = F` per Cartesian axis with oscillation-adaptive damping (default).
     #[default]
@@ -908,7 +909,7 @@ pub enum GuideLaw {
 }
 
 /// A lead-through session's state, every robot cycle while guiding (`control/guide_state`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct GuideState {
     pub stamp: Stamp,
     pub motion_id: u64,
@@ -938,7 +939,7 @@ pub struct GuideState {
 }
 
 /// Phase of a program playback.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 pub enum PlaybackPhase {
     /// Moving to the first waypoint at reduced speed (the robot started away from it).
     #[default]
@@ -956,7 +957,7 @@ pub enum PlaybackPhase {
 }
 
 /// Playback progress, every robot cycle while playing (`control/playback_state`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct PlaybackState {
     pub stamp: Stamp,
     pub motion_id: u64,
@@ -977,7 +978,7 @@ pub struct PlaybackState {
 
 /// Effort command for the simulated 2-DOF plant: the torque-command variant of the robot
 /// interface (revolute torque N·m, prismatic force N).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct PlantEffortCommand {
     pub stamp: Stamp,
     pub effort: [f64; 2],

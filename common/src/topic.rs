@@ -53,6 +53,124 @@ impl<T> Topic<T> {
     }
 }
 
+/// What a generic tool needs of a wire type: encode/decode and a JSON Schema of its own.
+pub trait WireType: serde::Serialize + serde::de::DeserializeOwned + schemars::JsonSchema {}
+impl<T: serde::Serialize + serde::de::DeserializeOwned + schemars::JsonSchema> WireType for T {}
+
+/// A generic operation over a topic's wire type ([`visit_type`]).
+pub trait TypeVisitor {
+    type Out;
+    fn visit<T: WireType>(self, info: &'static TopicInfo) -> Self::Out;
+}
+
+/// The wire type's name as recorders and viewers show it: `cell.msg.<Type>`.
+pub fn schema_name(info: &TopicInfo) -> String {
+    format!("cell.msg.{}", info.type_name.trim_start_matches("msg::"))
+}
+
+/// The zenoh encoding every publication of a topic declares: postcard, named by type and wire
+/// version (`application/x-cell-postcard;cell.msg.JointState;wire=18`).
+pub fn postcard_encoding(info: &TopicInfo) -> String {
+    format!(
+        "{POSTCARD_ENCODING};{};wire={}",
+        schema_name(info),
+        crate::codec::WIRE_VERSION
+    )
+}
+
+/// The MIME-style name of the cell's wire framing (version byte + postcard).
+pub const POSTCARD_ENCODING: &str = "application/x-cell-postcard";
+
+/// Decodes a payload of topic `info` to JSON (the wire version checked).
+pub fn to_json(info: &TopicInfo, bytes: &[u8]) -> Result<serde_json::Value, String> {
+    struct Decode<'a>(&'a [u8]);
+    impl TypeVisitor for Decode<'_> {
+        type Out = Result<serde_json::Value, String>;
+        fn visit<T: WireType>(self, _: &'static TopicInfo) -> Self::Out {
+            let m: T = crate::codec::decode(self.0).map_err(|e| e.to_string())?;
+            serde_json::to_value(&m).map_err(|e| e.to_string())
+        }
+    }
+    visit_type(info.suffix, Decode(bytes))
+        .unwrap_or_else(|| Err(format!("no decoder for {}", info.suffix)))
+}
+
+/// Encodes a JSON value as a message of topic `info` (version byte + postcard).
+pub fn from_json(info: &TopicInfo, v: &serde_json::Value) -> Result<Vec<u8>, String> {
+    struct Encode<'a>(&'a serde_json::Value);
+    impl TypeVisitor for Encode<'_> {
+        type Out = Result<Vec<u8>, String>;
+        fn visit<T: WireType>(self, _: &'static TopicInfo) -> Self::Out {
+            let m: T = serde_json::from_value(self.0.clone()).map_err(|e| e.to_string())?;
+            crate::codec::encode(&m).map_err(|e| e.to_string())
+        }
+    }
+    visit_type(info.suffix, Encode(v))
+        .unwrap_or_else(|| Err(format!("no type for {}", info.suffix)))
+}
+
+/// The JSON Schema (draft 2020-12) of a topic's messages as [`to_json`] writes them.
+pub fn json_schema(info: &TopicInfo) -> Option<serde_json::Value> {
+    struct Schema;
+    impl TypeVisitor for Schema {
+        type Out = serde_json::Value;
+        fn visit<T: WireType>(self, _: &'static TopicInfo) -> Self::Out {
+            schemars::schema_for!(T).to_value()
+        }
+    }
+    visit_type(info.suffix, Schema)
+}
+
+/// The topic of a full key of cell `cell_id` (`cell/<id>/<suffix>`; the deadman's
+/// `control/enable/<identity>` keys map to [`ENABLE`]).
+pub fn from_key(cell_id: &str, key: &str) -> Option<&'static TopicInfo> {
+    let suffix = key
+        .strip_prefix("cell/")?
+        .strip_prefix(cell_id)?
+        .strip_prefix('/')?;
+    if let Some(t) = TOPICS.iter().find(|t| t.suffix == suffix) {
+        return Some(t);
+    }
+    let enable = ENABLE.info.suffix;
+    match suffix.strip_prefix(enable) {
+        Some(rest) if rest.starts_with('/') => Some(&ENABLE.info),
+        _ => None,
+    }
+}
+
+/// Topics whose messages command something: robot-io, control or the simulated plant act on
+/// them. Replaying one onto a live cell moves or stops a robot (`cell replay` skips them there).
+pub fn is_command(info: &TopicInfo) -> bool {
+    COMMAND_TOPICS.iter().any(|t| t.suffix == info.suffix)
+}
+
+/// Topics that stand for a device's feedback: a replayed copy on a live cell would be taken
+/// for the real robot's or sensor's state.
+pub fn is_device_feedback(info: &TopicInfo) -> bool {
+    [
+        JOINT_STATE.info,
+        WRENCH_RAW.info,
+        SAFETY_STATE.info,
+        PLANT_STATE.info,
+        SIM_TRUTH.info,
+    ]
+    .iter()
+    .any(|t| t.suffix == info.suffix)
+}
+
+const COMMAND_TOPICS: &[TopicInfo] = &[
+    JOINT_COMMAND.info,
+    CARTESIAN_COMMAND.info,
+    MODE_COMMAND.info,
+    HYBRID_TASK.info,
+    MOVE_TARGET.info,
+    ENABLE.info,
+    ESTOP.info,
+    ESTOP_RESET.info,
+    MOTION_END.info,
+    PLANT_EFFORT.info,
+];
+
 /// QoS classes (see `bus`).
 pub const QOS_HOT: &str = "RealTime, express, Drop";
 pub const QOS_CMD: &str = "InteractiveHigh, Block";
@@ -77,6 +195,17 @@ macro_rules! topics {
         )*
         /// Every data topic of the cell.
         pub const TOPICS: &[TopicInfo] = &[$($name.info),*];
+
+        /// Calls `v` with the wire type of the topic `suffix` (one dispatch for every generic
+        /// tool: `cell echo`, the recorder, replay, the live view); `None` for an unknown topic.
+        pub fn visit_type<V: TypeVisitor>(suffix: &str, v: V) -> Option<V::Out> {
+            $(
+                if suffix == $suffix {
+                    return Some(v.visit::<$ty>(&$name.info));
+                }
+            )*
+            None
+        }
     };
 }
 
@@ -316,6 +445,52 @@ mod tests {
                 panic!("ARCHITECTURE.md topic table is stale: run `UPDATE_DOCS=1 cargo test -p common`\nexpected:\n{table}");
             }
         }
+    }
+
+    #[test]
+    fn every_topic_has_a_type_a_schema_and_an_encoding() {
+        for t in TOPICS {
+            let schema = json_schema(t).unwrap_or_else(|| panic!("{} has no schema", t.suffix));
+            assert_eq!(
+                schema["title"],
+                t.type_name.trim_start_matches("msg::"),
+                "{}",
+                t.suffix
+            );
+            assert!(postcard_encoding(t).contains(&format!("wire={}", crate::codec::WIRE_VERSION)));
+        }
+        // JSON both ways, through the dispatch.
+        let js = msg::JointState {
+            q_rad: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+            ..Default::default()
+        };
+        let bytes = crate::codec::encode(&js).expect("encodable");
+        let v = to_json(&JOINT_STATE.info, &bytes).expect("decodes");
+        assert_eq!(v["q_rad"][5], 0.6);
+        assert_eq!(from_json(&JOINT_STATE.info, &v).expect("encodes"), bytes);
+        assert!(to_json(&JOINT_STATE.info, &bytes[..3]).is_err());
+        let end = crate::codec::encode(&msg::MotionEnd::default()).expect("encodable");
+        assert!(
+            to_json(&MOTION_END.info, &end).is_ok(),
+            "cell echo decodes robot/motion_end"
+        );
+    }
+
+    #[test]
+    fn keys_map_back_to_their_topics() {
+        assert_eq!(
+            from_key("c", "cell/c/force/wrench").map(|t| t.suffix),
+            Some("force/wrench")
+        );
+        assert_eq!(
+            from_key("c", &enable_key("c", "operator")).map(|t| t.suffix),
+            Some("control/enable")
+        );
+        assert!(from_key("c", "cell/d/force/wrench").is_none());
+        assert!(from_key("c", "cell/c/control/enablex").is_none());
+        assert!(from_key("c", "cell/c/robot-io/status").is_none());
+        assert!(is_command(&ESTOP_RESET.info) && is_command(&JOINT_COMMAND.info));
+        assert!(!is_command(&WRENCH_ESTIMATE.info) && is_device_feedback(&JOINT_STATE.info));
     }
 
     #[test]

@@ -641,3 +641,29 @@ fn sim_secure_is_sim_plus_security() {
         Some(common::security::SIM_SECURE_CERTS_DIR)
     );
 }
+
+/// The Dockerfile's toolchain builds the workspace: its `rust:X.Y` image is at least the
+/// workspace's `rust-version` (the foxglove crate raised it to 1.88).
+#[test]
+fn the_dockerfile_toolchain_meets_the_workspace_rust_version() {
+    let ws: toml::Table = std::fs::read_to_string(repo().join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let want = get(&ws, "workspace.package.rust-version")
+        .and_then(|v| v.as_str())
+        .unwrap()
+        .to_string();
+    let docker = std::fs::read_to_string(repo().join("deploy/docker/Dockerfile")).unwrap();
+    let have = docker
+        .lines()
+        .find_map(|l| l.strip_prefix("FROM rust:"))
+        .and_then(|r| r.split('-').next())
+        .unwrap()
+        .to_string();
+    let ver = |s: &str| -> Vec<u32> { s.split('.').map(|p| p.parse().unwrap()).collect() };
+    assert!(
+        ver(&have) >= ver(&want),
+        "Dockerfile builds with rust {have}, the workspace needs {want}"
+    );
+}

@@ -43,6 +43,9 @@ pub struct Request {
     /// Run the private cell's processes (every thread, zenoh's included) under `SCHED_FIFO`
     /// at this priority, as `CPUSchedulingPolicy=fifo` in the systemd units does.
     pub fifo: Option<i32>,
+    /// Record every cell topic into this MCAP file while measuring (`cell record`'s
+    /// recorder in this process): what recording costs the command path.
+    pub record: Option<std::path::PathBuf>,
 }
 
 /// The hops: (label, service that receives, its input key suffix). On the direct chain
@@ -219,12 +222,10 @@ async fn start_workload(s: &Session, cell: &CellSection, seconds: f64) -> anyhow
     let mut task = workload_task(seconds)?;
     task.stamp = cli::stamp();
     crate::hybrid::wait_for_usable_wrench(s, cell, Duration::from_secs(2)).await;
-    s.put(
-        common::topic::HYBRID_TASK.key(&cell.id),
-        common::codec::encode(&task)?,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("publish the task: {e}"))?;
+    let key = common::topic::HYBRID_TASK.key(&cell.id);
+    common::bus::put_message(s, common::topic::HYBRID_TASK, &key, &task)
+        .await
+        .context("publish the task")?;
     // In contact and pressing.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
@@ -383,6 +384,17 @@ pub fn print_table(r: &Value) {
                 ))
         );
     }
+    if !r["recording"].is_null() {
+        let rec = &r["recording"];
+        println!(
+            "  recording beside it: {} messages on {} topics in {:.1} s ({} dropped) to {}",
+            rec["messages"],
+            rec["topics"],
+            rec["seconds"].as_f64().unwrap_or(0.0),
+            rec["dropped"],
+            rec["path"].as_str().unwrap_or("?")
+        );
+    }
     if r["missed_cycles"].as_u64().unwrap_or(0) > 0 {
         println!(
             "  of the missed cycles, {} came after a controller period under 3/4 of nominal (the \
@@ -487,6 +499,10 @@ pub async fn command(
         if !req.json {
             eprintln!("workload: a hybrid task pressing 10 N on the table");
         }
+        let recording = match &req.record {
+            Some(path) => Some(crate::record::Recording::start(&s, &cell, path, &[]).await?),
+            None => None,
+        };
         start_workload(&s, &cell, req.seconds).await?;
         let procs = cell_processes(launcher);
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -502,7 +518,18 @@ pub async fn command(
             eprintln!();
         }
         let b = snapshot(&s, &cell, &procs).await;
-        let r = report(&a, &b, req.rate_hz, ms, req.fifo)?;
+        let mut r = report(&a, &b, req.rate_hz, ms, req.fifo)?;
+        if let Some(rec) = recording {
+            let sum = rec.finish().await?;
+            r["recording"] = json!({
+                "path": sum.path,
+                "messages": sum.messages,
+                "topics": sum.topics.len(),
+                "dropped": sum.dropped,
+                "bytes": sum.bytes,
+                "seconds": sum.seconds,
+            });
+        }
         let mode = b.status.get("control").map(|v| v["detail"]["mode"].clone());
         anyhow::ensure!(
             mode.as_ref().is_some_and(|m| m == "Hybrid"),

@@ -57,6 +57,10 @@ enum BenchCmd {
         /// every thread of every process, as the systemd units' CPUSchedulingPolicy=fifo.
         #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
         fifo: Option<i32>,
+        /// Record every cell topic into this MCAP file while measuring (the recorder's cost
+        /// on the command path: compare a run with and one without).
+        #[arg(long, value_name = "FILE")]
+        record: Option<std::path::PathBuf>,
     },
 }
 
@@ -124,6 +128,58 @@ enum Cmd {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+    },
+    /// Record the cell's topics into an MCAP file (Foxglove opens it; `cell replay` plays it
+    /// back): each message as JSON with a JSON schema per channel, and its raw bus payload on
+    /// `raw/<key>`. Until --seconds or Ctrl-C; a killed recording keeps all but its last
+    /// second. See docs/observability.md.
+    Record {
+        file: std::path::PathBuf,
+        /// Only these topics (suffixes like `force/wrench`; default: every cell topic).
+        #[arg(long, value_delimiter = ',')]
+        topics: Vec<String>,
+        #[arg(long)]
+        seconds: Option<f64>,
+    },
+    /// Publish a recording's raw payloads back onto the cell at recorded timing. With
+    /// robot-io live, command and device-feedback topics are skipped; --commands replays them
+    /// too, and is refused while robot-io reports an active robot.
+    Replay {
+        file: std::path::PathBuf,
+        /// Playback rate (2: twice as fast).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Start again at the end (Ctrl-C stops).
+        #[arg(long = "loop")]
+        looped: bool,
+        /// Only these topics (suffixes, comma separated).
+        #[arg(long, value_delimiter = ',')]
+        topics: Vec<String>,
+        /// Also replay command topics onto a cell whose robot-io is live (refused while a
+        /// robot is active).
+        #[arg(long)]
+        commands: bool,
+    },
+    /// A Foxglove WebSocket server: the running cell live (topics as plottable JSON, the arm
+    /// in 3-D with the force arrow and the constraint frame, a log of safety and mode
+    /// changes, operator services), or a recording with play/pause/seek (--replay). Open
+    /// Foxglove → Open connection → ws://ADDR, layout deploy/foxglove/cell.json.
+    Viz {
+        /// Replay this recording instead of the live cell.
+        #[arg(long, value_name = "FILE")]
+        replay: Option<std::path::PathBuf>,
+        /// Address to listen on (HOST:PORT; Foxglove's default port is 8765).
+        #[arg(long, default_value = cell::viz::DEFAULT_LISTEN)]
+        listen: String,
+        /// Replay: initial playback speed.
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Replay: start again at the end.
+        #[arg(long = "loop")]
+        looped: bool,
+        /// Stop after this many seconds (default: until Ctrl-C).
+        #[arg(long)]
+        seconds: Option<f64>,
     },
     /// Print a topic's rate once per second.
     Hz {
@@ -204,6 +260,9 @@ enum Cmd {
         /// its configured `[control.hybrid] stiffness_n_per_m`.
         #[arg(long)]
         stiffness_n_per_m: Option<f64>,
+        /// Record the cell's topics while the task runs (MCAP; default OUT/run.mcap).
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+        record: Option<std::path::PathBuf>,
     },
     /// Run a paper's experiment against the simulator (the running cell, or a private one it
     /// starts): force-step, ramp-disturbance, sine-force-step, force-ramp, contour,
@@ -244,6 +303,10 @@ enum Cmd {
         /// Leave out the peg-in-hole.
         #[arg(long)]
         no_peg: bool,
+        /// Record the whole demo's bus traffic (MCAP; default OUT/demo.mcap), linked from the
+        /// report.
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+        record: Option<std::path::PathBuf>,
     },
     /// Check a cell step by step before its first force task (meant for the real arm, tested
     /// on the simulator): services, the config against the IRC5 side, the EGM link (rate,
@@ -306,6 +369,10 @@ enum Cmd {
         /// over the second after the end) and metrics.json (how it ended).
         #[arg(long, value_name = "DIR")]
         trace: Option<std::path::PathBuf>,
+        /// Record the cell's topics during the session (MCAP; default
+        /// out/recordings/guide-<time>.mcap).
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+        record: Option<std::path::PathBuf>,
     },
     /// Stream the deadman keep-alive (20 Hz) until Ctrl-C or --seconds, for the guide session
     /// whose reply gave TOKEN (`enable_token`; `cell guide` streams its own). Enables without
@@ -622,6 +689,37 @@ fn main() -> ExitCode {
     unsafe { libc::_exit(code) }
 }
 
+/// `--record [FILE]` of a job: starts a recording through the job's session (`FILE` empty:
+/// `default()`).
+async fn start_recording(
+    s: &zenoh::Session,
+    cell: &CellSection,
+    record: Option<std::path::PathBuf>,
+    default: impl FnOnce() -> std::path::PathBuf,
+) -> anyhow::Result<Option<client::record::Recording>> {
+    let Some(path) = record else {
+        return Ok(None);
+    };
+    let path = if path.as_os_str().is_empty() {
+        default()
+    } else {
+        path
+    };
+    let rec = client::record::Recording::start(s, cell, &path, &[]).await?;
+    eprintln!("recording to {}", path.display());
+    Ok(Some(rec))
+}
+
+/// Ends a job's recording and says where it is (a failure is reported, not the job's).
+async fn finish_recording(rec: Option<client::record::Recording>) {
+    if let Some(rec) = rec {
+        match rec.finish().await {
+            Ok(sum) => eprintln!("{}", sum.line()),
+            Err(e) => eprintln!("recording failed: {e:#}"),
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)] // the sections main has already read and checked
 async fn run(
     args: Args,
@@ -749,6 +847,7 @@ async fn run(
                 json,
                 no_baseline,
                 fifo,
+                record,
             },
     } = args.cmd
     {
@@ -758,6 +857,7 @@ async fn run(
             json,
             no_baseline,
             fifo,
+            record,
         };
         let cfg = args.cfg.config.as_deref();
         return cell::bench::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
@@ -799,10 +899,45 @@ async fn run(
         };
         return cell::commission::command(&args.bus, &cell, setup, req).await;
     }
-    if let Cmd::Demo { out, no_peg } = args.cmd {
-        let req = cell::demo::Request { out, no_peg };
+    if let Cmd::Demo {
+        out,
+        no_peg,
+        record,
+    } = args.cmd
+    {
+        let req = cell::demo::Request {
+            out,
+            no_peg,
+            record,
+        };
         let cfg = args.cfg.config.as_deref();
         return cell::demo::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
+    }
+    if let Cmd::Viz {
+        replay,
+        listen,
+        speed,
+        looped,
+        seconds,
+    } = args.cmd
+    {
+        anyhow::ensure!(
+            speed.is_finite() && speed > 0.0,
+            "--speed must be a positive number"
+        );
+        let req = cell::viz::Request {
+            listen,
+            replay,
+            speed,
+            looped,
+            seconds,
+        };
+        let s = if req.replay.is_none() {
+            Some(cli::session(&args.bus, &cell).await?)
+        } else {
+            None
+        };
+        return cell::viz::command(s, &cell, arm, req).await;
     }
     // A task file is checked before the bus: its problems come first, each with its key, and
     // need no running cell.
@@ -819,18 +954,25 @@ async fn run(
         | Cmd::Experiment { .. }
         | Cmd::Demo { .. }
         | Cmd::Commission { .. }
+        | Cmd::Viz { .. }
         | Cmd::Bench { .. } => {}
         Cmd::Guide {
             law,
             params,
             seconds,
             trace,
+            record,
         } => {
             let body = lead::overrides(law.as_deref(), &params)?;
+            let recording =
+                start_recording(&s, &cell, record, || client::record::default_path("guide"))
+                    .await?;
             let stop = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            let run = client::guide::run(&s, &cell, body, seconds, stop, trace.is_some()).await?;
+            let run = client::guide::run(&s, &cell, body, seconds, stop, trace.is_some()).await;
+            finish_recording(recording).await;
+            let run = run?;
             let run = match &trace {
                 Some(dir) => {
                     let t = cell::trace::guide::finish(run).await;
@@ -1006,6 +1148,39 @@ async fn run(
             }
         }
         Cmd::Echo { topic, count, json } => cli::echo(&s, &cell, &topic, count, json).await?,
+        Cmd::Record {
+            file,
+            topics,
+            seconds,
+        } => {
+            let sum = client::record::record(&s, &cell, &file, &topics, seconds).await?;
+            eprintln!("{}", sum.line());
+        }
+        Cmd::Replay {
+            file,
+            speed,
+            looped,
+            topics,
+            commands,
+        } => {
+            let opts = client::replay::Options {
+                speed,
+                looped,
+                topics,
+                commands,
+            };
+            let sum = client::replay::replay(&s, &cell, &file, &opts).await?;
+            if let Some(t) = &sum.truncated {
+                eprintln!("replay: the file ends inside a record ({t}): its complete chunks were replayed");
+            }
+            eprintln!(
+                "replayed {} messages in {:.1} s ({} loop(s))",
+                sum.published.values().sum::<u64>(),
+                sum.seconds,
+                sum.loops
+            );
+            println!("{}", serde_json::to_string(&sum)?);
+        }
         Cmd::Hz { topic, seconds } => cli::hz(&s, &cell, &topic, seconds).await?,
         Cmd::Mode { mode } => match mode {
             // Control refuses these as bare mode requests; say how they start instead.
@@ -1145,6 +1320,7 @@ async fn run(
             out,
             json,
             stiffness_n_per_m,
+            record,
         } => {
             let mut t =
                 control::taskfile::load(&task).map_err(|e| anyhow::anyhow!(e.join("\n")))?;
@@ -1166,7 +1342,10 @@ async fn run(
                 out: Some(out.clone()),
                 progress: !json,
             };
-            let o = cell::trace::hybrid::run(&s, &cell, t, &opts).await?;
+            let recording = start_recording(&s, &cell, record, || out.join("run.mcap")).await?;
+            let o = cell::trace::hybrid::run(&s, &cell, t, &opts).await;
+            finish_recording(recording).await;
+            let o = o?;
             let metrics = cell::score::hybrid::score_run(&o, Some(&out))?;
             if json {
                 println!("{metrics}");

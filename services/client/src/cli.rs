@@ -97,58 +97,9 @@ pub async fn status(
     Ok(out)
 }
 
-fn to_json<T: serde::de::DeserializeOwned + Serialize>(
-    bytes: &[u8],
-) -> Result<serde_json::Value, String> {
-    let m: T = codec::decode(bytes).map_err(|e| e.to_string())?;
-    serde_json::to_value(&m).map_err(|e| e.to_string())
-}
-
-/// Decodes a payload by the topic's type.
+/// Decodes a payload by the topic's type (every topic: one dispatch, `topic::visit_type`).
 pub fn decode_json(t: &TopicInfo, bytes: &[u8]) -> Result<serde_json::Value, String> {
-    let s = t.suffix;
-    let is = |tp: &topic::TopicInfo| tp.suffix == s;
-    if is(&topic::JOINT_STATE.info) {
-        to_json::<msg::JointState>(bytes)
-    } else if is(&topic::SAFETY_STATE.info) {
-        to_json::<msg::SafetyState>(bytes)
-    } else if is(&topic::ESTOP.info) {
-        to_json::<msg::EStop>(bytes)
-    } else if is(&topic::ESTOP_RESET.info) {
-        to_json::<msg::EStopReset>(bytes)
-    } else if is(&topic::TOOL_POSE.info) {
-        to_json::<msg::ToolPose>(bytes)
-    } else if is(&topic::JOINT_COMMAND.info) {
-        to_json::<msg::JointCommand>(bytes)
-    } else if is(&topic::WRENCH_RAW.info) {
-        to_json::<msg::WrenchSample>(bytes)
-    } else if is(&topic::WRENCH_ESTIMATE.info) {
-        to_json::<msg::WrenchEstimate>(bytes)
-    } else if is(&topic::CARTESIAN_COMMAND.info) {
-        to_json::<msg::CartesianCommand>(bytes)
-    } else if is(&topic::MODE_COMMAND.info) {
-        to_json::<msg::ModeCommand>(bytes)
-    } else if is(&topic::HYBRID_TASK.info) {
-        to_json::<msg::HybridTask>(bytes)
-    } else if is(&topic::HYBRID_STATE.info) {
-        to_json::<msg::HybridState>(bytes)
-    } else if is(&topic::MOVE_TARGET.info) {
-        to_json::<msg::MoveTarget>(bytes)
-    } else if is(&topic::PLANT_STATE.info) {
-        to_json::<msg::PlantState>(bytes)
-    } else if is(&topic::PLANT_EFFORT.info) {
-        to_json::<msg::PlantEffortCommand>(bytes)
-    } else if is(&topic::SIM_TRUTH.info) {
-        to_json::<msg::SimTruth>(bytes)
-    } else if is(&topic::ENABLE.info) {
-        to_json::<msg::Enable>(bytes)
-    } else if is(&topic::GUIDE_STATE.info) {
-        to_json::<msg::GuideState>(bytes)
-    } else if is(&topic::PLAYBACK_STATE.info) {
-        to_json::<msg::PlaybackState>(bytes)
-    } else {
-        Err(format!("no decoder for {s}"))
-    }
+    topic::to_json(t, bytes)
 }
 
 fn resolve(name: &str) -> anyhow::Result<&'static TopicInfo> {
@@ -248,12 +199,13 @@ pub async fn hz(
     Ok(())
 }
 
-async fn put<T: Serialize>(s: &Session, key: String, msg: &T) -> anyhow::Result<()> {
-    s.put(&key, codec::encode(msg)?)
-        .priority(zenoh::qos::Priority::InteractiveHigh)
-        .congestion_control(zenoh::qos::CongestionControl::Block)
-        .await
-        .map_err(|e| anyhow::anyhow!("put {key}: {e}"))
+async fn put<T: Serialize>(
+    s: &Session,
+    t: topic::Topic<T>,
+    cell: &CellSection,
+    msg: &T,
+) -> anyhow::Result<()> {
+    bus::put_message(s, t, &t.key(&cell.id), msg).await
 }
 
 pub fn stamp() -> Stamp {
@@ -266,7 +218,8 @@ pub fn stamp() -> Stamp {
 pub async fn set_mode(s: &Session, cell: &CellSection, mode: Mode) -> anyhow::Result<()> {
     put(
         s,
-        topic::MODE_COMMAND.key(&cell.id),
+        topic::MODE_COMMAND,
+        cell,
         &ModeCommand {
             stamp: stamp(),
             mode,
@@ -314,7 +267,8 @@ pub async fn estop(
         SafetyRequest::Stop(action) => {
             put(
                 s,
-                topic::ESTOP.key(&cell.id),
+                topic::ESTOP,
+                cell,
                 &EStop {
                     stamp: stamp(),
                     action,
@@ -325,7 +279,8 @@ pub async fn estop(
         SafetyRequest::Reset(scope) => {
             put(
                 s,
-                topic::ESTOP_RESET.key(&cell.id),
+                topic::ESTOP_RESET,
+                cell,
                 &EStopReset {
                     stamp: stamp(),
                     scope,
@@ -372,7 +327,8 @@ pub async fn move_to(
 ) -> anyhow::Result<()> {
     put(
         s,
-        topic::MOVE_TARGET.key(&cell.id),
+        topic::MOVE_TARGET,
+        cell,
         &MoveTarget {
             stamp: stamp(),
             tcp_in_base,

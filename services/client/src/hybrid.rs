@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use anyhow::Context;
 use common::{
     codec,
     config::CellSection,
@@ -34,10 +35,10 @@ pub async fn follow(
         wait_for_usable_wrench(s, cell, Duration::from_secs(1)).await;
     }
     task.stamp = crate::cli::stamp();
-    let bytes = codec::encode(&*task)?;
-    s.put(topic::HYBRID_TASK.key(&cell.id), bytes)
+    let key = topic::HYBRID_TASK.key(&cell.id);
+    common::bus::put_message(s, topic::HYBRID_TASK, &key, &*task)
         .await
-        .map_err(|e| anyhow::anyhow!("publish the task: {e}"))?;
+        .context("publish the task")?;
     let mut seen = 0usize;
     let mut last_print = std::time::Instant::now();
     let first_timeout = Duration::from_secs(3);

@@ -59,6 +59,7 @@ pub async fn stream_enable(
     let key = topic::enable_key(&cell.id, &cli::identity());
     let publisher = s
         .declare_publisher(key.clone())
+        .encoding(common::bus::encoding_of(&topic::ENABLE.info))
         .congestion_control(zenoh::qos::CongestionControl::Block)
         .priority(zenoh::qos::Priority::InteractiveHigh)
         .await

@@ -5,6 +5,7 @@
 //! - [`guide`]: `cell guide`'s session, how it ended and its trace;
 //! - [`lead`]: lead-through sessions (guide, teach, play);
 //! - [`identify`]: contact-stiffness identification on the fixture;
+//! - [`record`], [`replay`]: the bus into MCAP files and back;
 //!
 //! The experiments ([`lab`](../lab/index.html)) and the `cell` binary build on it.
 
@@ -13,3 +14,5 @@ pub mod guide;
 pub mod hybrid;
 pub mod identify;
 pub mod lead;
+pub mod record;
+pub mod replay;

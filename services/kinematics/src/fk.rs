@@ -133,6 +133,36 @@ impl Arm {
         Ok(self.chain(q).wc)
     }
 
+    /// Every link's frame in base, in chain order: `link1` … `link6`, then `tool0`
+    /// ([`LINK_NAMES`]). Link i's frame turns with joint i: its origin is on joint i's axis
+    /// (the points and axes [`Arm::jacobian`] uses) — link 1 at the base origin, link 2 at the
+    /// shoulder (z along the upper arm at θ2 = 0, axis 2 its y), link 3 at the elbow (axis 3 its
+    /// y), links 4–6 at the wrist centre (axes 4 and 6 their z, axis 5 link 5's y); tool0 at
+    /// the flange, `c4` along link 6's z. Errors only on non-finite input.
+    pub fn link_frames(&self, q: &Joints) -> Result<[Isometry3<f64>; 7], KinError> {
+        check_finite(q, "q")?;
+        let g = &self.geo;
+        let t = g.theta(q);
+        let ch = self.chain(q);
+        let rz = |a: f64| Rotation3::from_axis_angle(&Vector3::z_axis(), a).into_inner();
+        let ry = |a: f64| Rotation3::from_axis_angle(&Vector3::y_axis(), a).into_inner();
+        let r1 = rz(t[0]);
+        let r2 = r1 * ry(t[1]);
+        let o2 = r1 * Vector3::new(g.a1, g.b, g.c1);
+        let o3 = o2 + r2 * Vector3::new(0.0, 0.0, g.c2);
+        let r4 = ch.r0c * rz(t[3]);
+        let r5 = r4 * ry(t[4]);
+        Ok([
+            iso_from(&r1, &Vector3::zeros()),
+            iso_from(&r2, &o2),
+            iso_from(&ch.r0c, &o3),
+            iso_from(&r4, &ch.wc),
+            iso_from(&r5, &ch.wc),
+            iso_from(&ch.r, &ch.wc),
+            iso_from(&ch.r, &ch.p),
+        ])
+    }
+
     /// tool0 pose for a given TCP pose: `tcp · tool⁻¹` (both in base).
     pub fn tool0_from_tcp(&self, tcp_in_base: &Isometry3<f64>) -> Result<Isometry3<f64>, KinError> {
         check_iso(tcp_in_base, "tcp_in_base")?;
@@ -140,10 +170,82 @@ impl Arm {
     }
 }
 
+/// The frames of [`Arm::link_frames`], by name (the 3-D view's frame ids).
+pub const LINK_NAMES: [&str; 7] = [
+    "link1", "link2", "link3", "link4", "link5", "link6", "tool0",
+];
+
 #[inline(always)]
 pub(crate) fn iso_from(r: &Matrix3<f64>, p: &Vector3<f64>) -> Isometry3<f64> {
     Isometry3::from_parts(
         Translation3::from(*p),
         UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(*r)),
     )
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::*;
+    use crate::jacobian::JacobianFrame;
+
+    fn configs() -> Vec<Joints> {
+        let mut out = vec![[0.0; 6]];
+        let mut x = 0.37_f64;
+        for _ in 0..50 {
+            let mut q = [0.0; 6];
+            for v in q.iter_mut() {
+                x = (x * 7919.0 + 0.123).fract();
+                *v = (x - 0.5) * 3.0;
+            }
+            out.push(q);
+        }
+        out
+    }
+
+    #[test]
+    fn link_frames_sit_on_the_jacobians_joint_axes_and_end_at_tool0() {
+        let arm = Arm::irb120();
+        let g = &arm.geo;
+        for q in configs() {
+            let l = arm.link_frames(&q).expect("finite");
+            let tool0 = arm.fk_tool0(&q).expect("finite");
+            assert!((l[6].translation.vector - tool0.translation.vector).norm() < 1e-12);
+            assert!(l[6].rotation.angle_to(&tool0.rotation) < 1e-12);
+            let wc = arm.wrist_centre(&q).expect("finite");
+            for f in &l[3..6] {
+                assert!((f.translation.vector - wc).norm() < 1e-12);
+            }
+            // Rigid links: consecutive origins at the geometry's distances.
+            let o = |i: usize| l[i].translation.vector;
+            assert!(((o(2) - o(1)).norm() - g.c2).abs() < 1e-12);
+            assert!(((o(3) - o(2)).norm() - (g.a2 * g.a2 + g.c3 * g.c3).sqrt()).abs() < 1e-12);
+            assert!(((o(6) - o(5)).norm() - g.c4).abs() < 1e-12);
+            // Joint i's axis is the link frame's z (joints 1, 4, 6) or y (2, 3, 5), through its
+            // origin: the Jacobian's column i is ±(axis, axis × (tcp − origin)).
+            let j = arm.jacobian(&q, JacobianFrame::Base).expect("finite");
+            let tcp = arm.fk(&q).expect("finite").translation.vector;
+            for i in 0..6 {
+                let axis = if [1, 2, 4].contains(&i) {
+                    l[i].rotation * Vector3::y()
+                } else {
+                    l[i].rotation * Vector3::z()
+                };
+                let w = Vector3::new(j[(3, i)], j[(4, i)], j[(5, i)]);
+                let v = Vector3::new(j[(0, i)], j[(1, i)], j[(2, i)]);
+                let s = w.dot(&axis).signum();
+                assert!(
+                    (w - axis * s).norm() < 1e-12,
+                    "joint {} axis at {q:?}",
+                    i + 1
+                );
+                let v_link = (axis * s).cross(&(tcp - o(i)));
+                assert!(
+                    (v - v_link).norm() < 1e-12,
+                    "joint {} origin at {q:?}",
+                    i + 1
+                );
+            }
+        }
+        assert!(arm.link_frames(&[f64::NAN; 6]).is_err());
+    }
 }

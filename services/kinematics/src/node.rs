@@ -405,6 +405,7 @@ async fn declare_rpc(node: &Node, arm: &Arm) -> anyhow::Result<Vec<zenoh::query:
                         .wait(),
                     Err(e) => query
                         .reply_err(serde_json::json!({ "error": e }).to_string())
+                        .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
                         .wait(),
                 };
                 if let Err(e) = res {

@@ -30,10 +30,26 @@ pub fn fk_json(arm: &Arm, q: &[f64], deg: bool) -> anyhow::Result<serde_json::Va
     let rot: Vec<Vec<f64>> = (0..3)
         .map(|i| (0..3).map(|c| round(r[(i, c)], 9)).collect())
         .collect();
+    // Every link's frame in base (the 3-D view's frames, `Arm::link_frames`).
+    let links: Vec<serde_json::Value> = arm
+        .link_frames(&j)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .iter()
+        .zip(crate::fk::LINK_NAMES)
+        .map(|(f, name)| {
+            let (p, q) = pose_to_abb(f);
+            json!({
+                "frame": name,
+                "position_mm": p.iter().map(|v| round(*v, 6)).collect::<Vec<_>>(),
+                "quaternion_wxyz": q.iter().map(|v| round(*v, 9)).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
     Ok(json!({
         "position_mm": p.iter().map(|v| round(*v, 6)).collect::<Vec<_>>(),
         "quaternion_wxyz": quat.iter().map(|v| round(*v, 9)).collect::<Vec<_>>(),
         "rotation": rot,
+        "links": links,
         "within_limits": outside.is_empty(),
         "outside_limits_axes": outside,
     }))

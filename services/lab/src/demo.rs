@@ -44,6 +44,8 @@ pub struct Request {
     pub out: Option<PathBuf>,
     /// Leave out the peg-in-hole even when available.
     pub no_peg: bool,
+    /// Record the bus into this MCAP file (empty: `OUT/demo.mcap`); the report links it.
+    pub record: Option<PathBuf>,
 }
 
 /// One line of the summary.
@@ -163,6 +165,18 @@ pub async fn command(
     start.secs = t_start.elapsed().as_secs_f64();
     say(&format!("cell ready ({:.1} s)", start.secs));
     let mut steps = vec![start];
+    let recording = match &req.record {
+        Some(p) => {
+            let path = if p.as_os_str().is_empty() {
+                out.join("demo.mcap")
+            } else {
+                p.clone()
+            };
+            say(&format!("recording the bus to {}", path.display()));
+            Some(client::record::Recording::start(&s, &target, &path, &[]).await?)
+        }
+        None => None,
+    };
     let (interrupted, error) = {
         let work = run_steps(&s, &target, &out, &req, &mut steps);
         tokio::pin!(work);
@@ -191,6 +205,19 @@ pub async fn command(
             }
         }
     }
+    let recorded = match recording {
+        Some(r) => match r.finish().await {
+            Ok(sum) => {
+                say(&sum.line());
+                Some(sum)
+            }
+            Err(e) => {
+                say(&format!("recording failed: {e:#}"));
+                None
+            }
+        },
+        None => None,
+    };
     let _ = s.close().await;
     if let Some(p) = private {
         say("ending the private cell");
@@ -203,7 +230,7 @@ pub async fn command(
         && steps.iter().all(|st| st.pass != Some(false))
         && steps.len() > 1;
     print_summary(&steps, total, ok, interrupted);
-    write_report(&out, &steps, total, ok)?;
+    write_report(&out, &steps, total, ok, recorded.as_ref())?;
     let shown = out.canonicalize().unwrap_or(out.clone());
     say(&format!(
         "report: {}/report.html (plots, traces and metrics in {})",
@@ -943,7 +970,13 @@ fn base64(data: &[u8]) -> String {
 }
 
 /// `report.html`: the summary table and the plots (embedded, and linked to the files).
-fn write_report(out: &Path, steps: &[Step], total: f64, ok: bool) -> anyhow::Result<()> {
+fn write_report(
+    out: &Path,
+    steps: &[Step],
+    total: f64,
+    ok: bool,
+    recording: Option<&client::record::RecordSummary>,
+) -> anyhow::Result<()> {
     let mut h = String::new();
     h.push_str(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -971,6 +1004,23 @@ fn write_report(out: &Path, steps: &[Step], total: f64, ok: bool) -> anyhow::Res
         lead::now_rfc3339(),
         total
     ));
+    if let Some(r) = recording {
+        // Linked relative to the report when the file is beside it.
+        let shown = r
+            .path
+            .strip_prefix(out)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| r.path.canonicalize().unwrap_or(r.path.clone()));
+        h.push_str(&format!(
+            "<p>Recording: <a href=\"{0}\">{0}</a> — {1} messages on {2} topics, {3:.1} MiB \
+             (MCAP: open it in Foxglove, or <code>cell viz --replay {0}</code>; \
+             <code>cell replay</code> plays it onto a cell).</p>\n",
+            html_escape(&shown.display().to_string()),
+            r.messages,
+            r.topics.len(),
+            r.bytes as f64 / (1024.0 * 1024.0)
+        ));
+    }
     h.push_str(
         "<table><tr><th>step</th><th>result</th><th>time</th><th>key figures</th><th>tolerance</th></tr>\n",
     );

@@ -206,9 +206,9 @@ fn task(
 async fn send(s: &Session, cell: &CellSection, mut t: HybridTask) -> anyhow::Result<()> {
     client::hybrid::wait_for_usable_wrench(s, cell, Duration::from_secs(1)).await;
     t.stamp = cli::stamp();
-    s.put(topic::HYBRID_TASK.key(&cell.id), codec::encode(&t)?)
+    common::bus::put_message(s, topic::HYBRID_TASK, &topic::HYBRID_TASK.key(&cell.id), &t)
         .await
-        .map_err(|e| anyhow::anyhow!("publish the task: {e}"))
+        .context("publish the task")
 }
 
 async fn tcp(s: &Session, cell: &CellSection) -> anyhow::Result<[f64; 3]> {

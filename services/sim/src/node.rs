@@ -442,7 +442,11 @@ fn reply_error(q: Query, errors: &[String], scenario: &serde_json::Value) {
     })
     .to_string();
     tokio::spawn(async move {
-        if let Err(e) = q.reply_err(body).await {
+        if let Err(e) = q
+            .reply_err(body)
+            .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
+            .await
+        {
             tracing::debug!("scenario reply: {e}");
         }
     });
@@ -765,9 +769,11 @@ pub async fn run(node: Node, cfg: (SimConfig, Arm), mut shutdown: Shutdown) -> a
             let r = match result {
                 Ok(f) => q
                     .reply(reply_key.clone(), serde_json::json!(f).to_string())
+                    .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
                     .wait(),
                 Err(e) => q
                     .reply_err(serde_json::json!({ "error": e }).to_string())
+                    .encoding(zenoh::bytes::Encoding::APPLICATION_JSON)
                     .wait(),
             };
             if let Err(e) = r {
