@@ -369,14 +369,16 @@ pub fn default_path(what: &str) -> PathBuf {
     PathBuf::from(format!("out/recordings/{what}-{secs}.mcap"))
 }
 
+/// What the writer thread returns: per-topic counts, samples on unknown keys, file bytes.
+type WriterOutcome = (BTreeMap<String, TopicCount>, u64, u64);
+
 /// A recording running beside a job: the bus's callback queues samples, a thread writes them.
 pub struct Recording {
     path: PathBuf,
     subscriber: Option<zenoh::pubsub::Subscriber<()>>,
     tx: Option<mpsc::SyncSender<Sample>>,
     dropped: Arc<AtomicU64>,
-    writer:
-        Option<std::thread::JoinHandle<anyhow::Result<(BTreeMap<String, TopicCount>, u64, u64)>>>,
+    writer: Option<std::thread::JoinHandle<anyhow::Result<WriterOutcome>>>,
     started: std::time::Instant,
 }
 

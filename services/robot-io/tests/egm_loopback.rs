@@ -766,7 +766,13 @@ fn binary_executes_commands_from_the_bus_within_limits() {
         assert!(v.abs() <= l.max_speed[0] * (1.0 + 1e-6), "speed {v}");
         assert!(
             (v - v_prev).abs() <= a[0] * dt * (1.0 + 1e-6) + 1e-6,
-            "acceleration {v_prev} → {v}"
+            "acceleration {v_prev} → {v} (replies (seqno, A1 deg, holding): {:?})",
+            replies
+                .iter()
+                .map(|(n, p, h)| (*n, p[0], *h))
+                .skip_while(|(n, _, _)| *n + 6 < w[1].0)
+                .take(9)
+                .collect::<Vec<_>>()
         );
         v_prev = v;
         moved = moved.max(w[1].1[0] - Q0_DEG[0]);
