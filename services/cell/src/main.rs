@@ -261,8 +261,8 @@ enum Cmd {
         #[arg(long)]
         stiffness_n_per_m: Option<f64>,
         /// Record the cell's topics while the task runs (MCAP; default OUT/run.mcap).
-        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
-        record: Option<std::path::PathBuf>,
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        record: Option<Option<std::path::PathBuf>>,
     },
     /// Run a paper's experiment against the simulator (the running cell, or a private one it
     /// starts): force-step, ramp-disturbance, sine-force-step, force-ramp, contour,
@@ -305,8 +305,8 @@ enum Cmd {
         no_peg: bool,
         /// Record the whole demo's bus traffic (MCAP; default OUT/demo.mcap), linked from the
         /// report.
-        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
-        record: Option<std::path::PathBuf>,
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        record: Option<Option<std::path::PathBuf>>,
     },
     /// Check a cell step by step before its first force task (meant for the real arm, tested
     /// on the simulator): services, the config against the IRC5 side, the EGM link (rate,
@@ -371,8 +371,8 @@ enum Cmd {
         trace: Option<std::path::PathBuf>,
         /// Record the cell's topics during the session (MCAP; default
         /// out/recordings/guide-<time>.mcap).
-        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
-        record: Option<std::path::PathBuf>,
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        record: Option<Option<std::path::PathBuf>>,
     },
     /// Stream the deadman keep-alive (20 Hz) until Ctrl-C or --seconds, for the guide session
     /// whose reply gave TOKEN (`enable_token`; `cell guide` streams its own). Enables without
@@ -694,17 +694,13 @@ fn main() -> ExitCode {
 async fn start_recording(
     s: &zenoh::Session,
     cell: &CellSection,
-    record: Option<std::path::PathBuf>,
+    record: Option<Option<std::path::PathBuf>>,
     default: impl FnOnce() -> std::path::PathBuf,
 ) -> anyhow::Result<Option<client::record::Recording>> {
     let Some(path) = record else {
         return Ok(None);
     };
-    let path = if path.as_os_str().is_empty() {
-        default()
-    } else {
-        path
-    };
+    let path = path.unwrap_or_else(default);
     let rec = client::record::Recording::start(s, cell, &path, &[]).await?;
     eprintln!("recording to {}", path.display());
     Ok(Some(rec))
@@ -908,7 +904,7 @@ async fn run(
         let req = cell::demo::Request {
             out,
             no_peg,
-            record,
+            record: record.map(Option::unwrap_or_default),
         };
         let cfg = args.cfg.config.as_deref();
         return cell::demo::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
