@@ -10,7 +10,8 @@
 //! - `cell viz`: our own Foxglove-protocol client (tokio-tungstenite, not the foxglove crate)
 //!   subscribes to the wrench, the joint states, `/tf` and `/scene/arm`, decodes them; the
 //!   link frames agree with the kinematics library's at the joints the scene carries, tool0
-//!   with `cell kin fk`'s printed pose; a service call reaches control like the CLI's.
+//!   with `cell kin fk`'s printed pose; a service call reaches control like the CLI's;
+//! - `cell viz --replay`: the recording with Foxglove's playback control (pause, seek, play).
 #![allow(clippy::unwrap_used)]
 
 use std::{
@@ -242,6 +243,116 @@ async fn a_recording_opens_anywhere_replays_exactly_and_never_commands_a_live_ro
         assert_eq!(v.len(), replayed[t].len(), "{t}: count");
         assert_eq!(v, &replayed[t], "{t}: order");
     }
+
+    // The recording in Foxglove (`cell viz --replay`) with its playback control: the data's
+    // range announced, pause stops the messages, a seek back to the start plays them again.
+    let listen = format!("127.0.0.1:{}", tests::free_port());
+    let mut viz = c
+        .command()
+        .args([
+            "viz",
+            "--replay",
+            file.to_str().unwrap(),
+            "--listen",
+            &listen,
+        ])
+        .args(["--seconds", "60"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut fox = Fox::connect(&format!("ws://{listen}")).await;
+    let js_topic = format!("/cell/{}/robot/joint_state", c.cell.id);
+    let mut info = None;
+    while !(fox.channels.contains_key(&js_topic) && fox.channels.contains_key("/tf")) {
+        match fox.next(Duration::from_secs(10)).await {
+            Some(Ok(v)) if v["op"] == "serverInfo" => info = Some(v),
+            Some(_) => {}
+            None => panic!("no advertisement: {:?}", fox.channels.keys()),
+        }
+    }
+    let info = info.expect("serverInfo");
+    let caps: Vec<&str> = info["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        caps.contains(&"playbackControl") && caps.contains(&"time"),
+        "{info}"
+    );
+    let js_id = fox.channels[&js_topic].0;
+    let tf_id = fox.channels["/tf"].0;
+    fox.send(json!({"op": "subscribe", "subscriptions": [
+        {"id": 0, "channelId": js_id}, {"id": 1, "channelId": tf_id}]}))
+        .await;
+    // Messages arrive, at recorded times.
+    let mut first = None;
+    let mut last = 0u64;
+    let mut tf_seen = false;
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        if let Some(Err((sub, t, _))) = fox.next(Duration::from_millis(500)).await {
+            match sub {
+                0 => {
+                    first.get_or_insert(t);
+                    last = last.max(t);
+                }
+                1 => tf_seen = true,
+                _ => {}
+            }
+        }
+    }
+    let first = first.expect("replayed joint states");
+    assert!(
+        tf_seen,
+        "the 3-D frames are derived from the replayed joints"
+    );
+    let control = |cmd: u8, seek: Option<u64>, id: &str| {
+        let mut b = vec![3u8, cmd];
+        b.extend(1.0f32.to_le_bytes());
+        b.push(u8::from(seek.is_some()));
+        b.extend(seek.unwrap_or(0).to_le_bytes());
+        b.extend((id.len() as u32).to_le_bytes());
+        b.extend(id.as_bytes());
+        Message::Binary(b.into())
+    };
+    // Pause: the state says so, and after a grace period no message data flows.
+    fox.ws.send(control(1, None, "pause-1")).await.unwrap();
+    let mut paused = false;
+    let grace = tokio::time::Instant::now() + Duration::from_millis(500);
+    while tokio::time::Instant::now() < grace {
+        if let Some(Err((u32::MAX, 5, p))) = fox.next(Duration::from_millis(100)).await {
+            paused |= p[0] == 1 && String::from_utf8_lossy(&p).contains("pause-1");
+        }
+    }
+    assert!(paused, "no Paused playback state for the request");
+    let quiet = tokio::time::Instant::now() + Duration::from_secs(1);
+    while tokio::time::Instant::now() < quiet {
+        if let Some(Err((sub, _, _))) = fox.next(Duration::from_millis(100)).await {
+            assert_eq!(sub, u32::MAX, "message data while paused");
+        }
+    }
+    // Seek to the start and play: the recorded times start over.
+    fox.ws
+        .send(control(0, Some(first), "seek-1"))
+        .await
+        .unwrap();
+    let mut again = None;
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while again.is_none() && tokio::time::Instant::now() < until {
+        if let Some(Err((0, t, _))) = fox.next(Duration::from_millis(500)).await {
+            again = Some(t);
+        }
+    }
+    let again = again.expect("messages after the seek");
+    assert!(
+        again < last,
+        "after a seek to the start: {again} vs {last} before the pause"
+    );
+    let _ = viz.kill();
+    let _ = viz.wait();
     drop(c);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -290,6 +290,9 @@ enum Cmd {
         /// `all`: the docs directory to regenerate (default: the repository's docs/).
         #[arg(long)]
         docs: Option<std::path::PathBuf>,
+        /// Record the bus while the experiments run (MCAP; default OUT/experiment.mcap).
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        record: Option<Option<std::path::PathBuf>>,
     },
     /// The cell doing its job, end to end: starts a private simulated cell (unless one runs),
     /// tares, identifies the payload, hand-guides (scripted operator) through three waypoints
@@ -821,6 +824,7 @@ async fn run(
         world,
         short,
         docs,
+        record,
     } = args.cmd
     {
         let req = cell::experiment::Request {
@@ -831,6 +835,7 @@ async fn run(
             world,
             short,
             docs,
+            record: record.map(Option::unwrap_or_default),
         };
         let cfg = args.cfg.config.as_deref();
         return cell::experiment::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;

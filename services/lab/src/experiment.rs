@@ -675,6 +675,8 @@ pub struct Request {
     /// `all`: where `experiments.md` and `experiments/*.png` go (default: the repository's
     /// `docs/`).
     pub docs: Option<PathBuf>,
+    /// Record the bus while the experiments run (MCAP; empty: `OUT/experiment.mcap`).
+    pub record: Option<PathBuf>,
 }
 
 /// `cell experiment`: uses the cell at `cell.router` when one runs, else starts a private one;
@@ -752,6 +754,29 @@ pub async fn command(
             (s, c, Some(p))
         }
     };
+    let recording = match &req.record {
+        Some(p) => {
+            let path = if p.as_os_str().is_empty() {
+                root.join("experiment.mcap")
+            } else {
+                p.clone()
+            };
+            if !req.json {
+                eprintln!("recording the bus to {}", path.display());
+            }
+            match client::record::Recording::start(&s, &target, &path, &[]).await {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    let _ = s.close().await;
+                    if let Some(p) = private {
+                        p.stop();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
     let mut results = Vec::new();
     let mut outcome: anyhow::Result<()> = Ok(());
     for name in &names {
@@ -796,6 +821,13 @@ pub async fn command(
                 outcome = Err(e);
                 break;
             }
+        }
+    }
+    if let Some(r) = recording {
+        match r.finish().await {
+            Ok(sum) if !req.json => eprintln!("{}", sum.line()),
+            Ok(_) => {}
+            Err(e) => eprintln!("recording failed: {e:#}"),
         }
     }
     let _ = s.close().await;

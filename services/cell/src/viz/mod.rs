@@ -529,10 +529,12 @@ pub async fn command(
 ) -> anyhow::Result<bool> {
     let (host, port) = listen_addr(&req.listen)?;
     let ctx = FoxContext::new();
-    let view = View::new(&ctx, &cell.id, arm)?;
     match (&req.replay, s) {
-        (Some(path), _) => replay(ctx, view, &host, port, path, &req).await,
-        (None, Some(s)) => live(ctx, view, &host, port, s, cell, &req).await,
+        (Some(path), _) => replay(ctx, arm, &host, port, path, &req).await,
+        (None, Some(s)) => {
+            let view = View::new(&ctx, &cell.id, arm)?;
+            live(ctx, view, &host, port, s, cell, &req).await
+        }
         (None, None) => anyhow::bail!("cell viz: no session"),
     }
 }
@@ -705,7 +707,7 @@ impl ServerListener for PlaybackListener {
 
 async fn replay(
     ctx: Arc<FoxContext>,
-    mut view: View,
+    arm: Arm,
     host: &str,
     port: u16,
     path: &std::path::Path,
@@ -718,9 +720,7 @@ async fn replay(
         path.display()
     );
     // The view's channels are named after the recorded cell.
-    if recorded_id != view.cell_id {
-        view = View::new(&ctx, &recorded_id, view.arm.clone())?;
-    }
+    let mut view = View::new(&ctx, &recorded_id, arm)?;
     let range = (msgs[0].log_ns, msgs[msgs.len() - 1].log_ns);
     let head = Arc::new(Mutex::new(Playhead {
         playing: true,
