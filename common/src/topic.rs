@@ -138,6 +138,13 @@ pub fn from_key(cell_id: &str, key: &str) -> Option<&'static TopicInfo> {
     }
 }
 
+/// The cell id and topic of a full key of any cell (`cell/<id>/<suffix>`, the deadman's
+/// sub-keys included): what a recording's channel names.
+pub fn split_key(key: &str) -> Option<(&str, &'static TopicInfo)> {
+    let (id, _) = key.strip_prefix("cell/")?.split_once('/')?;
+    Some((id, from_key(id, key)?))
+}
+
 /// Topics whose messages command something: robot-io, control or the simulated plant act on
 /// them. Replaying one onto a live cell moves or stops a robot (`cell replay` skips them there).
 pub fn is_command(info: &TopicInfo) -> bool {
@@ -489,6 +496,11 @@ mod tests {
         assert!(from_key("c", "cell/d/force/wrench").is_none());
         assert!(from_key("c", "cell/c/control/enablex").is_none());
         assert!(from_key("c", "cell/c/robot-io/status").is_none());
+        assert_eq!(
+            split_key("cell/c1/control/enable/op").map(|(id, t)| (id, t.suffix)),
+            Some(("c1", "control/enable"))
+        );
+        assert!(split_key("raw/cell/c/force/wrench").is_none());
         assert!(is_command(&ESTOP_RESET.info) && is_command(&JOINT_COMMAND.info));
         assert!(!is_command(&WRENCH_ESTIMATE.info) && is_device_feedback(&JOINT_STATE.info));
     }

@@ -522,6 +522,12 @@ pub async fn record(
             None => "until stopped".into(),
         }
     );
+    until_stopped(seconds).await;
+    rec.finish().await
+}
+
+/// Waits `seconds` (None: for ever), or until Ctrl-C: how a recording or a view runs.
+pub async fn until_stopped(seconds: Option<f64>) {
     match seconds {
         Some(sec) => {
             tokio::select! {
@@ -533,7 +539,6 @@ pub async fn record(
             let _ = tokio::signal::ctrl_c().await;
         }
     }
-    rec.finish().await
 }
 
 #[cfg(test)]

@@ -101,17 +101,11 @@ pub fn read(bytes: &[u8], topics: &[String]) -> anyhow::Result<Plan> {
         let Some(key) = m.channel.topic.strip_prefix(RAW_PREFIX) else {
             continue;
         };
-        let Some((id, suffix)) = key
-            .strip_prefix("cell/")
-            .and_then(|rest| rest.split_once('/'))
-        else {
+        let Some((id, t)) = topic::split_key(key) else {
             plan.unknown += 1;
             continue;
         };
-        let Some(t) = topic::from_key(id, key) else {
-            plan.unknown += 1;
-            continue;
-        };
+        let suffix = &key[id.len() + "cell//".len()..];
         if !topics.is_empty() && !topics.iter().any(|x| topic::find(x) == Some(t)) {
             continue;
         }

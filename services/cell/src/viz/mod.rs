@@ -49,7 +49,10 @@ use kinematics::Arm;
 use serde_json::{json, Value};
 use zenoh::Session;
 
-use client::{cli, lead, record::wall_ns};
+use client::{
+    cli, lead,
+    record::{until_stopped, wall_ns},
+};
 
 /// Foxglove's default port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
@@ -539,20 +542,6 @@ pub async fn command(
     }
 }
 
-async fn until_done(seconds: Option<f64>) {
-    match seconds {
-        Some(sec) => {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs_f64(sec.max(0.0))) => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
 async fn live(
     ctx: Arc<FoxContext>,
     view: View,
@@ -607,7 +596,7 @@ async fn live(
             }
         })
     };
-    until_done(req.seconds).await;
+    until_stopped(req.seconds).await;
     world.abort();
     let _ = sub.undeclare().await;
     let _ = server.stop();
@@ -632,11 +621,7 @@ fn read_recording(path: &std::path::Path) -> anyhow::Result<(Vec<Recorded>, Stri
         if m.channel.message_encoding != "json" {
             continue;
         }
-        let key = m.channel.topic.trim_start_matches('/');
-        let Some((id, _)) = key.strip_prefix("cell/").and_then(|r| r.split_once('/')) else {
-            continue;
-        };
-        let Some(t) = topic::from_key(id, key) else {
+        let Some((id, t)) = topic::split_key(m.channel.topic.trim_start_matches('/')) else {
             continue;
         };
         let Ok(json) = serde_json::from_slice::<Value>(&m.data) else {
@@ -787,7 +772,7 @@ async fn replay(
     };
     tokio::select! {
         _ = run => {}
-        _ = until_done(req.seconds) => {}
+        _ = until_stopped(req.seconds) => {}
     }
     let _ = server.stop();
     Ok(true)
