@@ -273,6 +273,7 @@ fn run_here(rate_hz: f64, seconds: f64) -> anyhow::Result<Baseline> {
             command_lead_s: dt,
             resume_ramp_s: robot_io::supervisor::DEFAULT_RESUME_RAMP_S,
             protective_retrace_s: robot_io::supervisor::DEFAULT_PROTECTIVE_RETRACE_S,
+            stale_contact_n: robot_io::supervisor::DEFAULT_STALE_CONTACT_N,
         }),
     );
     // The shipped IRC5 side (deploy/irc5), its home taught at the start pose: answered every

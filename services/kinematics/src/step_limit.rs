@@ -199,6 +199,8 @@ impl StepLimiter {
             for j in 0..AXES {
                 self.last_v[j] = (q[j] - prev[j]) / dt;
             }
+            // The next step's velocity change spans from this step's midpoint.
+            self.last_dt = dt;
         }
     }
 

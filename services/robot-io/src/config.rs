@@ -103,6 +103,11 @@ pub struct RobotIoConfig {
     /// along the path the arm has just travelled (`supervisor::SupervisorParams::
     /// protective_retrace_s`). At most 31 cycles.
     pub protective_retrace_ms: f64,
+    /// A command stream that goes stale while the reference moves brakes from the last
+    /// reference (no step back to the lagging arm) unless the force service's fresh contact
+    /// force is at least this (N): then it holds at the measured joints, as every stale hold
+    /// at rest does (`supervisor::SupervisorParams::stale_contact_n`).
+    pub stale_contact_n: f64,
     /// `[robot_io.clamp_release]`: after a task's unlatched protective end on its force or
     /// torque limit, a force still above `release_force_n` (the force service's estimate) is
     /// released by moving the held TCP along it, slowly and within a travel bound
@@ -133,6 +138,7 @@ impl Default for RobotIoConfig {
             measured_limit_margin_deg: 0.5,
             resume_ramp_ms: crate::supervisor::DEFAULT_RESUME_RAMP_S * 1e3,
             protective_retrace_ms: crate::supervisor::DEFAULT_PROTECTIVE_RETRACE_S * 1e3,
+            stale_contact_n: crate::supervisor::DEFAULT_STALE_CONTACT_N,
             clamp_release: crate::clamp::ClampParams::default(),
             latch_file: String::new(),
             egm: EgmConfig::default(),
@@ -195,6 +201,14 @@ impl Validate for RobotIoConfig {
             0.0,
             (crate::supervisor::RETRACE_RING - 1) as f64 * self.cycle_ms,
             "ms",
+        );
+        check_range(
+            errors,
+            format!("{prefix}.stale_contact_n"),
+            self.stale_contact_n,
+            0.0,
+            1000.0,
+            "N",
         );
         for (k, why) in self.clamp_release.problems() {
             errors.push(format!("{prefix}.clamp_release.{k}"), why);

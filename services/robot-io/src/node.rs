@@ -375,6 +375,7 @@ pub async fn run(
         command_lead_s: cfg.cycle_ms * 1e-3,
         resume_ramp_s: cfg.resume_ramp_ms * 1e-3,
         protective_retrace_s: cfg.protective_retrace_ms * 1e-3,
+        stale_contact_n: cfg.stale_contact_n,
     });
     let mut sup = match arm {
         Some(arm) => sup.with_clamp_release(arm, cfg.clamp_release),

@@ -145,6 +145,14 @@ pub struct SupervisorParams {
     /// heard (the force service's and control's detection, one robot cycle to robot-io), and
     /// held there the arm stays clamped against what it hit. At most [`RETRACE_RING`] cycles.
     pub protective_retrace_s: f64,
+    /// A command stream that goes stale while the reference moves brakes from the last
+    /// reference within the acceleration limits and holds where it stopped (the stream's
+    /// outage is not a fault of the motion: jumping to the measured joints would step the
+    /// reference back by the servo's tracking lag in one cycle, beyond what the IRC5's
+    /// `\MaxSpeedDeviation` admits) — unless the force service's fresh contact force is at
+    /// least this (N): in contact the hold takes the measured joints, which keeps the force
+    /// from growing. Without a fresh force estimate the reference brakes.
+    pub stale_contact_n: f64,
 }
 
 /// Measured joints kept for the protective retrace (cycles).
@@ -166,9 +174,15 @@ impl SupervisorParams {
             command_lead_s: 0.004,
             resume_ramp_s: DEFAULT_RESUME_RAMP_S,
             protective_retrace_s: DEFAULT_PROTECTIVE_RETRACE_S,
+            stale_contact_n: DEFAULT_STALE_CONTACT_N,
         }
     }
 }
+
+/// Default contact force above which a stale stream holds at the measured joints (N): above
+/// the compensated estimate's noise and a wrong payload's residue (a few N), below any task's
+/// contact force.
+pub const DEFAULT_STALE_CONTACT_N: f64 = 5.0;
 
 /// Default departure ramp (s): 20 EGM cycles; the IRB 120's 1000 °/s² is reached with a jerk
 /// of 12 500 °/s³ (the ramp delays a departure at the full limit by half of it, 40 ms).
@@ -425,9 +439,11 @@ impl Supervisor {
             return false;
         }
         self.ended_motion = Some(id);
-        self.braking = self.level == SafetyLevel::Active
-            && self.active_motion == Some(id)
-            && !stop.is_protective();
+        // A controlled end brakes an active motion, and lets one already braking (its stream
+        // went stale while it moved) brake on.
+        self.braking = !stop.is_protective()
+            && (self.braking
+                || (self.level == SafetyLevel::Active && self.active_motion == Some(id)));
         if let StopCategory::Protective(cause) = stop {
             // The hold takes the position measured on the next cycle — or, for a stop on
             // what the arm hit, the one measured `protective_retrace_s` before.
@@ -838,10 +854,22 @@ impl Supervisor {
                 )
             }
             (None, _) => {
+                if reason == SafetyReason::CommandStale
+                    && self.level == SafetyLevel::Active
+                    && self.lim.last_v().iter().any(|v| *v != 0.0)
+                    && !self.in_contact(i.contact_force_base_n)
+                {
+                    // The stream went stale while the reference moved, in free space: brake
+                    // from the reference (no step back to the lagging arm).
+                    self.braking = true;
+                    self.hold_q = None;
+                }
                 let braked = match (self.braking, reason, self.hold_q, self.last_ref) {
                     (
                         true,
-                        SafetyReason::MotionEnded | SafetyReason::ProtectiveRequest,
+                        SafetyReason::MotionEnded
+                        | SafetyReason::ProtectiveRequest
+                        | SafetyReason::CommandStale,
                         None,
                         Some(prev),
                     ) => Some(self.brake_step(prev, i.dt_s)),
@@ -924,6 +952,15 @@ impl Supervisor {
             limited,
             from_rest_at: if q_ref.is_some() { from_rest_at } else { None },
         }
+    }
+
+    /// Whether the force service's fresh contact force says the tool is in contact
+    /// ([`SupervisorParams::stale_contact_n`]); `false` without an estimate.
+    fn in_contact(&self, force: Option<[f64; 3]>) -> bool {
+        force.is_some_and(|f| {
+            let n = Vector3::from(f).norm();
+            !n.is_finite() || n >= self.p.stale_contact_n
+        })
     }
 
     /// One cycle of a controlled end's braking from `prev` over `dt` (s): every joint's
@@ -1477,6 +1514,7 @@ mod tests {
             command_lead_s: 0.004,
             resume_ramp_s: 0.0,
             protective_retrace_s: DEFAULT_PROTECTIVE_RETRACE_S,
+            stale_contact_n: DEFAULT_STALE_CONTACT_N,
         });
         let q0 = [0.0; 6];
         s.step(&input(1, 0.0, q0, None));
@@ -2028,6 +2066,8 @@ mod tests {
         ));
         assert_eq!(out.reason, SafetyReason::MotionEnded);
         assert_eq!(s.ended_motion(), Some(7));
+        // (It was moving: braked from the reference to rest, where it holds.)
+        let held = qr(&out);
         // The same motion's stream resumes: refused, holding.
         let c2 = cmd_m(2, [0.02; 6], 7);
         let out = s.step(&input(3, 0.024, q0, Some((&c2, 0.024))));
@@ -2035,7 +2075,7 @@ mod tests {
             (out.level, out.reason),
             (SafetyLevel::Hold, SafetyReason::MotionEnded)
         );
-        assert_eq!(qr(&out), q0);
+        assert_eq!(qr(&out), held);
         // A new motion (operator command) is accepted, from the measured position at rest.
         let c3 = cmd_m(3, [0.02; 6], 8);
         let out = s.step(&input(4, 0.028, q0, Some((&c3, 0.028))));
@@ -2434,7 +2474,9 @@ mod tests {
                 q_measured: Some(q_robot),
                 robot: READY,
                 command: newest.as_ref().map(|(c, at)| (c, *at)),
-                contact_force_base_n: None,
+                // In contact, so that the stale stream holds at once (in free space it brakes
+                // to rest: a controlled stop, which is not ramped).
+                contact_force_base_n: Some([0.0, 0.0, -20.0]),
             });
             if out.level != SafetyLevel::Active {
                 hold_end = t;
@@ -2503,7 +2545,7 @@ mod tests {
     }
 
     /// Issue 21 item 3: an outage stops the reference at once in mid-motion (a hold at the
-    /// measured position), the motion ends, and control plans a new one from the measured
+    /// measured position: here a stale stream in contact), the motion ends, and control plans a new one from the measured
     /// pose. A plan that steps its acceleration (a trapezoid) used to be replied as it is — an
     /// acceleration step, unbounded jerk; robot-io now ramps it (the departure ramp acts and
     /// the reply leaves within `a_max / ramp` of jerk). control's default double-S plan is
@@ -2552,23 +2594,31 @@ mod tests {
         let q0 = [0.0; 6];
         s.step(&input(1, 0.0, q0, None));
         assert!(!s.ramping());
-        // A stop while moving arms it; the e-stop too.
-        let mut s = sup();
-        s.step(&input(1, 0.0, q0, None));
-        let c = JointCommand {
-            cycle: 1,
-            ..cmd(1, [0.001; 6])
-        };
-        s.step(&input(2, 0.004, q0, Some((&c, 0.004))));
-        // Older than the wall-time backstop (4 × 8 ms).
-        let out = s.step(&input(3, 0.045, q0, Some((&c, 0.004))));
-        assert_eq!(out.reason, SafetyReason::CommandStale);
-        // A blip may still resume the same motion (its plan under way): not yet.
-        assert!(!s.ramping());
-        // Stale past STALE_ENDS_MOTION_S: the motion ends, the next departure ramps.
-        let out = s.step(&input(4, 0.1, q0, Some((&c, 0.004))));
-        assert_eq!(out.reason, SafetyReason::MotionEnded);
-        assert!(s.ramping());
+        // A stop while moving in contact (held at the measured joints) arms it; the e-stop
+        // too. In free space a stale stream brakes to rest: a controlled stop, no ramp.
+        for contact in [true, false] {
+            let mut s = sup();
+            s.step(&input(1, 0.0, q0, None));
+            let c = JointCommand {
+                cycle: 1,
+                ..cmd(1, [0.001; 6])
+            };
+            s.step(&input(2, 0.004, q0, Some((&c, 0.004))));
+            let force = contact.then_some([0.0, 0.0, -20.0]);
+            // Older than the wall-time backstop (4 × 8 ms).
+            let mut i = input(3, 0.045, q0, Some((&c, 0.004)));
+            i.contact_force_base_n = force;
+            let out = s.step(&i);
+            assert_eq!(out.reason, SafetyReason::CommandStale);
+            // A blip may still resume the same motion (its plan under way): not yet.
+            assert!(!s.ramping());
+            // Stale past STALE_ENDS_MOTION_S: the motion ends, the next departure ramps.
+            let mut i = input(4, 0.1, q0, Some((&c, 0.004)));
+            i.contact_force_base_n = force;
+            let out = s.step(&i);
+            assert_eq!(out.reason, SafetyReason::MotionEnded);
+            assert_eq!(s.ramping(), contact, "contact {contact}");
+        }
         let mut s = sup();
         s.engage_estop();
         s.step(&input(1, 0.0, q0, None));
@@ -2648,6 +2698,94 @@ mod tests {
         assert_eq!(s.ended_motion(), None);
     }
 
+    /// Found by the full tier under CPU load (`egm_loopback.rs::binary_executes_commands_
+    /// from_the_bus_within_limits`, 6 of 8 runs): a command later than the timeout made
+    /// robot-io hold at the *measured* joints, so the reference stepped back by the robot's
+    /// tracking lag in one cycle (0.03–0.48° at up to 1.7 rad/s on A1) and the resumed stream
+    /// started from there. A stream that goes stale while the reference moves, in free space,
+    /// brakes from the reference within the acceleration limits and holds where it stopped;
+    /// a blip resumes the same motion from there, within the limits; in contact (a fresh
+    /// contact force ≥ `stale_contact_n`) the hold still takes the measured joints.
+    #[test]
+    fn a_stale_stream_while_moving_brakes_from_the_reference_in_contact_it_holds_the_arm() {
+        let a = irb120_max_accel();
+        let dt = 0.004;
+        // A ramp on every joint at 0.8 rad/s; the robot lags its reference by 2 cycles. The
+        // stream stops after cycle 60 for `gap` cycles, then (when `resume`) goes on.
+        let run = |gap: u64, force: Option<[f64; 3]>| {
+            let mut s = sup();
+            let mut q = [0.0; 6];
+            let mut refs: Vec<[f64; 6]> = Vec::new();
+            let mut reasons = Vec::new();
+            let mut c = cmd_m(1, [0.0; 6], 7);
+            for cyc in 1..=140u64 {
+                let t = cyc as f64 * dt;
+                let streaming = !(61..61 + gap).contains(&cyc);
+                if streaming {
+                    c = cmd_m(cyc, [0.8 * t; 6], 7);
+                }
+                let arrived = if streaming { t } else { c_arrival(&c, dt) };
+                let mut i = input(cyc, t, q, Some((&c, arrived)));
+                i.contact_force_base_n = force;
+                let out = s.step(&i);
+                reasons.push(out.reason);
+                refs.push(qr(&out));
+                q = refs[refs.len().saturating_sub(3)];
+            }
+            (refs, reasons)
+        };
+        fn c_arrival(c: &JointCommand, dt: f64) -> f64 {
+            c.stamp.seq as f64 * dt
+        }
+        let accel_ok = |refs: &[[f64; 6]]| {
+            for i in 2..refs.len() {
+                for k in 0..6 {
+                    let v = (refs[i][k] - refs[i - 1][k]) / dt;
+                    let v0 = (refs[i - 1][k] - refs[i - 2][k]) / dt;
+                    assert!(
+                        (v - v0).abs() <= a[k] * dt * (1.0 + 1e-9) + 1e-12,
+                        "cycle {} joint {k}: {v0} → {v}",
+                        i + 1
+                    );
+                }
+            }
+        };
+        // A long outage: brakes (never back), holds still, the motion ends.
+        let (refs, reasons) = run(1000, None);
+        accel_ok(&refs);
+        assert!(reasons[62..].contains(&SafetyReason::CommandStale));
+        assert!(reasons[62..].contains(&SafetyReason::MotionEnded));
+        for w in refs[59..].windows(2) {
+            assert!(
+                w[1][0] >= w[0][0],
+                "stepped back: {} → {}",
+                w[0][0],
+                w[1][0]
+            );
+        }
+        assert_eq!(refs[138], refs[139], "still moving at the end");
+        // A blip of 3 cycles: the same motion resumes, every step within the limits.
+        let (refs, reasons) = run(3, None);
+        accel_ok(&refs);
+        assert!(reasons[60..64].contains(&SafetyReason::CommandStale));
+        assert_eq!(reasons.last(), Some(&SafetyReason::None));
+        // In contact: the stale hold takes the measured joints (2 cycles behind) at once.
+        let (refs, reasons) = run(1000, Some([0.0, 0.0, -20.0]));
+        let first = reasons
+            .iter()
+            .position(|r| *r == SafetyReason::CommandStale);
+        let first = first.expect("went stale");
+        assert_eq!(
+            refs[first],
+            refs[first - 3],
+            "the hold is the measured position"
+        );
+        assert!(refs[first + 1..].windows(2).all(|w| w[0] == w[1]));
+        // Below the threshold: brakes as in free space.
+        let (refs, _) = run(1000, Some([0.0, 0.0, -2.0]));
+        accel_ok(&refs);
+    }
+
     #[test]
     fn commands_for_another_robot_io_boot_are_refused() {
         let mut s = sup();
@@ -2691,9 +2829,11 @@ mod tests {
         /// measurement, and a **lagging, noisy** measured robot (first-order lag of the
         /// reference plus noise): the reference is always finite; while active it stays
         /// inside the position limits and its speed and acceleration (per cycle, with that
-        /// cycle's dt, relative to the previous reply) are within the limits; a hold replies
-        /// the position measured when the hold began (or, without a measurement, the last
-        /// reference) — the named exemptions are holds and the robot not ready.
+        /// cycle's dt, relative to the previous reply) are within the limits; a stale stream
+        /// that stops a moving reference brakes it within the acceleration limit and never
+        /// steps it back; any other hold replies the position measured when the hold began
+        /// (or, without a measurement, the last reference) — the named exemptions are holds
+        /// and the robot not ready.
         #[test]
         fn reference_finite_in_limits_speed_and_accel_bounded(
             cmds in proptest::collection::vec((
@@ -2718,6 +2858,8 @@ mod tests {
             let mut hold_start: Option<[f64; 6]> = None;
             let mut motion = 1;
             let mut was_active = false;
+            let mut was_braking = false;
+            let mut braking = false;
             for (k, (q, nan, age, present, dt, misc, noise)) in cmds.iter().enumerate() {
                 let mut q_meas = q_robot;
                 for j in 0..6 { q_meas[j] += noise[j]; }
@@ -2761,9 +2903,33 @@ mod tests {
                         prop_assert_eq!(r, q_meas);
                     }
                     hold_start = Some(r);
+                } else if out.qd_ref.iter().any(|v| *v != 0.0) {
+                    // Braking (a stale stream stopped a moving reference; no contact force
+                    // here): slowing on every joint, within the acceleration limit.
+                    prop_assert!(was_active || was_braking, "brakes only a moving reference");
+                    prop_assert!(matches!(out.reason, SafetyReason::CommandStale | SafetyReason::MotionEnded), "{:?}", out.reason);
+                    let p = prev.unwrap_or(q_meas);
+                    let dt_mid = dv_span(dt_prev, *dt);
+                    for j in 0..6 {
+                        v[j] = (r[j] - p[j]) / dt;
+                        prop_assert!(v[j].abs() <= v_prev[j].abs() + 1e-9, "braking j{} {} -> {}", j, v_prev[j], v[j]);
+                        prop_assert!((v[j] - v_prev[j]).abs() <= a[j] * dt_mid * (1.0 + 1e-6) + 1e-9,
+                            "braking accel j{} {} -> {} over {}", j, v_prev[j], v[j], dt_mid);
+                    }
+                    hold_start = None;
+                    braking = true;
                 } else {
-                    let h = *hold_start.get_or_insert(if inp.q_measured.is_some() { q_meas } else { prev.unwrap_or(q_meas) });
-                    prop_assert_eq!(r, h, "hold is the measured position at its start");
+                    // A hold: where a brake ended (the previous reference), else the position
+                    // measured when it began (without a measurement, the last reference).
+                    let stale = matches!(out.reason, SafetyReason::CommandStale | SafetyReason::MotionEnded);
+                    let moving = v_prev.iter().any(|v| *v != 0.0);
+                    let braked = stale && (was_braking || (was_active && moving && out.reason == SafetyReason::CommandStale));
+                    let start = if braked || inp.q_measured.is_none() { prev.unwrap_or(q_meas) } else { q_meas };
+                    let h = *hold_start.get_or_insert(start);
+                    prop_assert_eq!(r, h, "hold is where the brake ended or the measured position at its start");
+                    if was_active && moving && out.reason == SafetyReason::CommandStale {
+                        prop_assert_eq!(r, prev.unwrap_or(q_meas), "a stale stream never steps the reference back");
+                    }
                 }
                 if *present && *age > 0.008 && out.level == SafetyLevel::Hold && out.reason != SafetyReason::RobotNotReady {
                     prop_assert_eq!(out.reason, SafetyReason::CommandStale);
@@ -2772,7 +2938,8 @@ mod tests {
                     prop_assert_eq!(s.ended_motion(), active_before);
                 }
                 was_active = out.level == SafetyLevel::Active;
-                dt_prev = if was_active { *dt } else { 0.0 };
+                was_braking = std::mem::take(&mut braking);
+                dt_prev = if was_active || was_braking { *dt } else { 0.0 };
                 v_prev = v;
                 prev = Some(r);
                 // Lagging robot: first-order follow of the reference.

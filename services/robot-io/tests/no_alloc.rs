@@ -34,6 +34,7 @@ fn supervisor() -> Supervisor {
         command_lead_s: 0.004,
         resume_ramp_s: robot_io::supervisor::DEFAULT_RESUME_RAMP_S,
         protective_retrace_s: robot_io::supervisor::DEFAULT_PROTECTIVE_RETRACE_S,
+        stale_contact_n: robot_io::supervisor::DEFAULT_STALE_CONTACT_N,
     })
 }
 

@@ -639,9 +639,13 @@ mod tests {
                                     v[j] = (q[j] - p[j]) / dt;
                                     prop_assert!(v[j].abs() <= l.max_speed[j] * (1.0 + 1e-6) + 1e-9,
                                         "event {} speed j{} {} dt {}", k, j, v[j], dt);
-                                    let v0 = if was_active { prev_v[j] } else { 0.0 };
+                                    // From the previous reply's velocity: an active step's,
+                                    // a brake's (a stale stream stopped a moving reference)
+                                    // or a hold's (zero).
+                                    let moving = was_active || prev_v.iter().any(|v| *v != 0.0);
+                                    let v0 = if moving { prev_v[j] } else { 0.0 };
                                     // Between the two steps' midpoints.
-                                    let dt_mid = if was_active { crate::supervisor::dv_span(prev_dt, dt) } else { dt };
+                                    let dt_mid = if moving { crate::supervisor::dv_span(prev_dt, dt) } else { dt };
                                     prop_assert!((v[j] - v0).abs() <= a[j] * dt_mid * (1.0 + 1e-6) + 1e-6,
                                         "event {} accel j{} {} -> {} dt {}", k, j, v0, v[j], dt_mid);
                                 }
