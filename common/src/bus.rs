@@ -103,7 +103,7 @@ pub fn zenoh_config_as(
     let listen = if !args.listen.is_empty() {
         args.listen.clone()
     } else if mode == SessionMode::Peer && cell.security.is_some() {
-        // One TLS listener, on the configured interface (default: the router's host).
+        // One QUIC listener, on the configured interface (default: the router's host).
         vec![secure_listen(cell, identity)?]
     } else if mode == SessionMode::Peer && connect.iter().all(|e| is_loopback_endpoint(e)) {
         vec!["tcp/127.0.0.1:0".to_string()]
@@ -112,7 +112,7 @@ pub fn zenoh_config_as(
     };
     if cell.security.is_some() {
         for ep in connect.iter().chain(listen.iter()) {
-            crate::security::tls_endpoint(ep)
+            crate::security::secure_endpoint(ep)
                 .map_err(|e| anyhow::anyhow!("a secured cell ([cell.security]): {e}"))?;
         }
     }
@@ -193,7 +193,7 @@ const SECURED_KEYS: [&str; 6] = [
     "mode",
 ];
 
-/// The TLS listener of a service on a secured cell: `[cell.security] listen_by_service.<it>`,
+/// The QUIC listener of a service on a secured cell: `[cell.security] listen_by_service.<it>`,
 /// else `listen`, else the router's host with port 0.
 fn secure_listen(cell: &CellSection, identity: &str) -> anyhow::Result<String> {
     if let Some(sec) = &cell.security {
@@ -201,9 +201,9 @@ fn secure_listen(cell: &CellSection, identity: &str) -> anyhow::Result<String> {
             return Ok(l.clone());
         }
     }
-    let host = crate::security::tls_endpoint(&cell.router)
+    let host = crate::security::secure_endpoint(&cell.router)
         .map_err(|e| anyhow::anyhow!("cell.router: {e}"))?;
-    Ok(format!("tls/{host}:0"))
+    Ok(format!("{}/{host}:0", crate::security::SECURE_SCHEME))
 }
 
 /// zenoh session mode.

@@ -135,7 +135,7 @@ impl Validate for CellSection {
             );
         }
         if let Some(sec) = &self.security {
-            if let Err(e) = crate::security::tls_endpoint(&self.router) {
+            if let Err(e) = crate::security::secure_endpoint(&self.router) {
                 errors.push(format!("{prefix}.router"), e);
             }
             for (k, why) in sec.problems() {
@@ -167,7 +167,7 @@ impl CellSection {
     pub fn security_line(&self) -> String {
         match &self.security {
             Some(s) => format!(
-                "security: {:?} profile, mutual TLS and access control (certificates in {})",
+                "security: {:?} profile, mutual TLS over QUIC and access control (certificates in {})",
                 s.profile,
                 self.certs_dir()
                     .map(|d| d.display().to_string())

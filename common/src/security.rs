@@ -1,5 +1,5 @@
 //! The secure cell (pure): identities, the roles table, and the zenoh settings every session
-//! of a secured cell carries — mutual TLS on every link and **deny-by-default access control
+//! of a secured cell carries — mutual TLS (zenoh's QUIC link) on every link and **deny-by-default access control
 //! by certificate common name** (zenoh matches the common name of the first certificate only).
 //!
 //! One generated access-control block serves every node (router, service peers, CLI clients):
@@ -69,11 +69,11 @@ pub struct SecuritySection {
     /// The certificates: `ca.pem`, `<identity>.pem`, `<identity>.key` (`cell certs init`).
     /// Relative: to the config file's directory.
     pub dir: String,
-    /// The services' TLS listener (`tls/<this host's cell address>:0`). Unset: the router's
+    /// The services' listener (`quic/<this host's cell address>:0`). Unset: the router's
     /// host, port 0. Never an unspecified address.
     pub listen: Option<String>,
     /// A listener per service where it runs on another host (the Pi's sensor and force:
-    /// `{ sensor = "tls/192.168.10.2:0", force = "tls/192.168.10.2:0" }`).
+    /// `{ sensor = "quic/192.168.10.2:0", force = "quic/192.168.10.2:0" }`).
     pub listen_by_service: std::collections::BTreeMap<String, String>,
     /// Operator identities (certificate common names) of the `cell` CLI.
     pub operators: Vec<String>,
@@ -121,7 +121,7 @@ impl SecuritySection {
             p.push(("dir".into(), "empty: name the certificate directory".into()));
         }
         if let Some(l) = &self.listen {
-            if let Err(e) = tls_endpoint(l) {
+            if let Err(e) = secure_endpoint(l) {
                 p.push(("listen".into(), e));
             }
         }
@@ -132,7 +132,7 @@ impl SecuritySection {
                     format!("not a service (one of {})", SERVICES.join(", ")),
                 ));
             }
-            if let Err(e) = tls_endpoint(l) {
+            if let Err(e) = secure_endpoint(l) {
                 p.push((format!("listen_by_service.{svc}"), e));
             }
         }
@@ -161,17 +161,32 @@ pub fn valid_identity(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// A `tls/host:port` endpoint whose host is not unspecified; the host part is returned.
-pub fn tls_endpoint(ep: &str) -> Result<&str, String> {
-    let Some(rest) = ep.strip_prefix("tls/") else {
+/// The link a secured cell's sessions use: zenoh's QUIC link (TLS 1.3 inside QUIC, the same
+/// certificates, mutual authentication and certificate common names as zenoh's TLS link). Not
+/// zenoh's TLS-over-TCP link: in zenoh 1.10 it shares one rustls connection between its read
+/// and write tasks without a lock (eclipse-zenoh/zenoh#2557), which crashed a service under
+/// load (docs/security.md, "Why QUIC").
+pub const SECURE_SCHEME: &str = "quic";
+
+/// A `quic/host:port` endpoint whose host is not unspecified; the host part is returned.
+pub fn secure_endpoint(ep: &str) -> Result<&str, String> {
+    let Some(rest) = ep.strip_prefix("quic/") else {
+        if ep.starts_with("tls/") {
+            return Err(format!(
+                "{ep:?}: a secured cell uses zenoh's QUIC link (quic/HOST:PORT, the same \
+                 certificates), not its TLS link, which can crash a process in zenoh 1.10 \
+                 (eclipse-zenoh/zenoh#2557; docs/security.md)"
+            ));
+        }
         return Err(format!(
-            "{ep:?}: a secured cell uses TLS endpoints only (tls/HOST:PORT)"
+            "{ep:?}: a secured cell uses QUIC endpoints only (quic/HOST:PORT: TLS 1.3, \
+             mutual certificates)"
         ));
     };
     let host = rest
         .rsplit_once(':')
         .map(|(h, _)| h)
-        .ok_or_else(|| format!("{ep:?}: expected tls/HOST:PORT"))?;
+        .ok_or_else(|| format!("{ep:?}: expected quic/HOST:PORT"))?;
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     if bare == "0.0.0.0" || bare == "::" || bare.is_empty() {
         return Err(format!(
@@ -564,7 +579,8 @@ impl CertFiles {
 }
 
 /// The zenoh settings (`key`, JSON5 value) a session of a secured cell adds to its config:
-/// TLS only, mutual TLS with the identity's certificate, the cell's access control.
+/// QUIC only (TLS 1.3; zenoh reads its settings from `transport/link/tls`), mutual
+/// authentication with the identity's certificate, the cell's access control.
 pub fn session_settings(
     sec: &SecuritySection,
     cell_id: &str,
@@ -572,7 +588,10 @@ pub fn session_settings(
 ) -> Vec<(String, String)> {
     let s = |p: &std::path::Path| Value::String(p.display().to_string()).to_string();
     vec![
-        ("transport/link/protocols".into(), "[\"tls\"]".into()),
+        (
+            "transport/link/protocols".into(),
+            format!("[\"{SECURE_SCHEME}\"]"),
+        ),
         (
             "transport/link/tls/root_ca_certificate".into(),
             s(&files.ca),
@@ -821,10 +840,13 @@ mod tests {
 
     #[test]
     fn endpoints_and_identities_are_checked() {
-        assert_eq!(tls_endpoint("tls/127.0.0.1:7447"), Ok("127.0.0.1"));
-        assert!(tls_endpoint("tcp/127.0.0.1:7447").is_err());
-        assert!(tls_endpoint("tls/0.0.0.0:0").is_err());
-        assert!(tls_endpoint("tls/[::]:0").is_err());
+        assert_eq!(secure_endpoint("quic/127.0.0.1:7447"), Ok("127.0.0.1"));
+        assert!(secure_endpoint("tcp/127.0.0.1:7447").is_err());
+        assert!(secure_endpoint("quic/0.0.0.0:0").is_err());
+        assert!(secure_endpoint("quic/[::]:0").is_err());
+        // The TLS link is refused with the reason.
+        let e = secure_endpoint("tls/127.0.0.1:7447").expect_err("tls/ refused");
+        assert!(e.contains("2557") && e.contains("quic/"), "{e}");
         let bad = SecuritySection {
             operators: vec!["robot-io".into(), "a b".into()],
             listen: Some("tcp/10.0.0.1:0".into()),

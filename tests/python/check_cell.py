@@ -70,7 +70,8 @@ def main():
         if a.identity:
             tls["connect_certificate"] = f"{a.tls}/{a.identity}.pem"
             tls["connect_private_key"] = f"{a.tls}/{a.identity}.key"
-        cfg["transport"] = {"link": {"protocols": ["tls"], "tls": tls}}
+        # zenoh's QUIC link (TLS 1.3 inside QUIC) reads its settings from link.tls.
+        cfg["transport"] = {"link": {"protocols": ["quic"], "tls": tls}}
     conf = zenoh.Config.from_json5(json.dumps(cfg))
     if a.expect_refused:
         try:

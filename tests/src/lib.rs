@@ -141,7 +141,7 @@ impl TestCell {
             log: std::env::temp_dir()
                 .join(format!("cell-test-{prefix}-{}.log", std::process::id())),
             id_prefix: prefix,
-            rust_log: Some("info,zenoh=warn".into()),
+            rust_log: Some(std::env::var("CELL_TEST_RUST_LOG").unwrap_or("info,zenoh=warn".into())),
             fifo: test_fifo_priority(),
             security,
         };

@@ -633,7 +633,7 @@ fn sim_secure_is_sim_plus_security() {
     );
     assert_eq!(cell.get("id"), plain_cell.get("id"));
     let router = cell.get("router").and_then(|v| v.as_str()).expect("router");
-    assert!(router.starts_with("tls/"), "{router}");
+    assert!(router.starts_with("quic/"), "{router}");
     let sec = cell.get("security").expect("[cell.security]");
     assert_eq!(sec.get("profile").and_then(|v| v.as_str()), Some("sim"));
     assert_eq!(

@@ -76,7 +76,7 @@ pub struct Spec {
     /// `SCHED_FIFO` priority for the cell and every process and thread it starts (None:
     /// normal scheduling).
     pub fifo: Option<i32>,
-    /// A secured cell (`[cell.security]`, with `dir` absolute): the router is `tls/`, and the
+    /// A secured cell (`[cell.security]`, with `dir` absolute): the router is `quic/`, and the
     /// section is set on the command line whole (the config's own is replaced).
     pub security: Option<common::security::SecuritySection>,
 }
@@ -101,7 +101,7 @@ impl Spec {
         let router_port = port()?;
         let id = format!("{}{router_port}", self.id_prefix);
         let scheme = if self.security.is_some() {
-            "tls"
+            common::security::SECURE_SCHEME
         } else {
             "tcp"
         };
@@ -231,7 +231,7 @@ impl PrivateCell {
     /// plant enabled, on free loopback ports; logs into `log`.
     ///
     /// A secured operator cell (`cell` with `[cell.security]`) starts secured the same way: its
-    /// router on `tls/`, the same certificates ([`private_security`]).
+    /// router on `quic/`, the same certificates ([`private_security`]).
     pub fn start(
         config: Option<&Path>,
         sets: &[String],

@@ -538,7 +538,7 @@ pub fn security_problems(
                 );
             }
             format!(
-                "{:?} profile, mutual TLS, access control; operators {} ({} reset)",
+                "{:?} profile, mutual TLS over QUIC, access control; operators {} ({} reset)",
                 s.profile,
                 s.operators.join(", "),
                 if s.operators_may_reset {
