@@ -320,6 +320,73 @@ pub fn set_thread_fifo(prio: Option<i32>) -> std::io::Result<()> {
     }
 }
 
+/// The calling thread's `SCHED_FIFO` priority; `None` under any other policy.
+pub fn thread_fifo_priority() -> Option<i32> {
+    // SAFETY: plain syscalls on the calling thread with a valid out-parameter.
+    unsafe {
+        if libc::sched_getscheduler(0) != libc::SCHED_FIFO {
+            return None;
+        }
+        let mut p = libc::sched_param { sched_priority: 0 };
+        (libc::sched_getparam(0, &mut p) == 0).then_some(p.sched_priority)
+    }
+}
+
+/// Sets every thread this process has now to `SCHED_FIFO` at `prio` (threads started later
+/// inherit their creator's policy). Returns how many were set.
+pub fn set_process_threads_fifo(prio: i32) -> std::io::Result<usize> {
+    let mut tids = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/task")? {
+        if let Some(tid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<libc::pid_t>().ok())
+        {
+            tids.push(tid);
+        }
+    }
+    set_threads_fifo(tids, prio)
+}
+
+/// Sets the threads `tids` (of this process) to `SCHED_FIFO` at `prio`; a thread that ended
+/// meanwhile is skipped. Returns how many were set.
+pub fn set_threads_fifo(
+    tids: impl IntoIterator<Item = libc::pid_t>,
+    prio: i32,
+) -> std::io::Result<usize> {
+    let mut n = 0;
+    for tid in tids {
+        let param = libc::sched_param {
+            sched_priority: prio,
+        };
+        // SAFETY: plain syscall on a thread of this process with a valid sched_param.
+        if unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) } != 0 {
+            let e = std::io::Error::last_os_error();
+            // A thread that ended since the listing is not an error.
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(e);
+            }
+        } else {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// The `SCHED_FIFO` priority of process `pid`'s main thread; `None` under another policy
+/// or when it cannot be read.
+pub fn process_fifo_priority(pid: u32) -> Option<i32> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    // SAFETY: plain syscalls with a valid out-parameter.
+    unsafe {
+        if libc::sched_getscheduler(pid) != libc::SCHED_FIFO {
+            return None;
+        }
+        let mut p = libc::sched_param { sched_priority: 0 };
+        (libc::sched_getparam(pid, &mut p) == 0).then_some(p.sched_priority)
+    }
+}
+
 /// Whether this process may run a thread under `SCHED_FIFO` (tried at priority 1 on a
 /// throwaway thread).
 pub fn fifo_permitted() -> bool {
@@ -356,6 +423,41 @@ pub type Shutdown = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Sen
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_under_fifo_lowers_its_threads_and_reads_them_back() {
+        // Where FIFO is not permitted (an unprivileged host) there is nothing to check.
+        if !fifo_permitted() {
+            return;
+        }
+        std::thread::spawn(|| {
+            assert!(set_thread_fifo(Some(20)).is_ok());
+            assert_eq!(thread_fifo_priority(), Some(20));
+            // A thread started now inherits 20; lowering both threads reaches it too. (Only
+            // these two: the process-wide form would touch the test harness's threads.)
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let (back_tx, back_rx) = std::sync::mpsc::channel();
+            let t = std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                let _ = tid_tx.send(unsafe { libc::gettid() });
+                let inherited = thread_fifo_priority();
+                let _ = rx.recv();
+                let _ = back_tx.send((inherited, thread_fifo_priority()));
+            });
+            let other = tid_rx.recv().expect("the thread's id");
+            // SAFETY: gettid has no preconditions.
+            let me = unsafe { libc::gettid() };
+            assert_eq!(set_threads_fifo([me, other], 10).ok(), Some(2));
+            assert_eq!(thread_fifo_priority(), Some(10));
+            let _ = tx.send(());
+            assert_eq!(back_rx.recv().ok(), Some((Some(20), Some(10))));
+            let _ = t.join();
+            assert!(set_thread_fifo(None).is_ok());
+        })
+        .join()
+        .expect("the test thread");
+    }
 
     #[test]
     fn normal_scheduling_is_always_granted_and_priority_zero_is_not_fifo() {

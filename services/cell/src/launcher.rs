@@ -113,10 +113,20 @@ struct Spec {
     name: String,
     exe: PathBuf,
     args: Vec<String>,
+    /// `SCHED_FIFO` priority the service starts under (the launcher's own, before it lowered
+    /// its threads: [`ROUTER_FIFO_BELOW`]); `None`: inherited.
+    fifo: Option<i32>,
     backoff: Duration,
     backoff_max: Duration,
     stop_timeout: Duration,
 }
+
+/// Under `SCHED_FIFO` (a cell started `--fifo P`, as deployed) the launcher's own threads —
+/// the embedded router's among them — run this many priorities below the services it starts:
+/// the router is not on the command path (the services are peers and talk directly), but it
+/// forwards everything a client subscribes to (a recorder: every topic), and at the services'
+/// priority that work took the command path's CPU (docs/performance.md, issue 45).
+pub const ROUTER_FIFO_BELOW: i32 = 10;
 
 /// Opens the embedded router of the cell.
 pub async fn open_router(cell: &CellSection) -> anyhow::Result<zenoh::Session> {
@@ -271,6 +281,21 @@ pub async fn up(
             }
         }
     }
+    // Under SCHED_FIFO: the services keep the launcher's priority, the launcher and its
+    // router go below them (before the router's threads start, so they inherit it).
+    let services_fifo = common::service::thread_fifo_priority();
+    if let Some(p) = services_fifo {
+        let own = (p - ROUTER_FIFO_BELOW).max(1);
+        match common::service::set_process_threads_fifo(own) {
+            Ok(_) => {
+                tracing::info!("SCHED_FIFO: services at {p}, the launcher and its router at {own}")
+            }
+            Err(e) => tracing::warn!(
+                "SCHED_FIFO: could not lower the launcher and its router to {own} ({e}): \
+                 they stay at the services' {p}"
+            ),
+        }
+    }
     let router = open_router(&cell).await?;
     tracing::info!(router = %cell.router, zid = %router.zid(), "cell router up");
     if cell.security.is_some() {
@@ -298,6 +323,7 @@ pub async fn up(
             name: name.clone(),
             exe,
             args,
+            fifo: services_fifo,
             backoff: Duration::from_millis(cfg.restart_backoff_ms),
             backoff_max: Duration::from_millis(cfg.restart_backoff_max_ms),
             stop_timeout: Duration::from_millis(cfg.stop_timeout_ms),
@@ -336,15 +362,32 @@ fn spawn(spec: &Spec) -> std::io::Result<Child> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // SAFETY: only async-signal-safe calls (setpgid, prctl) between fork and exec.
+    let fifo = spec.fifo;
+    // SAFETY: only async-signal-safe calls (setpgid, prctl, sched_setscheduler) between fork
+    // and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::setpgid(0, 0);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if let Some(p) = fifo {
+                // Back up to the services' priority (the launcher runs below it); a refusal is
+                // seen and reported after the spawn.
+                let param = libc::sched_param { sched_priority: p };
+                libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+            }
             Ok(())
         });
     }
     let mut child = cmd.spawn()?;
+    if let (Some(p), Some(pid)) = (fifo, child.id()) {
+        let got = common::service::process_fifo_priority(pid);
+        if got != Some(p) {
+            tracing::warn!(
+                service = %spec.name,
+                "started under SCHED_FIFO {got:?}, not the services' {p}"
+            );
+        }
+    }
     for (stream, is_err) in [
         (
             child
