@@ -322,13 +322,19 @@ pub fn set_thread_fifo(prio: Option<i32>) -> std::io::Result<()> {
 
 /// The calling thread's `SCHED_FIFO` priority; `None` under any other policy.
 pub fn thread_fifo_priority() -> Option<i32> {
-    // SAFETY: plain syscalls on the calling thread with a valid out-parameter.
+    fifo_priority_of(0)
+}
+
+/// The `SCHED_FIFO` priority of thread `tid` (0: the calling one); `None` under another policy
+/// or when it cannot be read.
+fn fifo_priority_of(tid: libc::pid_t) -> Option<i32> {
+    // SAFETY: plain syscalls with a valid out-parameter.
     unsafe {
-        if libc::sched_getscheduler(0) != libc::SCHED_FIFO {
+        if libc::sched_getscheduler(tid) != libc::SCHED_FIFO {
             return None;
         }
         let mut p = libc::sched_param { sched_priority: 0 };
-        (libc::sched_getparam(0, &mut p) == 0).then_some(p.sched_priority)
+        (libc::sched_getparam(tid, &mut p) == 0).then_some(p.sched_priority)
     }
 }
 
@@ -376,15 +382,7 @@ pub fn set_threads_fifo(
 /// The `SCHED_FIFO` priority of process `pid`'s main thread; `None` under another policy
 /// or when it cannot be read.
 pub fn process_fifo_priority(pid: u32) -> Option<i32> {
-    let pid = libc::pid_t::try_from(pid).ok()?;
-    // SAFETY: plain syscalls with a valid out-parameter.
-    unsafe {
-        if libc::sched_getscheduler(pid) != libc::SCHED_FIFO {
-            return None;
-        }
-        let mut p = libc::sched_param { sched_priority: 0 };
-        (libc::sched_getparam(pid, &mut p) == 0).then_some(p.sched_priority)
-    }
+    fifo_priority_of(libc::pid_t::try_from(pid).ok()?)
 }
 
 /// Whether this process may run a thread under `SCHED_FIFO` (tried at priority 1 on a
