@@ -307,13 +307,20 @@ pub fn apply_rt(rt: &RtConfig) -> Vec<String> {
 /// thread ([`apply_rt`]) and every harness that starts a cell under `SCHED_FIFO`
 /// ([`spawn_under_fifo`]) go through it.
 pub fn set_thread_fifo(prio: Option<i32>) -> std::io::Result<()> {
+    set_fifo_of(0, prio)
+}
+
+/// Sets thread `tid`'s (0: the calling one) scheduling: `SCHED_FIFO` at `prio`, or
+/// `SCHED_OTHER` (None). The one `sched_setscheduler` call; it allocates nothing, so a
+/// `pre_exec` hook may call it (through [`set_thread_fifo`]) between fork and exec.
+fn set_fifo_of(tid: libc::pid_t, prio: Option<i32>) -> std::io::Result<()> {
     let (policy, p) = match prio {
         Some(p) => (libc::SCHED_FIFO, p),
         None => (libc::SCHED_OTHER, 0),
     };
     let param = libc::sched_param { sched_priority: p };
-    // SAFETY: plain syscall on the calling thread with a valid sched_param.
-    if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
+    // SAFETY: plain syscall with a valid sched_param.
+    if unsafe { libc::sched_setscheduler(tid, policy, &param) } == 0 {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
@@ -362,18 +369,11 @@ pub fn set_threads_fifo(
 ) -> std::io::Result<usize> {
     let mut n = 0;
     for tid in tids {
-        let param = libc::sched_param {
-            sched_priority: prio,
-        };
-        // SAFETY: plain syscall on a thread of this process with a valid sched_param.
-        if unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) } != 0 {
-            let e = std::io::Error::last_os_error();
+        match set_fifo_of(tid, Some(prio)) {
+            Ok(()) => n += 1,
             // A thread that ended since the listing is not an error.
-            if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err(e);
-            }
-        } else {
-            n += 1;
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(n)

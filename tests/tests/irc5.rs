@@ -57,6 +57,12 @@ async fn a_session_without_the_fine_point_is_refused_and_robot_io_says_why() {
     })
     .await;
     assert!(up.is_some(), "services did not come up\n{}", c.log_text());
+    // The emulated program starts with the simulator, before robot-io may be listening (under
+    // SCHED_FIFO the launcher runs below the services it starts, so the simulator can reach its
+    // first EGM instruction before robot-io is spawned): its one error datagram may be lost, as
+    // on a real cell whose program is started before the PC side. The operator's Start, now
+    // that robot-io listens, runs the routine again from the top: the same refusal.
+    tests::sim_program_start(&s, &c).await;
     // The emulator refuses the first session (its first motion would be EGM, from no fine
     // point) and says so in one EgmRobot with MCI state ERROR; robot-io records it.
     let seen = wait_for(Duration::from_secs(10), || async {

@@ -363,8 +363,8 @@ fn spawn(spec: &Spec) -> std::io::Result<Child> {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     let fifo = spec.fifo;
-    // SAFETY: only async-signal-safe calls (setpgid, prctl, sched_setscheduler) between fork
-    // and exec.
+    // SAFETY: only async-signal-safe calls (setpgid, prctl, and sched_setscheduler through
+    // `set_thread_fifo`, which allocates nothing) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             libc::setpgid(0, 0);
@@ -372,8 +372,7 @@ fn spawn(spec: &Spec) -> std::io::Result<Child> {
             if let Some(p) = fifo {
                 // Back up to the services' priority (the launcher runs below it); a refusal is
                 // seen and reported after the spawn.
-                let param = libc::sched_param { sched_priority: p };
-                libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+                let _ = common::service::set_thread_fifo(Some(p));
             }
             Ok(())
         });
