@@ -173,21 +173,32 @@ impl TestCell {
     /// Runs a `cell` subcommand as its own long-lived process with this cell's settings
     /// (e.g. `["service", "sim"]`: a service outside the launcher), output appended to the
     /// cell's log.
+    /// [`TestCell::spawn_cli`] as `identity` (a secured cell's certificate).
+    pub fn spawn_cli_as(&self, identity: &str, args: &[&str]) -> Child {
+        let mut child_cmd = self.spawn_cli_command(args);
+        child_cmd.env("CELL_IDENTITY", identity);
+        child_cmd.spawn().expect("spawn cell CLI")
+    }
+
     pub fn spawn_cli(&self, args: &[&str]) -> Child {
+        self.spawn_cli_command(args).spawn().expect("spawn cell")
+    }
+
+    /// The `cell` CLI against this cell, its output appended to the cell's log.
+    fn spawn_cli_command(&self, args: &[&str]) -> Command {
         let logf = std::fs::OpenOptions::new()
             .append(true)
             .open(&self.log)
             .expect("log file");
-        self.command()
-            .arg("--connect")
+        let mut cmd = self.command();
+        cmd.arg("--connect")
             .arg(&self.cell.router)
             .args(args)
             .stdin(Stdio::null())
             .stdout(logf.try_clone().expect("log"))
             .stderr(logf)
-            .env("RUST_LOG", "info,zenoh=warn")
-            .spawn()
-            .expect("spawn cell")
+            .env("RUST_LOG", "info,zenoh=warn");
+        cmd
     }
 
     /// The `cell` binary with this cell's config and settings, to add a subcommand to.
@@ -743,6 +754,35 @@ pub async fn tare_named_causes(c: &TestCell, within: Duration) -> Result<(), Str
             }
         }
     }
+}
+
+/// `cell certs init DIR --operator operator-b`: the CA and every identity's certificate.
+pub fn make_certs(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("cell-test-certs-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = std::process::Command::new(bin_dir().join("cell"))
+        .args(["certs", "init"])
+        .arg(&dir)
+        .args(["--operator", "operator-b", "--days", "2"])
+        .output()
+        .expect("cell certs init");
+    assert!(
+        out.status.success(),
+        "cell certs init: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for id in [
+        "router",
+        "robot-io",
+        "sim",
+        "sensor",
+        "control-host",
+        "operator",
+        "operator-b",
+    ] {
+        assert!(dir.join(format!("{id}.pem")).is_file(), "{id}.pem");
+    }
+    dir
 }
 
 #[cfg(test)]

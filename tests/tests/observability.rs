@@ -11,7 +11,9 @@
 //!   subscribes to the wrench, the joint states, `/tf` and `/scene/arm`, decodes them; the
 //!   link frames agree with the kinematics library's at the joints the scene carries, tool0
 //!   with `cell kin fk`'s printed pose; a service call reaches control like the CLI's;
-//! - `cell viz --replay`: the recording with Foxglove's playback control (pause, seek, play).
+//! - `cell viz --replay`: the recording with Foxglove's playback control (pause, seek, play);
+//! - `cell viz` on the secured profile: its services act under the viewer's identity (the
+//!   operator's reach the cell; the sensor node's are refused with the reason, nothing sent).
 #![allow(clippy::unwrap_used)]
 
 use std::{
@@ -448,6 +450,125 @@ impl Fox {
             .await
             .unwrap();
     }
+
+    /// Reads until the services `names` are advertised.
+    async fn services_advertised(&mut self, names: &[&str]) {
+        while !names.iter().all(|n| self.services.contains_key(*n)) {
+            if self.next(Duration::from_secs(20)).await.is_none() {
+                panic!("services {names:?} not advertised: {:?}", self.services);
+            }
+        }
+    }
+
+    /// Calls service `name` with the JSON `body` (Foxglove's binary service call, op 2):
+    /// Ok(the response's JSON) or Err(the serviceCallFailure's message).
+    async fn call(&mut self, name: &str, body: &Value, call_id: u32) -> Result<Value, String> {
+        let id = self.services[name] as u32;
+        let mut b = vec![2u8];
+        b.extend(id.to_le_bytes());
+        b.extend(call_id.to_le_bytes());
+        b.extend(4u32.to_le_bytes());
+        b.extend(b"json");
+        b.extend(body.to_string().as_bytes());
+        self.ws.send(Message::Binary(b.into())).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next(left).await {
+                // serviceCallResponse: service id, call id, encoding length, encoding, body.
+                Some(Err((u32::MAX, 3, p)))
+                    if u32::from_le_bytes(p[4..8].try_into().unwrap()) == call_id =>
+                {
+                    let enc_len = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
+                    return Ok(serde_json::from_slice(&p[12 + enc_len..]).unwrap());
+                }
+                Some(Ok(v)) if v["op"] == "serviceCallFailure" && v["callId"] == call_id => {
+                    return Err(v["message"].as_str().unwrap_or_default().to_string());
+                }
+                Some(_) => {}
+                None => panic!("no answer to the {name} call within 20 s"),
+            }
+        }
+    }
+}
+
+/// The live view's operator services on the secured profile (sim-secure.toml, certificates
+/// from `cell certs init`): each `cell viz` acts as its own identity, under that identity's
+/// row of the roles table, as the CLI does. As `operator` a mode request reaches the bus, a
+/// tare is answered and an e-stop is acknowledged by robot-io; as `sensor` (the sensor node's
+/// certificate: it may engage the e-stop, nothing else an operator does) the mode request is
+/// refused before anything is sent, with the reason — the access control would have dropped
+/// it silently and the view would have said "requested" — and the tare gets no answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foxglove_services_act_under_the_viewers_row_on_a_secured_cell() {
+    let _lock = tests::cell_lock();
+    let dir = tests::make_certs("vizsec");
+    let security = common::security::SecuritySection {
+        profile: common::security::ProfileKind::Sim,
+        dir: dir.display().to_string(),
+        listen: None,
+        listen_by_service: Default::default(),
+        operators: vec!["operator".into()],
+        operators_may_reset: true,
+    };
+    let c = TestCell::start_secure("vizsec", security, &[]);
+    let s = up_all(&c).await;
+    let modes = s
+        .declare_subscriber(topic::MODE_COMMAND.key(&c.cell.id))
+        .await
+        .unwrap();
+    let (l_op, l_sensor) = (
+        format!("127.0.0.1:{}", tests::free_port()),
+        format!("127.0.0.1:{}", tests::free_port()),
+    );
+    let mut viz_op = c.spawn_cli_as("operator", &["viz", "--listen", &l_op, "--seconds", "90"]);
+    let mut viz_sensor =
+        c.spawn_cli_as("sensor", &["viz", "--listen", &l_sensor, "--seconds", "90"]);
+    let mut op = Fox::connect(&format!("ws://{l_op}")).await;
+    let mut sensor = Fox::connect(&format!("ws://{l_sensor}")).await;
+    op.services_advertised(&["set_mode", "tare", "estop"]).await;
+    sensor.services_advertised(&["set_mode", "tare"]).await;
+
+    // The sensor node's view: refused with the reason, nothing on the bus.
+    let refused = sensor
+        .call("set_mode", &json!({"mode": "hold"}), 1)
+        .await
+        .expect_err("the sensor node's mode request was accepted");
+    assert!(refused.contains("\"sensor\" may not publish"), "{refused}");
+    let tare = sensor.call("tare", &json!({}), 2).await;
+    let why = tare.expect_err("the sensor node's tare was answered");
+    assert!(why.contains("\"sensor\""), "{why}");
+    assert!(
+        modes.try_recv().ok().flatten().is_none(),
+        "a mode request reached the bus from the sensor node's view"
+    );
+
+    // The operator's view: each reaches the cell.
+    let r = op
+        .call("set_mode", &json!({"mode": "hold"}), 3)
+        .await
+        .unwrap_or_else(|e| panic!("operator set_mode: {e}\n{}", c.log_text()));
+    assert_eq!(r["requested"], "Hold", "{r}");
+    let m = tokio::time::timeout(Duration::from_secs(3), modes.recv_async())
+        .await
+        .expect("the operator's mode request on the bus")
+        .unwrap();
+    let m: common::msg::ModeCommand = common::codec::decode(&m.payload().to_bytes()).unwrap();
+    assert_eq!(m.mode, common::msg::Mode::Hold);
+    op.call("tare", &json!({}), 4)
+        .await
+        .unwrap_or_else(|e| panic!("operator tare: {e}\n{}", c.log_text()));
+    let st = op
+        .call("estop", &json!({}), 5)
+        .await
+        .unwrap_or_else(|e| panic!("operator estop: {e}\n{}", c.log_text()));
+    assert_eq!(st["level"], "EmergencyStop", "{st}");
+    for v in [&mut viz_op, &mut viz_sensor] {
+        let _ = v.kill();
+        let _ = v.wait();
+    }
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,33 +21,9 @@ use common::{
 use serde_json::Value;
 use tests::{bin_dir, statuses, up_all, wait_for, TestCell};
 
-/// `cell certs init DIR --operator operator-b`: the CA and every identity's certificate.
+/// The test's certificates ([`tests::make_certs`]).
 fn make_certs() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cell-test-certs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = std::process::Command::new(bin_dir().join("cell"))
-        .args(["certs", "init"])
-        .arg(&dir)
-        .args(["--operator", "operator-b", "--days", "2"])
-        .output()
-        .expect("cell certs init");
-    assert!(
-        out.status.success(),
-        "cell certs init: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for id in [
-        "router",
-        "robot-io",
-        "sim",
-        "sensor",
-        "control-host",
-        "operator",
-        "operator-b",
-    ] {
-        assert!(dir.join(format!("{id}.pem")).is_file(), "{id}.pem");
-    }
-    dir
+    tests::make_certs("secure")
 }
 
 /// The newest sample of `key` seen by `sub` within `within` that passes `pick`.

@@ -46,6 +46,9 @@ pub struct Request {
     /// Record every cell topic into this MCAP file while measuring (`cell record`'s
     /// recorder in this process): what recording costs the command path.
     pub record: Option<std::path::PathBuf>,
+    /// Record through the bench's client session, every message forwarded by the router (how
+    /// recordings were made before they had a peer session of their own): the comparison.
+    pub record_via_router: bool,
 }
 
 /// The hops: (label, service that receives, its input key suffix). On the direct chain
@@ -500,7 +503,12 @@ pub async fn command(
             eprintln!("workload: a hybrid task pressing 10 N on the table");
         }
         let recording = match &req.record {
-            Some(path) => Some(crate::record::Recording::start(&s, &cell, path, &[]).await?),
+            Some(path) if req.record_via_router => {
+                Some(crate::record::Recording::start(&s, &cell, path, &[]).await?)
+            }
+            Some(path) => {
+                Some(crate::record::Recording::start_direct(bus, &cell, path, &[]).await?)
+            }
             None => None,
         };
         start_workload(&s, &cell, req.seconds).await?;

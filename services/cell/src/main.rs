@@ -61,6 +61,10 @@ enum BenchCmd {
         /// on the command path: compare a run with and one without).
         #[arg(long, value_name = "FILE")]
         record: Option<std::path::PathBuf>,
+        /// With --record: record through the router, as a client (the recorder's cost before
+        /// it had a peer session of its own; for the comparison in docs/performance.md).
+        #[arg(long, requires = "record")]
+        record_via_router: bool,
     },
 }
 
@@ -692,10 +696,10 @@ fn main() -> ExitCode {
     unsafe { libc::_exit(code) }
 }
 
-/// `--record [FILE]` of a job: starts a recording through the job's session (`FILE` empty:
-/// `default()`).
+/// `--record [FILE]` of a job: starts a recording on a session of its own, in peer mode
+/// (`client::record::direct_session`; `FILE` empty: `default()`).
 async fn start_recording(
-    s: &zenoh::Session,
+    bus: &BusArgs,
     cell: &CellSection,
     record: Option<Option<std::path::PathBuf>>,
     default: impl FnOnce() -> std::path::PathBuf,
@@ -704,7 +708,7 @@ async fn start_recording(
         return Ok(None);
     };
     let path = path.unwrap_or_else(default);
-    let rec = client::record::Recording::start(s, cell, &path, &[]).await?;
+    let rec = client::record::Recording::start_direct(bus, cell, &path, &[]).await?;
     eprintln!("recording to {}", path.display());
     Ok(Some(rec))
 }
@@ -849,6 +853,7 @@ async fn run(
                 no_baseline,
                 fifo,
                 record,
+                record_via_router,
             },
     } = args.cmd
     {
@@ -859,6 +864,7 @@ async fn run(
             no_baseline,
             fifo,
             record,
+            record_via_router,
         };
         let cfg = args.cfg.config.as_deref();
         return cell::bench::command(&args.bus, &cell, cfg, &args.cfg.set, req).await;
@@ -934,7 +940,8 @@ async fn run(
             seconds,
         };
         let s = if req.replay.is_none() {
-            Some(cli::session(&args.bus, &cell).await?)
+            // Every topic, straight from the services (peer mode: the router forwards none).
+            Some(cli::peer_session(&args.bus, &cell).await?)
         } else {
             None
         };
@@ -965,9 +972,10 @@ async fn run(
             record,
         } => {
             let body = lead::overrides(law.as_deref(), &params)?;
-            let recording =
-                start_recording(&s, &cell, record, || client::record::default_path("guide"))
-                    .await?;
+            let recording = start_recording(&args.bus, &cell, record, || {
+                client::record::default_path("guide")
+            })
+            .await?;
             let stop = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
@@ -1154,7 +1162,7 @@ async fn run(
             topics,
             seconds,
         } => {
-            let sum = client::record::record(&s, &cell, &file, &topics, seconds).await?;
+            let sum = client::record::record(&args.bus, &cell, &file, &topics, seconds).await?;
             eprintln!("{}", sum.line());
         }
         Cmd::Replay {
@@ -1343,7 +1351,8 @@ async fn run(
                 out: Some(out.clone()),
                 progress: !json,
             };
-            let recording = start_recording(&s, &cell, record, || out.join("run.mcap")).await?;
+            let recording =
+                start_recording(&args.bus, &cell, record, || out.join("run.mcap")).await?;
             let o = cell::trace::hybrid::run(&s, &cell, t, &opts).await;
             finish_recording(recording).await;
             let o = o?;

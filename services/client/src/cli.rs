@@ -42,6 +42,25 @@ pub async fn session(bus_args: &BusArgs, cell: &CellSection) -> anyhow::Result<S
     })
 }
 
+/// A session in zenoh's peer mode, for a tool that subscribes to every topic (`cell record`,
+/// `--record`, `cell viz`): the services are peers, so each sends straight to it and the
+/// router forwards nothing. Through a [`session`] every message of every topic also crossed
+/// the router, on the cell's host, at the command path's priority: measured at 1 kHz, the
+/// router took a third of a core and the command path's p50 rose 41 µs, against 25 µs this way
+/// (docs/performance.md, issue 45). A peer the services cannot reach (another host, no route
+/// back) still gets its messages through the router.
+pub async fn peer_session(bus_args: &BusArgs, cell: &CellSection) -> anyhow::Result<Session> {
+    let _ = IDENTITY.set(bus_args.cli_identity());
+    let cfg = bus::zenoh_config(bus_args, cell, bus::SessionMode::Peer)?;
+    zenoh::open(cfg).await.map_err(|e| {
+        tracing::debug!("zenoh open towards {}: {e}", cell.router);
+        anyhow::anyhow!(
+            "{}",
+            common::errtext::unreachable_router(&cell.router, &e.to_string())
+        )
+    })
+}
+
 /// Live services, from their liveliness tokens.
 pub async fn ls(s: &Session, cell: &CellSection) -> anyhow::Result<Vec<String>> {
     let key = format!("cell/{}/alive/*", cell.id);
@@ -199,13 +218,33 @@ pub async fn hz(
     Ok(())
 }
 
+/// Publishes `msg` on `t`, after [`permitted`].
 async fn put<T: Serialize>(
     s: &Session,
     t: topic::Topic<T>,
     cell: &CellSection,
     msg: &T,
 ) -> anyhow::Result<()> {
+    permitted(cell, t.info.suffix)?;
     bus::put_message(s, t, &t.key(&cell.id), msg).await
+}
+
+/// On a secured cell: whether this process's identity may publish on topic `suffix`, as the
+/// roles table says; refused with the reason otherwise. The cell's access control drops such
+/// a message without a word (a put it denies still succeeds locally), so the CLI and
+/// `cell viz` ask first and say so instead of reporting a request that never arrived.
+pub fn permitted(cell: &CellSection, suffix: &str) -> anyhow::Result<()> {
+    if let Some(sec) = &cell.security {
+        let me = identity();
+        if !sec.may_publish(&cell.id, &me, suffix) {
+            anyhow::bail!(
+                "identity {me:?} may not publish {suffix} on this cell (the roles table of its \
+                 {:?} profile, docs/security.md): nothing was sent",
+                sec.profile
+            );
+        }
+    }
+    Ok(())
 }
 
 pub fn stamp() -> Stamp {

@@ -35,6 +35,7 @@ pub async fn follow(
         wait_for_usable_wrench(s, cell, Duration::from_secs(1)).await;
     }
     task.stamp = crate::cli::stamp();
+    crate::cli::permitted(cell, topic::HYBRID_TASK.info.suffix)?;
     let key = topic::HYBRID_TASK.key(&cell.id);
     common::bus::put_message(s, topic::HYBRID_TASK, &key, &*task)
         .await

@@ -36,6 +36,7 @@ use std::{
 
 use anyhow::Context;
 use common::{
+    bus::BusArgs,
     codec,
     config::CellSection,
     topic::{self, TopicInfo},
@@ -380,12 +381,33 @@ pub struct Recording {
     dropped: Arc<AtomicU64>,
     writer: Option<std::thread::JoinHandle<anyhow::Result<WriterOutcome>>>,
     started: std::time::Instant,
+    /// The recorder's own session ([`Recording::start_direct`]), closed by `finish`.
+    own_session: Option<Session>,
+}
+
+/// The recorder's own session: [`crate::cli::peer_session`].
+pub async fn direct_session(bus_args: &BusArgs, cell: &CellSection) -> anyhow::Result<Session> {
+    crate::cli::peer_session(bus_args, cell).await
 }
 
 /// How many samples may wait for the writer (≈ 5 s of the whole cell's traffic).
 const QUEUE: usize = 32_768;
 
 impl Recording {
+    /// [`Recording::start`] on a session of its own, in peer mode ([`direct_session`]): how
+    /// `cell record` and every `--record` record.
+    pub async fn start_direct(
+        bus_args: &BusArgs,
+        cell: &CellSection,
+        path: &Path,
+        topics: &[String],
+    ) -> anyhow::Result<Recording> {
+        let s = direct_session(bus_args, cell).await?;
+        let mut rec = Self::start(&s, cell, path, topics).await?;
+        rec.own_session = Some(s);
+        Ok(rec)
+    }
+
     /// Opens `path` (its folder made) and starts recording `cell`'s topics (`topics` empty:
     /// all of them) through `s`.
     pub async fn start(
@@ -461,6 +483,7 @@ impl Recording {
             dropped,
             writer: Some(writer),
             started: std::time::Instant::now(),
+            own_session: None,
         })
     }
 
@@ -481,6 +504,11 @@ impl Recording {
             .await
             .context("join the recording thread")?
             .map_err(|_| anyhow::anyhow!("the recording thread panicked"))??;
+        if let Some(s) = self.own_session.take() {
+            if let Err(e) = s.close().await {
+                tracing::debug!("close the recorder's session: {e}");
+            }
+        }
         Ok(RecordSummary {
             path: self.path.clone(),
             messages: counts.values().map(|c| c.messages).sum(),
@@ -501,13 +529,13 @@ fn hostname() -> String {
 
 /// `cell record FILE`: records until `seconds` pass or Ctrl-C.
 pub async fn record(
-    s: &Session,
+    bus_args: &BusArgs,
     cell: &CellSection,
     path: &Path,
     topics: &[String],
     seconds: Option<f64>,
 ) -> anyhow::Result<RecordSummary> {
-    let rec = Recording::start(s, cell, path, topics).await?;
+    let rec = Recording::start_direct(bus_args, cell, path, topics).await?;
     eprintln!(
         "recording cell/{}/{} to {} ({}; Ctrl-C to stop)",
         cell.id,

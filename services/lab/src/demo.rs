@@ -173,7 +173,7 @@ pub async fn command(
                 p.clone()
             };
             say(&format!("recording the bus to {}", path.display()));
-            Some(client::record::Recording::start(&s, &target, &path, &[]).await?)
+            Some(client::record::Recording::start_direct(bus, &target, &path, &[]).await?)
         }
         None => None,
     };

@@ -764,7 +764,7 @@ pub async fn command(
             if !req.json {
                 eprintln!("recording the bus to {}", path.display());
             }
-            match client::record::Recording::start(&s, &target, &path, &[]).await {
+            match client::record::Recording::start_direct(bus, &target, &path, &[]).await {
                 Ok(r) => Some(r),
                 Err(e) => {
                     let _ = s.close().await;
