@@ -112,7 +112,9 @@ pub struct GuideParams {
     pub step_m: f64,
     /// Force magnitude that starts a step (N).
     pub start_force_n: f64,
-    /// Stiffness K_f along tool x, y, z (N/m): from `cell identify stiffness` or config.
+    /// Stiffness K_f along tool x, y, z (N/m), the diagonal of Cai's 6×6 K_f, from config.
+    /// (`cell identify stiffness` fits a contact stiffness for the hybrid law, not this; the
+    /// 6×6 fit from fixture probes is [`crate::kf::identify`], issue 46.)
     pub kf_n_per_m: [f64; 3],
     /// Period of the position increments `Δx = K_f⁻¹ F` (s).
     pub kf_period_s: f64,

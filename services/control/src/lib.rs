@@ -9,6 +9,7 @@ pub mod deadman;
 pub mod ending;
 pub mod guide;
 pub mod hybrid;
+pub mod kf;
 pub mod lead;
 pub mod node;
 pub mod program;
