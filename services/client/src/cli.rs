@@ -31,8 +31,17 @@ pub fn identity() -> String {
 
 /// A client session to the cell, through its router.
 pub async fn session(bus_args: &BusArgs, cell: &CellSection) -> anyhow::Result<Session> {
+    open(bus_args, cell, bus::SessionMode::Client).await
+}
+
+/// Opens this CLI's session in `mode`, as its identity (which [`identity`] then returns).
+async fn open(
+    bus_args: &BusArgs,
+    cell: &CellSection,
+    mode: bus::SessionMode,
+) -> anyhow::Result<Session> {
     let _ = IDENTITY.set(bus_args.cli_identity());
-    let cfg = bus::zenoh_config(bus_args, cell, bus::SessionMode::Client)?;
+    let cfg = bus::zenoh_config(bus_args, cell, mode)?;
     zenoh::open(cfg).await.map_err(|e| {
         tracing::debug!("zenoh open towards {}: {e}", cell.router);
         anyhow::anyhow!(
@@ -50,15 +59,7 @@ pub async fn session(bus_args: &BusArgs, cell: &CellSection) -> anyhow::Result<S
 /// (docs/performance.md, issue 45). A peer the services cannot reach (another host, no route
 /// back) still gets its messages through the router.
 pub async fn peer_session(bus_args: &BusArgs, cell: &CellSection) -> anyhow::Result<Session> {
-    let _ = IDENTITY.set(bus_args.cli_identity());
-    let cfg = bus::zenoh_config(bus_args, cell, bus::SessionMode::Peer)?;
-    zenoh::open(cfg).await.map_err(|e| {
-        tracing::debug!("zenoh open towards {}: {e}", cell.router);
-        anyhow::anyhow!(
-            "{}",
-            common::errtext::unreachable_router(&cell.router, &e.to_string())
-        )
-    })
+    open(bus_args, cell, bus::SessionMode::Peer).await
 }
 
 /// Live services, from their liveliness tokens.
